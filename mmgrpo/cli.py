@@ -1,0 +1,46 @@
+"""The ``mmgrpo`` command line: a thin dispatcher over ``mmgrpo.commands.*``.
+
+Each sub-command is one module exposing ``configure(parser)`` (adds its arguments)
+and ``run(args) -> int`` (does the work). Heavy imports (torch, transformers) happen
+inside ``run`` so that ``mmgrpo --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help). A new sub-command is one module plus one line here.
+COMMANDS: dict[str, tuple[str, str]] = {
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mmgrpo",
+        description="Train vision/video/audio-language models with GRPO, and evaluate them.",
+    )
+    from mmgrpo import __version__
+
+    parser.add_argument("--version", action="version", version=f"mmgrpo {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        module = importlib.import_module(module_name)
+        module.configure(sub)
+        sub.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if getattr(args, "_run", None) is None:
+        parser.print_help()
+        return 0
+    return int(args._run(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

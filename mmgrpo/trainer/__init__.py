@@ -1,0 +1,1 @@
+"""mmgrpo/trainer"""

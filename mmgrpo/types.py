@@ -1,0 +1,44 @@
+"""Core data types that flow between tasks, processors, rollout and the trainer.
+
+Task-specific fields never leak into these types: they ride in ``Sample.extra`` and
+reach the task's reward functions as keyword arguments.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# A chat message in the Hugging Face multimodal format, e.g.
+# {"role": "user", "content": [{"type": "image", "image": "a.png"}, {"type": "text", "text": "..."}]}
+Message = dict[str, Any]
+
+
+@dataclass
+class Sample:
+    """One prompt: chat messages (with media references), its ground truth and task fields."""
+
+    id: str
+    task: str
+    messages: list[Message]
+    answer: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def media(self, kind: str) -> list[Any]:
+        """Media references of ``kind`` ("image", "video", "audio") in message order."""
+        refs = []
+        for message in self.messages:
+            content = message.get("content")
+            if isinstance(content, list):
+                refs.extend(part[kind] for part in content if part.get("type") == kind and kind in part)
+        return refs
+
+
+@dataclass
+class Completion:
+    """One sampled continuation of a prompt."""
+
+    text: str
+    token_ids: list[int]
+    logprobs: list[float] | None = None  # sampling-policy log-prob of each token, if the engine gives it
+    truncated: bool = False  # hit max_new_tokens without EOS
