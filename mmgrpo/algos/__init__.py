@@ -1,1 +1,26 @@
-"""mmgrpo/algos"""
+"""The GRPO math: pure functions on tensors (no model, no config object, no I/O).
+
+Token-level tensors are ``[B, T]`` with a 0/1 completion mask; prompt tokens never count.
+"""
+
+from mmgrpo.algos.advantages import ADVANTAGE_ESTIMATORS, Groups, group_advantages
+from mmgrpo.algos.kl import KL_ESTIMATORS, kl_penalty
+from mmgrpo.algos.losses import LOSS_AGGREGATIONS, policy_loss
+from mmgrpo.algos.overlong import overlong_penalty
+from mmgrpo.algos.stats import entropy_from_logits, masked_mean, masked_sum, masked_var, masked_whiten
+
+__all__ = [
+    "ADVANTAGE_ESTIMATORS",
+    "Groups",
+    "KL_ESTIMATORS",
+    "LOSS_AGGREGATIONS",
+    "entropy_from_logits",
+    "group_advantages",
+    "kl_penalty",
+    "masked_mean",
+    "masked_sum",
+    "masked_var",
+    "masked_whiten",
+    "overlong_penalty",
+    "policy_loss",
+]

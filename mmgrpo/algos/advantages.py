@@ -89,6 +89,12 @@ class Groups:
         return group_var.sqrt()[self.ids]
 
 
+def _divide_by_std(centred: Tensor, std: Tensor, eps: float) -> Tensor:
+    """``centred / (std + eps)``, and 0 where that is 0 / 0 (a zero-std group, ``eps=0``)."""
+    denominator = std + eps
+    return torch.where(denominator > 0, centred / denominator, torch.zeros_like(centred))
+
+
 @ADVANTAGE_ESTIMATORS.register("grpo")
 def grpo_advantages(
     rewards: Tensor,
@@ -107,7 +113,7 @@ def grpo_advantages(
         std = groups.std(rewards)
     else:
         std = Groups.whole(len(rewards), rewards.device).std(rewards)
-    return centred / (std + eps)
+    return _divide_by_std(centred, std, eps)
 
 
 @ADVANTAGE_ESTIMATORS.register("dr_grpo")
@@ -128,7 +134,7 @@ def reinforce_pp_advantages(rewards: Tensor, groups: Groups, *, eps: float = 1e-
     """``r - group mean``, then ``(x - batch mean) / (batch std + eps)``."""
     centred = groups.centred(rewards)  # [N]
     batch = Groups.whole(len(rewards), rewards.device)
-    return batch.centred(centred) / (batch.std(centred) + eps)
+    return _divide_by_std(batch.centred(centred), batch.std(centred), eps)
 
 
 def group_advantages(
@@ -156,6 +162,8 @@ def group_advantages(
     """
     if rewards.dim() != 1:
         raise ValueError(f"group_advantages: rewards must be 1-D [N], got shape {tuple(rewards.shape)}")
+    if eps < 0:
+        raise ValueError(f"group_advantages: eps must be >= 0, got {eps}")
     if scale not in ("group", "batch"):
         raise ValueError(f"group_advantages: scale must be 'group' or 'batch', got {scale!r}")
     rewards = rewards.detach().to(torch.promote_types(rewards.dtype, torch.float32))

@@ -10,6 +10,7 @@ real checkpoint's tokenizer.
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Sequence
 
 from tokenizers import AddedToken, Regex, Tokenizer, models, pre_tokenizers, trainers
@@ -81,17 +82,9 @@ def train_byte_level_bpe(
         show_progress=False,
     )
     tokenizer.train_from_iterator(corpus, trainer=trainer)
-    bpe = tokenizer.model
-    vocab = bpe.get_vocab() if hasattr(bpe, "get_vocab") else tokenizer.get_vocab()
-    merges = _merges_of(tokenizer)
-    return dict(sorted(vocab.items(), key=lambda item: item[1])), merges
-
-
-def _merges_of(tokenizer: Tokenizer) -> list[tuple[str, str]]:
-    import json
-
-    raw = json.loads(tokenizer.to_str())["model"]["merges"]
-    return [tuple(pair) if isinstance(pair, list) else tuple(pair.split(" ", 1)) for pair in raw]
+    bpe = json.loads(tokenizer.to_str())["model"]
+    merges = [tuple(pair) for pair in bpe["merges"]]
+    return dict(sorted(bpe["vocab"].items(), key=lambda item: item[1])), merges
 
 
 def build_tokenizer(
@@ -110,11 +103,18 @@ def build_tokenizer(
     ``tokenizer_kwargs`` names the roles (``eos_token``, ``pad_token``, ...).
     """
     vocab, merges = train_byte_level_bpe(corpus or tiny_corpus(), vocab_size=vocab_size)
+    extra_tokens = [*special_tokens, *REASONING_TAGS]
+    # Appended to the vocab first so ids follow the listed order, like a real checkpoint's.
+    vocab.update({token: len(vocab) + i for i, token in enumerate(extra_tokens)})
     tokenizer = tokenizer_class(vocab=vocab, merges=merges, **tokenizer_kwargs)
     tokenizer.add_special_tokens(
-        {"additional_special_tokens": [AddedToken(t, special=True, normalized=False) for t in special_tokens]},
+        {"additional_special_tokens": [_added(t, special=True) for t in special_tokens]},
         replace_extra_special_tokens=False,
     )
-    tokenizer.add_tokens([AddedToken(t, special=False, normalized=False) for t in REASONING_TAGS])
+    tokenizer.add_tokens([_added(t, special=False) for t in REASONING_TAGS])
     tokenizer.chat_template = chat_template
     return tokenizer
+
+
+def _added(token: str, *, special: bool) -> AddedToken:
+    return AddedToken(token, special=special, normalized=False, lstrip=False, rstrip=False)

@@ -1,0 +1,124 @@
+"""Load a Hugging Face VLM and its processor from a local directory or a Hub id.
+
+Any checkpoint loadable through ``AutoModelForImageTextToText`` works; audio-language
+families that transformers files elsewhere are found through ``AutoModelForMultimodalLM``;
+the few families whose auto class is the wrong one for RL (e.g. Qwen2.5-Omni, whose
+auto class carries a speech generator) are mapped to the right class in
+:data:`MODEL_CLASSES`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForImageTextToText,
+    AutoModelForMultimodalLM,
+    AutoProcessor,
+    PretrainedConfig,
+    PreTrainedModel,
+    ProcessorMixin,
+    Qwen2_5OmniThinkerForConditionalGeneration,
+)
+
+from mmgrpo.models.special_tokens import tokenizer_of
+from mmgrpo.registry import Registry
+
+DType = Literal["float32", "bfloat16", "float16"]
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+# model_type -> model class, for families whose auto class is not the trainable policy.
+MODEL_CLASSES: Registry[type[PreTrainedModel]] = Registry("model class override")
+MODEL_CLASSES.add("qwen2_5_omni", Qwen2_5OmniThinkerForConditionalGeneration)
+
+# Tried in order when MODEL_CLASSES has no entry for the config's model_type.
+AUTO_MODEL_CLASSES = (AutoModelForImageTextToText, AutoModelForMultimodalLM)
+
+
+class ModelLoadError(RuntimeError):
+    """A checkpoint could not be loaded as a VLM policy; the message names the path or id."""
+
+
+def load_model_and_processor(
+    name_or_path: str | Path,
+    *,
+    dtype: DType = "float32",
+    attn_implementation: str | None = None,
+    trust_remote_code: bool = False,
+    device: str | torch.device = "cpu",
+) -> tuple[PreTrainedModel, ProcessorMixin]:
+    """Load the model (on ``device``, in ``dtype``) and its multimodal processor.
+
+    ``attn_implementation`` is passed to transformers (None = its default, usually
+    "sdpa"). ``trust_remote_code`` stays off unless the caller's config turns it on.
+    Raises :class:`ModelLoadError` for a missing path, an unreachable Hub id, an
+    unsupported architecture, or a processor without a chat template.
+    """
+    source = _resolve(name_or_path)
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"{source}: unknown dtype {dtype!r}; choose one of {sorted(DTYPES)}")
+    processor = load_processor(source, trust_remote_code=trust_remote_code)
+    config = _load(source, "config", AutoConfig.from_pretrained, trust_remote_code=trust_remote_code)
+    model_class = model_class_for(config, source)
+    model = _load(
+        source,
+        "model weights",
+        model_class.from_pretrained,
+        dtype=DTYPES[dtype],
+        attn_implementation=attn_implementation,
+        trust_remote_code=trust_remote_code,
+    )
+    return model.to(device), processor
+
+
+def load_processor(source: str, *, trust_remote_code: bool = False) -> ProcessorMixin:
+    """The checkpoint's multimodal processor; it must carry a chat template."""
+    processor = _load(source, "processor", AutoProcessor.from_pretrained, trust_remote_code=trust_remote_code)
+    if not isinstance(processor, ProcessorMixin):
+        raise ModelLoadError(
+            f"{source}: found only a {type(processor).__name__}, no multimodal processor "
+            "(processor_config.json / preprocessor_config.json is missing)"
+        )
+    if not (processor.chat_template or tokenizer_of(processor).chat_template):
+        raise ModelLoadError(f"{source}: the processor has no chat template (chat_template.jinja is missing)")
+    return processor
+
+
+def model_class_for(config: PretrainedConfig, source: str) -> type[PreTrainedModel]:
+    """The class that loads ``config``: an override, else the first auto class that knows it."""
+    if config.model_type in MODEL_CLASSES:
+        return MODEL_CLASSES.get(config.model_type)
+    for auto_class in AUTO_MODEL_CLASSES:
+        if type(config) in auto_class._model_mapping:
+            return auto_class
+    raise ModelLoadError(
+        f"{source}: model type {config.model_type!r} is not an image/audio-text-to-text model "
+        f"known to {', '.join(cls.__name__ for cls in AUTO_MODEL_CLASSES)}"
+    )
+
+
+def _resolve(name_or_path: str | Path) -> str:
+    """A local directory as a string, or a Hub id; a local-looking path must exist."""
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    looks_local = isinstance(name_or_path, Path) or text.startswith((".", "/", "~")) or text.count("/") > 1
+    if path.is_dir():
+        return str(path)
+    if looks_local or path.exists():
+        raise ModelLoadError(f"{text}: no such checkpoint directory")
+    return text
+
+
+def _load(source: str, what: str, loader, **kwargs):  # noqa: ANN001, ANN202 (any from_pretrained)
+    """Call a ``from_pretrained`` loader, turning its failures into one clear error."""
+    try:
+        return loader(source, **kwargs)
+    except (OSError, ValueError, KeyError) as error:
+        raise ModelLoadError(f"{source}: cannot load the {what}: {error}") from error

@@ -1,0 +1,10 @@
+"""Tiny randomly initialised VLMs of each supported family, built offline for tests and demos.
+
+Importing this package registers every family builder in ``TINY_FAMILIES``.
+"""
+
+from mmgrpo.models.tiny import qwen  # noqa: F401  (registers the Qwen families)
+from mmgrpo.models.tiny.factory import make_tiny
+from mmgrpo.models.tiny.families import TINY_FAMILIES, TinySpec
+
+__all__ = ["TINY_FAMILIES", "TinySpec", "make_tiny"]

@@ -1,0 +1,29 @@
+"""``make_tiny``: build one tiny family from a seed and save it like a real checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from mmgrpo.models.tiny.families import TINY_FAMILIES, TinySpec
+
+
+def make_tiny(family: str, out_dir: str | Path, *, seed: int = 0, **overrides: object) -> Path:
+    """Build a randomly initialised ``family`` model and save model + processor to ``out_dir``.
+
+    ``overrides`` replace :class:`TinySpec` fields (sizes, pixel budgets). The same
+    ``family``, ``seed`` and ``overrides`` always give identical weights and tokenizer.
+    Returns ``out_dir`` as a ``Path``, loadable with ``load_model_and_processor`` or
+    plain ``transformers`` (``AutoProcessor`` / ``AutoModelForImageTextToText``).
+    """
+    builder = TINY_FAMILIES.get(family)
+    spec = TinySpec.from_overrides(**overrides)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model, processor = builder(spec)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    return out

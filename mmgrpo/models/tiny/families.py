@@ -1,0 +1,89 @@
+"""The tiny-model family registry and the size spec every family builder reads.
+
+A family builder turns a :class:`TinySpec` into a randomly initialised model and its
+processor (tokenizer, media processors, chat template), ready for ``save_pretrained``.
+Builders live in one module per family (``qwen.py``, ``smolvlm.py``, ``audio.py``) and
+register themselves in :data:`TINY_FAMILIES`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase, ProcessorMixin
+
+from mmgrpo.registry import Registry
+
+# How many merged vision tokens the default pixel budgets allow for one image.
+DEFAULT_MIN_IMAGE_TOKENS = 4
+DEFAULT_MAX_IMAGE_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class TinySpec:
+    """Sizes and media budgets of a tiny model; every field is a ``make_tiny`` override."""
+
+    vocab_size: int = 400
+    """BPE vocabulary (256 bytes + merges); special and reasoning tokens come on top."""
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    max_position_embeddings: int = 4096
+    vision_hidden_size: int = 32
+    vision_intermediate_size: int = 64
+    vision_depth: int = 2
+    vision_heads: int = 2
+    min_pixels: int | None = None
+    """Image/video frame pixel floor; None = DEFAULT_MIN_IMAGE_TOKENS merged patches."""
+    max_pixels: int | None = None
+    """Image/video frame pixel ceiling; None = DEFAULT_MAX_IMAGE_TOKENS merged patches."""
+    max_frames: int = 8
+    """Most frames the video processor samples from one video."""
+    audio_layers: int = 2
+    audio_hidden_size: int = 32
+    audio_heads: int = 2
+    audio_num_mel_bins: int = 128
+    audio_max_seconds: int = 30
+    """Longest audio clip the audio encoder's positions cover."""
+
+    def pixel_budget(self, patch_size: int, merge_size: int) -> tuple[int, int]:
+        """(min_pixels, max_pixels) for a vision tower with this patch grid."""
+        token_pixels = (patch_size * merge_size) ** 2
+        return (
+            self.min_pixels or DEFAULT_MIN_IMAGE_TOKENS * token_pixels,
+            self.max_pixels or DEFAULT_MAX_IMAGE_TOKENS * token_pixels,
+        )
+
+    @classmethod
+    def from_overrides(cls, **overrides: object) -> TinySpec:
+        """A spec with ``overrides`` applied; an unknown name lists the known fields."""
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(f"unknown tiny-model option(s) {unknown}; known: {sorted(known)}")
+        return cls(**overrides)
+
+
+class TinyModel(NamedTuple):
+    """What a family builder returns: a random model and its complete processor."""
+
+    model: PreTrainedModel
+    processor: ProcessorMixin
+
+
+TinyBuilder = Callable[[TinySpec], TinyModel]
+TINY_FAMILIES: Registry[TinyBuilder] = Registry("tiny model family")
+
+
+def generation_config(tokenizer: PreTrainedTokenizerBase, stop_tokens: Sequence[str]) -> GenerationConfig:
+    """Generation defaults of a chat checkpoint: stop on any turn/text end, pad with pad."""
+    return GenerationConfig(
+        eos_token_id=tokenizer.convert_tokens_to_ids(list(stop_tokens)),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+    )

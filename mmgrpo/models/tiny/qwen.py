@@ -1,0 +1,143 @@
+"""Tiny Qwen2-VL, Qwen2.5-VL and Qwen3-VL: ChatML, M-RoPE, a 2-layer vision tower.
+
+The three share a tokenizer layout (Qwen special tokens, ChatML template with
+``<|vision_start|><|image_pad|><|vision_end|>`` media markup) and differ in their
+config classes, vision tower fields, patch size and processor classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import (
+    Qwen2_5_VLConfig,
+    Qwen2_5_VLForConditionalGeneration,
+    Qwen2_5_VLProcessor,
+    Qwen2Tokenizer,
+    Qwen2VLConfig,
+    Qwen2VLForConditionalGeneration,
+    Qwen2VLImageProcessor,
+    Qwen2VLProcessor,
+    Qwen2VLVideoProcessor,
+    Qwen3VLConfig,
+    Qwen3VLForConditionalGeneration,
+    Qwen3VLProcessor,
+    Qwen3VLVideoProcessor,
+)
+
+from mmgrpo.models.tiny.families import TINY_FAMILIES, TinyModel, TinySpec, generation_config
+from mmgrpo.models.tiny.templates import chat_template
+from mmgrpo.models.tiny.tokenizer import build_tokenizer
+
+QWEN_SPECIAL_TOKENS: tuple[str, ...] = (
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+)
+QWEN_MEDIA_MARKUP = {
+    "image": "<|vision_start|><|image_pad|><|vision_end|>",
+    "video": "<|vision_start|><|video_pad|><|vision_end|>",
+}
+QWEN_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+QWEN2_DEFAULT_SYSTEM = "You are a helpful assistant."
+MERGE_SIZE = 2
+TEMPORAL_PATCH_SIZE = 2
+
+
+def mrope_section(head_dim: int) -> list[int]:
+    """Split the rotary half-dimension into (temporal, height, width) like Qwen's 16/24/24 of 64."""
+    half = head_dim // 2
+    spatial = half * 3 // 8
+    return [half - 2 * spatial, spatial, spatial]
+
+
+def qwen_tokenizer(spec: TinySpec, *, default_system: str | None) -> Qwen2Tokenizer:
+    return build_tokenizer(
+        Qwen2Tokenizer,
+        vocab_size=spec.vocab_size,
+        special_tokens=QWEN_SPECIAL_TOKENS,
+        chat_template=chat_template(media_markup=QWEN_MEDIA_MARKUP, default_system=default_system),
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+    )
+
+
+def qwen_text_config(spec: TinySpec, tokenizer: Qwen2Tokenizer) -> dict[str, Any]:
+    """The language-model half of a Qwen-VL config (M-RoPE over ``head_dim``)."""
+    head_dim = spec.hidden_size // spec.num_heads
+    return {
+        "vocab_size": len(tokenizer),
+        "hidden_size": spec.hidden_size,
+        "intermediate_size": spec.intermediate_size,
+        "num_hidden_layers": spec.num_layers,
+        "num_attention_heads": spec.num_heads,
+        "num_key_value_heads": spec.num_kv_heads,
+        "max_position_embeddings": spec.max_position_embeddings,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": mrope_section(head_dim)},
+        "bos_token_id": None,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+    }
+
+
+def vision_token_ids(tokenizer: Qwen2Tokenizer) -> dict[str, int]:
+    names = ("image_pad", "video_pad", "vision_start", "vision_end")
+    keys = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
+    return {key: tokenizer.convert_tokens_to_ids(f"<|{name}|>") for key, name in zip(keys, names)}
+
+
+def _image_processor(spec: TinySpec, patch_size: int, **kwargs: Any) -> Qwen2VLImageProcessor:
+    min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
+    return Qwen2VLImageProcessor(
+        min_pixels=min_pixels, max_pixels=max_pixels, patch_size=patch_size, merge_size=MERGE_SIZE, **kwargs
+    )
+
+
+def _finish(model_class: type, config: Any, processor: Any) -> TinyModel:
+    model = model_class(config)
+    model.generation_config = generation_config(processor.tokenizer, QWEN_STOP_TOKENS)
+    return TinyModel(model, processor)
+
+
+@TINY_FAMILIES.register("qwen2_5_vl")
+def build_qwen2_5_vl(spec: TinySpec) -> TinyModel:
+    patch_size = 14
+    tokenizer = qwen_tokenizer(spec, default_system=QWEN2_DEFAULT_SYSTEM)
+    min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
+    vision = {
+        "depth": spec.vision_depth,
+        "hidden_size": spec.vision_hidden_size,
+        "intermediate_size": spec.vision_intermediate_size,
+        "num_heads": spec.vision_heads,
+        "out_hidden_size": spec.hidden_size,
+        "patch_size": patch_size,
+        "spatial_merge_size": MERGE_SIZE,
+        "temporal_patch_size": TEMPORAL_PATCH_SIZE,
+        # One attention window covers a whole tiny image; the last block attends fully.
+        "window_size": patch_size * MERGE_SIZE * 4,
+        "fullatt_block_indexes": [spec.vision_depth - 1],
+    }
+    config = Qwen2_5_VLConfig(
+        text_config=qwen_text_config(spec, tokenizer), vision_config=vision, **vision_token_ids(tokenizer)
+    )
+    processor = Qwen2_5_VLProcessor(
+        image_processor=_image_processor(spec, patch_size),
+        tokenizer=tokenizer,
+        video_processor=Qwen2VLVideoProcessor(
+            min_pixels=min_pixels, max_pixels=max_pixels, max_frames=spec.max_frames
+        ),
+        chat_template=tokenizer.chat_template,
+    )
+    return _finish(Qwen2_5_VLForConditionalGeneration, config, processor)

@@ -1,0 +1,111 @@
+"""The rollout engine interface: sample G completions for each of P prompts.
+
+The trainer only ever talks to a :class:`RolloutEngine`: it calls ``generate`` once per
+step and ``update_weights`` after each optimizer step, so a new engine plugs in without
+touching the loop. Engines are registered by name in :data:`ENGINES` and built as
+``ENGINES.get(name)(model=..., processor=..., **engine_options)``.
+
+How a vLLM engine slots in (``mmgrpo/rollout/vllm.py``, registered as ``"vllm"``):
+
+- ``generate`` renders each sample's chat template and passes its media as
+  ``multi_modal_data``, one request per sample with ``n`` = that sample's group size
+  (vLLM's prefix cache then shares the prompt and media across the group, the same
+  saving the HF engine's group-shared prefill makes). ``SamplingParams`` fields map one
+  to one (``top_k=0`` becomes vLLM's ``-1``; ``logprobs_mode`` "raw" is
+  ``raw_logprobs``, "processed" is ``processed_logprobs``; forbidden ids become a
+  ``logit_bias`` of -inf or ``allowed_token_ids``).
+- ``update_weights`` streams the new policy state dict to the workers (colocated:
+  ``collective_rpc`` + ``reload_weights``; server: its dev-mode HTTP endpoint), then
+  ``reset_prefix_cache()`` so no completion reuses keys computed by old weights.
+- A distributed training back end (ZeRO-3, FSDP) passes the gathered full state dict
+  from rank 0; the in-process HF engine needs nothing because it shares the module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+import torch
+
+from mmgrpo.registry import Registry
+from mmgrpo.types import Completion, Sample
+
+LogprobsMode = Literal["raw", "processed"]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How completions are sampled; the same fields a vLLM engine takes."""
+
+    n: int = 1
+    """Completions per prompt (the group size G), unless ``generate`` gets per-sample sizes."""
+    temperature: float = 1.0
+    """Softmax temperature; 0 means greedy decoding."""
+    top_p: float = 1.0
+    """Nucleus sampling: keep the most probable tokens whose mass first reaches ``top_p``."""
+    top_k: int = 0
+    """Keep only the ``top_k`` most probable tokens (ties at the boundary kept); 0 disables."""
+    max_new_tokens: int = 256
+    """Completion length cap; a completion that reaches it without a stop token is truncated."""
+    seed: int | None = None
+    """Seed of the engine's own random generator (same seed, same completions); None uses torch's global RNG."""
+    stop_token_ids: tuple[int, ...] = ()
+    """Extra ids that end a completion, besides the model's generation-config EOS ids."""
+    logprobs_mode: LogprobsMode = "raw"
+    """Which log-probs completions report for their tokens. "raw": log_softmax of the model's
+    logits at temperature 1 over the full vocabulary, what the trainer recomputes as the
+    policy's log-prob (``old_logp`` for the PPO ratio). "processed": log-probs under the
+    distribution actually sampled from (forbidden ids masked, temperature, top-k, top-p)."""
+
+    def __post_init__(self) -> None:
+        checks = {
+            "n must be >= 1": self.n >= 1,
+            "temperature must be >= 0": self.temperature >= 0,
+            "top_p must be in (0, 1]": 0 < self.top_p <= 1,
+            "top_k must be >= 0": self.top_k >= 0,
+            "max_new_tokens must be >= 1": self.max_new_tokens >= 1,
+            "logprobs_mode must be 'raw' or 'processed'": self.logprobs_mode in ("raw", "processed"),
+        }
+        failed = [message for message, ok in checks.items() if not ok]
+        if failed:
+            raise ValueError(f"invalid SamplingParams ({'; '.join(failed)}): {self}")
+
+    @property
+    def greedy(self) -> bool:
+        """True when decoding is deterministic argmax (temperature 0 or top_k 1)."""
+        return self.temperature == 0 or self.top_k == 1
+
+
+@runtime_checkable
+class RolloutEngine(Protocol):
+    """Samples completions from the current policy."""
+
+    def generate(
+        self, samples: Sequence[Sample], params: SamplingParams, group_sizes: Sequence[int] | None = None
+    ) -> list[list[Completion]]:
+        """One list of completions per sample, ``group_sizes[i]`` (default ``params.n``) for sample i."""
+        ...
+
+    def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+        """Make the next ``generate`` sample from these policy weights."""
+        ...
+
+
+ENGINES: Registry[type[RolloutEngine]] = Registry("rollout engine")
+
+
+def resolve_group_sizes(
+    samples: Sequence[Sample], params: SamplingParams, group_sizes: Sequence[int] | None
+) -> list[int]:
+    """Per-sample group sizes: ``group_sizes`` validated against ``samples``, or ``params.n`` each."""
+    if group_sizes is None:
+        return [params.n] * len(samples)
+    sizes = list(group_sizes)
+    if len(sizes) != len(samples):
+        raise ValueError(f"got {len(sizes)} group sizes for {len(samples)} samples")
+    bad = [(sample.id, size) for sample, size in zip(samples, sizes) if size < 1]
+    if bad:
+        raise ValueError(f"group sizes must be >= 1; got (sample id, size) {bad}")
+    return sizes

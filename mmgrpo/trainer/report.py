@@ -1,0 +1,67 @@
+"""End-of-run ``report.md`` with PNG plots of the training curves."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+# (metric key in metrics.jsonl, plot title)
+DEFAULT_CURVES: tuple[tuple[str, str], ...] = (
+    ("reward/total", "Reward (weighted total)"),
+    ("accuracy", "Training accuracy"),
+    ("kl", "KL to reference"),
+    ("length/mean", "Completion length (tokens)"),
+    ("entropy", "Policy entropy"),
+)
+
+
+def plot_curves(rows: Sequence[dict[str, Any]], out_dir: Path, curves=DEFAULT_CURVES) -> list[Path]:
+    """One PNG per curve present in ``rows``; returns the written paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for key, title in curves:
+        points = [(row["step"], row[key]) for row in rows if isinstance(row.get(key), (int, float))]
+        if not points:
+            continue
+        steps, values = zip(*points)
+        figure, axis = plt.subplots(figsize=(5, 3))
+        axis.plot(steps, values, linewidth=1)
+        axis.set_title(title)
+        axis.set_xlabel("step")
+        axis.grid(alpha=0.3)
+        path = out_dir / f"{key.replace('/', '_')}.png"
+        figure.tight_layout()
+        figure.savefig(path, dpi=100)
+        plt.close(figure)
+        written.append(path)
+    return written
+
+
+def write_report(
+    run_dir: Path,
+    rows: Sequence[dict[str, Any]],
+    summary: dict[str, Any],
+    eval_sections: dict[str, str] | None = None,
+) -> Path:
+    """Write ``run_dir/report.md``: summary table, eval tables (Markdown), curve plots."""
+    plot_dir = run_dir / "plots"
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    images = plot_curves(rows, plot_dir)
+    lines = [f"# Run report: {run_dir.name}", "", "| quantity | value |", "|---|---|"]
+    lines += [f"| {key} | {_fmt(value)} |" for key, value in summary.items()]
+    for title, markdown in (eval_sections or {}).items():
+        lines += ["", f"## {title}", "", markdown.strip()]
+    if images:
+        lines += ["", "## Training curves", ""]
+        lines += [f"![{path.stem}](plots/{path.name})" for path in images]
+    path = run_dir / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)

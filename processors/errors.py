@@ -1,0 +1,33 @@
+"""Typed errors for media that cannot be turned into model inputs.
+
+Every error names its source (a path, or a short description of an in-memory
+object) so the data pipeline can skip and count the bad row and the user can find
+the file. All are ``ValueError`` subclasses: bad data, not a bug in the caller.
+"""
+
+from __future__ import annotations
+
+
+class MediaError(ValueError):
+    """A media reference could not be loaded; ``source`` says which, ``reason`` why."""
+
+    def __init__(self, source: object, reason: str) -> None:
+        self.source = str(source)
+        self.reason = reason
+        super().__init__(f"{self.source}: {reason}")
+
+
+class MissingMediaError(MediaError):
+    """The referenced file does not exist (or is not a regular file)."""
+
+
+class CorruptMediaError(MediaError):
+    """The bytes exist but do not decode (unknown format, truncated, damaged)."""
+
+
+class EmptyMediaError(MediaError):
+    """The media decodes to nothing: a zero-byte file, zero pixels, frames or samples."""
+
+
+class MediaShapeError(MediaError):
+    """The media decodes but its shape or value range is unusable (e.g. absurd aspect ratio)."""

@@ -1,0 +1,100 @@
+"""Pure size arithmetic for images and videos, with qwen-vl-utils semantics.
+
+``smart_resize`` and ``sample_frame_count`` reproduce ``qwen_vl_utils.vision_process``
+(0.0.14) ``smart_resize`` / ``smart_nframes`` so that our inputs match what the Qwen
+processors were trained on; tests compare the two on grids of sizes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from processors.budgets import VideoBudget
+from processors.errors import EmptyMediaError, MediaShapeError
+
+# qwen-vl-utils lets a frame's pixel cap fall no lower than 5% above min_pixels.
+MIN_PIXELS_HEADROOM = 1.05
+
+
+def round_by_factor(number: float, factor: int) -> int:
+    """The multiple of ``factor`` closest to ``number`` (ties to even, like ``round``)."""
+    return round(number / factor) * factor
+
+
+def ceil_by_factor(number: float, factor: int) -> int:
+    """The smallest multiple of ``factor`` that is >= ``number``."""
+    return math.ceil(number / factor) * factor
+
+
+def floor_by_factor(number: float, factor: int) -> int:
+    """The largest multiple of ``factor`` that is <= ``number``."""
+    return math.floor(number / factor) * factor
+
+
+def smart_resize(
+    height: int,
+    width: int,
+    *,
+    factor: int,
+    min_pixels: float,
+    max_pixels: float,
+    max_aspect_ratio: float = 200.0,
+    source: str = "image",
+) -> tuple[int, int]:
+    """Target ``(height, width)``: multiples of ``factor``, area in [min_pixels, max_pixels],
+    aspect ratio kept as closely as the rounding allows.
+
+    Raises ``EmptyMediaError`` for a zero-sized input and ``MediaShapeError`` when the
+    longer side exceeds ``max_aspect_ratio`` times the shorter; ``source`` names the media.
+    """
+    if height <= 0 or width <= 0:
+        raise EmptyMediaError(source, f"zero-sized image ({width}x{height})")
+    ratio = max(height, width) / min(height, width)
+    if ratio > max_aspect_ratio:
+        raise MediaShapeError(source, f"aspect ratio {ratio:.1f} of {width}x{height} exceeds {max_aspect_ratio}")
+    new_height = max(factor, round_by_factor(height, factor))
+    new_width = max(factor, round_by_factor(width, factor))
+    if new_height * new_width > max_pixels:
+        scale = math.sqrt(height * width / max_pixels)
+        new_height = floor_by_factor(height / scale, factor)
+        new_width = floor_by_factor(width / scale, factor)
+    elif new_height * new_width < min_pixels:
+        scale = math.sqrt(min_pixels / (height * width))
+        new_height = ceil_by_factor(height * scale, factor)
+        new_width = ceil_by_factor(width * scale, factor)
+    return new_height, new_width
+
+
+def sample_frame_count(total_frames: int, source_fps: float, budget: VideoBudget) -> int:
+    """How many frames to sample from a video of ``total_frames`` at ``source_fps``.
+
+    ``nframes`` mode: ``nframes`` rounded to ``frame_factor``. ``fps`` mode: the video's
+    duration x ``fps``, at least ``min_frames``. Both are then clamped to ``max_frames``
+    and the frames the video has, floored to ``frame_factor``. qwen-vl-utils raises
+    where the result would fall below ``frame_factor``; we return ``frame_factor``
+    instead (the sampler then repeats frames), so a one-frame video still loads.
+    """
+    step = budget.frame_factor
+    if budget.nframes is not None:
+        wanted = round_by_factor(budget.nframes, step)
+    else:
+        wanted = max(total_frames / source_fps * budget.fps, ceil_by_factor(budget.min_frames, step))
+    count = floor_by_factor(min(wanted, budget.max_frames, total_frames), step)
+    return max(count, step)
+
+
+def sample_frame_indices(total_frames: int, count: int) -> list[int]:
+    """``count`` evenly spaced frame indices from the first frame to the last."""
+    return np.linspace(0, total_frames - 1, count).round().astype(int).tolist()
+
+
+def frame_max_pixels(frame_count: int, budget: VideoBudget) -> float:
+    """Per-frame pixel cap: the frame's share of ``total_pixels``, within the budget.
+
+    ``frame_factor`` consecutive frames merge into one temporal patch, so each frame's
+    share is ``total_pixels / (frame_count / frame_factor)``.
+    """
+    share = budget.total_pixels / frame_count * budget.frame_factor
+    return min(budget.max_pixels, max(share, int(budget.min_pixels * MIN_PIXELS_HEADROOM)))

@@ -1,0 +1,122 @@
+"""The ``Task`` base class: a canonical dataset row -> a chat prompt, a ground truth, rewards, a metric.
+
+A row (see docs/DEVELOPING.md) is a dict with ``id``, ``problem``, ``answer`` and media
+columns ``image`` / ``images`` / ``video`` / ``videos`` / ``audio`` / ``audios`` holding
+references (absolute paths after loading). A task subclass says how to read its ground
+truth (:meth:`Task.ground_truth`), which task fields its rewards need
+(:meth:`Task.task_fields`), how to parse a model answer (:meth:`Task.parse`), its reward
+weights and which reward is its eval metric.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Mapping
+
+from mmgrpo.types import Message, Sample
+from tasks.guards import Guards, answer_tags, guarded_answer
+from tasks.registry import REWARDS
+from tasks.scoring import reward_fields
+
+MEDIA_KINDS = ("image", "video", "audio")
+
+THINK_INSTRUCTION = (
+    "First think about the question step by step inside <think> </think> tags, "
+    "then give the final answer inside <answer> </answer> tags."
+)
+ANSWER_INSTRUCTION = "Give only the final answer inside <answer> </answer> tags."
+
+
+class RowError(ValueError):
+    """A dataset row cannot become a sample; the message names the row and the field."""
+
+    def __init__(self, row: Mapping[str, Any], field: str, reason: str) -> None:
+        self.row_id, self.field, self.reason = row.get("id", "<no id>"), field, reason
+        super().__init__(f"row {self.row_id!r}, field {field!r}: {reason}")
+
+
+def require(row: Mapping[str, Any], field: str) -> Any:
+    """``row[field]``, or a :class:`RowError` if it is missing or None."""
+    if row.get(field) is None:
+        raise RowError(row, field, "missing")
+    return row[field]
+
+
+def media_parts(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Chat content parts for every media reference in ``row`` (singular and plural columns)."""
+    parts = []
+    for kind in MEDIA_KINDS:
+        for column in (kind, f"{kind}s"):
+            value = row.get(column)
+            refs = value if isinstance(value, (list, tuple)) else [] if value is None else [value]
+            parts.extend({"type": kind, kind: ref} for ref in refs)
+    return parts
+
+
+class Task:
+    """Base class of a task; subclasses are registered with ``@register_task("name")``."""
+
+    name: ClassVar[str] = ""
+    default_rewards: ClassVar[dict[str, float]] = {}  # reward name -> weight
+    metric_reward: ClassVar[str] = ""  # the registered reward whose value is the eval metric
+    guarded_rewards: ClassVar[tuple[str, ...]] = ()  # rewards taking a ``guards`` option
+    required_media: ClassVar[str | None] = None  # a media kind every row must have
+
+    def __init__(
+        self,
+        *,
+        guards: Guards | Mapping[str, Any] | bool | None = None,
+        think_instruction: str = THINK_INSTRUCTION,
+        answer_instruction: str = ANSWER_INSTRUCTION,
+    ) -> None:
+        self.guards = Guards.coerce(guards)
+        self.think_instruction = think_instruction
+        self.answer_instruction = answer_instruction
+
+    # -- what subclasses override -------------------------------------------------
+    def ground_truth(self, row: Mapping[str, Any]) -> Any:
+        """The row's ground truth in the form this task's rewards compare against."""
+        return require(row, "answer")
+
+    def task_fields(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """Task-specific fields the rewards need (they go into ``Sample.extra``)."""
+        return {}
+
+    def question(self, row: Mapping[str, Any]) -> str:
+        """The question text shown to the model (before the format instruction)."""
+        return str(require(row, "problem"))
+
+    def extract_answers(self, completion: str) -> list[str]:
+        """The answer containers in a completion (default: ``<answer>`` tag contents)."""
+        return answer_tags(completion)
+
+    def parse(self, answer_text: str) -> Any:
+        """This task's reading of an answer text (None if it cannot be read)."""
+        return answer_text.strip()
+
+    def reward_options(self) -> dict[str, dict[str, Any]]:
+        """Keyword options for the task's rewards (e.g. the guards), for ``score_completions``."""
+        return {name: {"guards": self.guards} for name in self.guarded_rewards}
+
+    # -- shared behaviour -----------------------------------------------------------
+    def to_sample(self, row: Mapping[str, Any], *, think: bool = True, system_prompt: str | None = None) -> Sample:
+        """The chat prompt for ``row``: media parts, then the question and the format instruction."""
+        parts = media_parts(row)
+        if self.required_media and not any(part["type"] == self.required_media for part in parts):
+            raise RowError(row, self.required_media, f"task {self.name!r} needs a {self.required_media}")
+        instruction = self.think_instruction if think else self.answer_instruction
+        text = f"{self.question(row)}\n{instruction}"
+        messages: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        messages.append({"role": "user", "content": [*parts, {"type": "text", "text": text}]})
+        extra = {"problem": str(require(row, "problem")), "think": think, **self.task_fields(row)}
+        return Sample(id=str(require(row, "id")), task=self.name, messages=messages, answer=self.ground_truth(row), extra=extra)
+
+    def metric(self, completion: str, sample: Sample) -> float:
+        """Eval score of one completion: the ``metric_reward`` on it, with the task's options."""
+        options = self.reward_options().get(self.metric_reward, {})
+        value = REWARDS.get(self.metric_reward)([completion], **reward_fields([sample]), **options)[0]
+        return 0.0 if value is None else float(value)
+
+    def parse_answer(self, completion: str) -> Any:
+        """What the completion answered, read leniently (no guards), for reports; None if nothing."""
+        text = guarded_answer(completion, guards=Guards.off(), extract=self.extract_answers).text
+        return None if text is None else self.parse(text)

@@ -1,0 +1,121 @@
+"""``geometry``: multiple choice over a diagram (geometry3k style).
+
+Rows: ``id``, ``problem``, ``choices`` (option texts, shown as ``(A) ...``), ``answer``
+(the letter or the option text), ``image`` / ``images``. A row without ``choices`` is
+graded as free-form math (``math-verify``), as some geometry3k exports have none.
+
+Reading an answer (``choice_accuracy``), after the guards of :mod:`tasks.guards`:
+
+- a letter, bare or decorated: ``"B"``, ``"(B)"``, ``"B."``, ``"B)"``. Letters are upper
+  case, so the article "a" is never read as option A;
+- a letter followed by text (``"(B) 12"``): the text must be option B's text -- an answer
+  that names one option by letter and another by text is wrong;
+- an option's text alone (``"12"``, ``"$12$"``), compared after normalising spaces, case
+  and ``$``, or by ``math-verify`` equivalence; it must match exactly one option.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Any, Mapping, Sequence
+
+from tasks.base import RowError, Task, require
+from tasks.guards import Guards, guarded_answer
+from tasks.math import is_equivalent
+from tasks.parsing import normalize_space
+from tasks.registry import register_reward, register_task
+
+_LETTER_THEN_TEXT = re.compile(r"\(?([A-Z])(?:[.:)]|(?=\s)|$)\s*(.*)", re.DOTALL)
+
+
+def letter(index: int) -> str:
+    return string.ascii_uppercase[index]
+
+
+def _normalize_option(text: str) -> str:
+    return normalize_space(text.replace("$", ""))
+
+
+def option_matching(text: str, choices: Sequence[str]) -> int | None:
+    """Index of the only option whose text ``text`` is (normalised or equivalent), else None."""
+    wanted = _normalize_option(text)
+    matches = [i for i, choice in enumerate(choices) if _normalize_option(choice) == wanted]
+    if not matches:
+        matches = [i for i, choice in enumerate(choices) if _is_math(choice) and is_equivalent(text, choice)]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _is_math(choice: str) -> bool:
+    return any(char.isdigit() for char in choice)
+
+
+def resolve_choice(text: str, choices: Sequence[str]) -> int | None:
+    """The option index an answer text names (rules in the module docstring), or None."""
+    text = text.strip()
+    match = _LETTER_THEN_TEXT.fullmatch(text)
+    if match and ord(match.group(1)) - ord("A") < len(choices):
+        index = ord(match.group(1)) - ord("A")
+        rest = match.group(2).strip()
+        return index if not rest or option_matching(rest, choices) == index else None
+    return option_matching(text, choices)
+
+
+@register_reward("choice_accuracy")
+def choice_accuracy(
+    completions: Sequence[str],
+    answer: Sequence[Any],
+    problem: Sequence[str | None] | None = None,
+    choices: Sequence[Sequence[str] | None] | None = None,
+    *,
+    guards: Guards | Mapping[str, Any] | bool | None = None,
+    **_,
+) -> list[float]:
+    guards = Guards.coerce(guards)
+    problems = problem if problem is not None else [None] * len(completions)
+    options = choices if choices is not None else [None] * len(completions)
+    scores = []
+    for text, truth, question, item_choices in zip(completions, answer, problems, options):
+        predicted = guarded_answer(text, question, guards).text
+        if predicted is None:
+            scores.append(0.0)
+        elif not item_choices:
+            scores.append(float(is_equivalent(predicted, str(truth))))
+        else:
+            truth_index = resolve_choice(str(truth), item_choices)
+            if truth_index is None:
+                raise ValueError(f"ground truth {truth!r} names none of the choices {list(item_choices)}")
+            scores.append(float(resolve_choice(predicted, item_choices) == truth_index))
+    return scores
+
+
+@register_task("geometry")
+class GeometryTask(Task):
+    default_rewards = {"format": 0.1, "choice_accuracy": 1.0}
+    metric_reward = "choice_accuracy"
+    guarded_rewards = ("choice_accuracy",)
+
+    def _choices(self, row: Mapping[str, Any]) -> list[str] | None:
+        choices = row.get("choices")
+        if choices is None or len(choices) == 0:
+            return None
+        if len(choices) > len(string.ascii_uppercase):
+            raise RowError(row, "choices", f"{len(choices)} options; at most {len(string.ascii_uppercase)}")
+        return [str(choice) for choice in choices]
+
+    def ground_truth(self, row: Mapping[str, Any]) -> str:
+        truth, choices = str(require(row, "answer")), self._choices(row)
+        if choices is None:
+            return truth
+        index = resolve_choice(truth, choices)
+        if index is None:
+            raise RowError(row, "answer", f"{truth!r} names none of the choices {choices}")
+        return letter(index)
+
+    def task_fields(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        return {"choices": self._choices(row)}
+
+    def question(self, row: Mapping[str, Any]) -> str:
+        choices = self._choices(row)
+        listed = "".join(f"\n({letter(i)}) {choice}" for i, choice in enumerate(choices or []))
+        return f"{super().question(row)}\nChoices:{listed}" if choices else super().question(row)
