@@ -47,7 +47,8 @@ def smart_resize(
     aspect ratio kept as closely as the rounding allows.
 
     Raises ``EmptyMediaError`` for a zero-sized input and ``MediaShapeError`` when the
-    longer side exceeds ``max_aspect_ratio`` times the shorter; ``source`` names the media.
+    longer side exceeds ``max_aspect_ratio`` times the shorter or the shorter side would
+    shrink to zero under ``max_pixels``; ``source`` names the media.
     """
     if height <= 0 or width <= 0:
         raise EmptyMediaError(source, f"zero-sized image ({width}x{height})")
@@ -64,6 +65,9 @@ def smart_resize(
         scale = math.sqrt(min_pixels / (height * width))
         new_height = ceil_by_factor(height * scale, factor)
         new_width = ceil_by_factor(width * scale, factor)
+    if new_height == 0 or new_width == 0:  # qwen-vl-utils would return a zero side here
+        raise MediaShapeError(source, f"{width}x{height} is too elongated to fit {max_pixels} pixels "
+                                      f"in multiples of {factor}")
     return new_height, new_width
 
 

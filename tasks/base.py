@@ -10,7 +10,7 @@ weights and which reward is its eval metric.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar, Iterable, Mapping
 
 from mmgrpo.types import Message, Sample
 from tasks.guards import Guards, answer_tags, guarded_answer
@@ -93,9 +93,11 @@ class Task:
         """This task's reading of an answer text (None if it cannot be read)."""
         return answer_text.strip()
 
-    def reward_options(self) -> dict[str, dict[str, Any]]:
-        """Keyword options for the task's rewards (e.g. the guards), for ``score_completions``."""
-        return {name: {"guards": self.guards} for name in self.guarded_rewards}
+    def reward_options(self, names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Keyword options (e.g. the guards) for the rewards in ``names`` (default: the task's
+        rewards) that take any, in the form ``score_completions(reward_options=...)`` takes."""
+        names = set(self.default_rewards if names is None else names)
+        return {name: {"guards": self.guards} for name in self.guarded_rewards if name in names}
 
     # -- shared behaviour -----------------------------------------------------------
     def to_sample(self, row: Mapping[str, Any], *, think: bool = True, system_prompt: str | None = None) -> Sample:
@@ -108,11 +110,12 @@ class Task:
         messages: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
         messages.append({"role": "user", "content": [*parts, {"type": "text", "text": text}]})
         extra = {"problem": str(require(row, "problem")), "think": think, **self.task_fields(row)}
-        return Sample(id=str(require(row, "id")), task=self.name, messages=messages, answer=self.ground_truth(row), extra=extra)
+        sample_id, answer = str(require(row, "id")), self.ground_truth(row)
+        return Sample(id=sample_id, task=self.name, messages=messages, answer=answer, extra=extra)
 
     def metric(self, completion: str, sample: Sample) -> float:
         """Eval score of one completion: the ``metric_reward`` on it, with the task's options."""
-        options = self.reward_options().get(self.metric_reward, {})
+        options = self.reward_options([self.metric_reward]).get(self.metric_reward, {})
         value = REWARDS.get(self.metric_reward)([completion], **reward_fields([sample]), **options)[0]
         return 0.0 if value is None else float(value)
 

@@ -42,11 +42,12 @@ def option_matching(text: str, choices: Sequence[str]) -> int | None:
     wanted = _normalize_option(text)
     matches = [i for i, choice in enumerate(choices) if _normalize_option(choice) == wanted]
     if not matches:
-        matches = [i for i, choice in enumerate(choices) if _is_math(choice) and is_equivalent(text, choice)]
+        matches = [i for i, choice in enumerate(choices) if _has_digits(choice) and is_equivalent(text, choice)]
     return matches[0] if len(matches) == 1 else None
 
 
-def _is_math(choice: str) -> bool:
+def _has_digits(choice: str) -> bool:
+    """Only options with a number are worth a math-verify comparison."""
     return any(char.isdigit() for char in choice)
 
 
@@ -54,8 +55,7 @@ def resolve_choice(text: str, choices: Sequence[str]) -> int | None:
     """The option index an answer text names (rules in the module docstring), or None."""
     text = text.strip()
     match = _LETTER_THEN_TEXT.fullmatch(text)
-    if match and ord(match.group(1)) - ord("A") < len(choices):
-        index = ord(match.group(1)) - ord("A")
+    if match and (index := string.ascii_uppercase.index(match.group(1))) < len(choices):
         rest = match.group(2).strip()
         return index if not rest or option_matching(rest, choices) == index else None
     return option_matching(text, choices)

@@ -51,7 +51,7 @@ class Guards:
     @classmethod
     def off(cls) -> Guards:
         """Every guard switched off (the lenient reading)."""
-        return cls(False, False, False, False, max_chars=None)
+        return cls(empty_answer=False, multiple_answers=False, untagged_answer=False, prompt_copy=False, max_chars=None)
 
     @classmethod
     def coerce(cls, value: Guards | Mapping[str, Any] | bool | None) -> Guards:

@@ -22,6 +22,8 @@ from tasks.guards import Guards, guarded_answer
 from tasks.parsing import ANSWER_TAG, boxed_contents, count_tags, tag_contents
 from tasks.registry import register_reward, register_task
 
+_LATEX_DELIMITERS = ("$", "\\boxed", "\\(", "\\[")
+
 
 def math_answers(completion: str) -> list[str]:
     """Answer containers: the ``<answer>`` tags if there are any, else the ``\\boxed{}`` contents."""
@@ -34,10 +36,24 @@ def _usable_timeout(seconds: int | None) -> int | None:
     return seconds if threading.current_thread() is threading.main_thread() else None
 
 
+def read_math(text: str, *, timeout_seconds: int | None = 5) -> list:
+    """``math-verify``'s reading of an answer text (empty if it reads nothing).
+
+    Text without LaTeX delimiters is read as inline LaTeX first: bare ``\\sqrt{8}`` reads
+    as nothing and bare ``2\\sqrt{3}`` as ``2`` otherwise. Plain text is the fallback.
+    No string fallback: an unreadable answer never "equals" a ground truth as a string.
+    """
+    timeout = _usable_timeout(timeout_seconds)
+    options = {"fallback_mode": "no_fallback", "parsing_timeout": timeout}
+    if any(marker in text for marker in _LATEX_DELIMITERS):
+        return parse(text, **options)
+    return parse(f"${text}$", **options) or parse(text, **options)
+
+
 @lru_cache(maxsize=4096)  # a group's G completions share one ground truth
 def parse_ground_truth(answer: str, timeout_seconds: int | None = 5) -> list:
     """``math-verify``'s reading of a ground truth; ValueError if it reads nothing."""
-    parsed = parse(answer, parsing_timeout=_usable_timeout(timeout_seconds))
+    parsed = read_math(answer, timeout_seconds=timeout_seconds)
     if not parsed:
         raise ValueError(f"math-verify cannot read the ground truth {answer!r}")
     return parsed
@@ -46,10 +62,9 @@ def parse_ground_truth(answer: str, timeout_seconds: int | None = 5) -> list:
 def is_equivalent(answer_text: str, truth: str, *, timeout_seconds: int | None = 5) -> bool:
     """Whether a model's answer text equals the ground truth mathematically (never raises on the answer)."""
     gold = parse_ground_truth(truth, timeout_seconds)
-    timeout = _usable_timeout(timeout_seconds)
     try:
-        predicted = parse(answer_text, parsing_timeout=timeout)
-        return bool(predicted) and verify(gold, predicted, timeout_seconds=timeout)
+        predicted = read_math(answer_text, timeout_seconds=timeout_seconds)
+        return bool(predicted) and verify(gold, predicted, timeout_seconds=_usable_timeout(timeout_seconds))
     except Exception:  # math-verify/sympy can fail in many ways on arbitrary model text
         return False
 
@@ -69,7 +84,8 @@ def math_accuracy(
     scores = []
     for text, truth, question in zip(completions, answer, problems):
         predicted = guarded_answer(text, question, guards, extract=math_answers).text
-        scores.append(float(predicted is not None and is_equivalent(predicted, str(truth), timeout_seconds=timeout_seconds)))
+        correct = predicted is not None and is_equivalent(predicted, str(truth), timeout_seconds=timeout_seconds)
+        scores.append(float(correct))
     return scores
 
 

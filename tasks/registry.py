@@ -29,8 +29,8 @@ def register_task(name: str) -> Callable[[type[Task]], type[Task]]:
     """Class decorator: register a :class:`tasks.base.Task` subclass under ``name``."""
 
     def decorator(cls: type[Task]) -> type[Task]:
-        cls.name = name
         TASKS.add(name, cls)
+        cls.name = name
         return cls
 
     return decorator

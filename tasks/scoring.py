@@ -46,8 +46,9 @@ def reward_fields(samples: Sequence[Sample]) -> dict[str, list[Any]]:
 
 def run_reward(name: str, completions: Sequence[str], fields: Mapping[str, list[Any]], **options) -> list[float | None]:
     """Call reward ``name`` and check what it returns; a failure names the reward."""
+    reward = REWARDS.get(name)
     try:
-        values = list(REWARDS.get(name)(list(completions), **fields, **options))
+        values = list(reward(list(completions), **fields, **options))
     except Exception as error:
         raise RuntimeError(f"reward {name!r} raised {type(error).__name__}: {error}") from error
     if len(values) != len(completions):
@@ -76,7 +77,7 @@ def score_completions(
     reward_options = reward_options or {}
     unknown = set(reward_options) - set(weights)
     if unknown:
-        raise ValueError(f"reward_options for reward(s) {sorted(unknown)} that are not in the weights {sorted(weights)}")
+        raise ValueError(f"reward_options for reward(s) {sorted(unknown)} not in the weights {sorted(weights)}")
     fields = reward_fields(samples)
     components = {name: run_reward(name, completions, fields, **reward_options.get(name, {})) for name in weights}
     total = [

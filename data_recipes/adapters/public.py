@@ -25,12 +25,15 @@ def r1v_jsonl(raw: Mapping[str, Any]) -> Row:
 
 @register_adapter("geometry3k", columns=("images", "problem", "answer"))
 def geometry3k(raw: Mapping[str, Any]) -> Row:
-    """geometry3k (EasyR1 layout): ``images`` list, ``problem`` with ``<image>`` placeholders, ``answer``."""
-    return {
+    """geometry3k: ``images`` list, ``problem`` with ``<image>`` placeholders, ``answer``, maybe ``choices``."""
+    row = {
         "problem": strip_media_tokens(field(raw, "problem")),
         "answer": answer_value(field(raw, "answer")),
         "images": list(field(raw, "images")),
     }
+    if raw.get("choices"):  # option texts, for letter answers (tasks.geometry grades both)
+        row["choices"] = list(raw["choices"])
+    return row
 
 
 @register_adapter("canonical", columns=("problem", "answer"))

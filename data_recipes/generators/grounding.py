@@ -1,8 +1,8 @@
 """``grounding``: find the one object a referring expression names ("the small red circle").
 
 The answer is its box ``[x1, y1, x2, y2]`` in pixels of the image as written (``x2``/``y2``
-exclusive); ``image_width``/``image_height`` say which pixel grid that is, so a task can
-rescale to whatever coordinate system the model uses. Distractors never share all three of the
+exclusive); ``image_size`` (``[width, height]``) says which pixel grid that is, so the task
+can rescale to whatever coordinate system the model uses. Distractors never share all three of the
 target's attributes (size, colour, shape), so the expression is unambiguous.
 """
 
@@ -68,8 +68,7 @@ class Grounding:
         fields = {
             "problem": f"Where is the {objects[0].describe()}?",
             "answer": objects[0].box,
-            "image_width": self.image_size,
-            "image_height": self.image_size,
+            "image_size": [self.image_size, self.image_size],
             "target": objects[0].as_dict(),
             "objects": [obj.as_dict() for obj in objects],
         }

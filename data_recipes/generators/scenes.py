@@ -111,20 +111,22 @@ def place(
     allow_overlap: bool = False,
     min_gap: int = 2,
     margin: int = 1,
+    align: int = 1,
     max_tries: int = 200,
 ) -> list[SceneObject]:
     """Place ``(shape, colour, size_label, px)`` objects at random positions on a square canvas.
 
     Without ``allow_overlap`` every pair of boxes is at least ``min_gap`` pixels apart, so each
-    object stays a separate connected blob.
+    object stays a separate connected blob. Corners are multiples of ``align`` (video uses 2 so
+    objects cover whole 2x2 chroma blocks and colours do not bleed in yuv420p).
     """
     objects: list[SceneObject] = []
     for shape, colour, size, px in attributes:
-        high = canvas - margin - px
-        if high < margin:
+        first, last = -(-margin // align), (canvas - margin - px) // align  # corner range in align steps
+        if last < first:
             raise SceneError(f"a {px}-px object does not fit a {canvas}-px canvas")
         for _ in range(max_tries):
-            x, y = (int(v) for v in rng.integers(margin, high + 1, size=2))
+            x, y = (int(v) * align for v in rng.integers(first, last + 1, size=2))
             candidate = SceneObject(shape, colour, size, px, x, y)
             if allow_overlap or _boxes_clear(candidate.box, [o.box for o in objects], min_gap):
                 objects.append(candidate)

@@ -28,6 +28,9 @@ from data_recipes.generators.scenes import (
 )
 
 
+CHROMA_BLOCK = 2  # yuv420p stores colour per 2x2 pixels
+
+
 def mp4_bytes(frames: Sequence[Image.Image], fps: int, crf: int) -> bytes:
     """Encode RGB frames as an H.264 (yuv420p) mp4; a low ``crf`` keeps small shapes crisp."""
     buffer = io.BytesIO()
@@ -79,13 +82,13 @@ class VideoCount:
         check_range("visible_frames", self.min_visible_frames, self.num_frames, minimum=1)
         check_names(self.shapes, self.colours)
         check_rgb(self.background)
-        if self.frame_size % 2:
-            raise ValueError(f"frame_size must be even for yuv420p video, got {self.frame_size}")
+        if self.frame_size % CHROMA_BLOCK or self.object_px % CHROMA_BLOCK:
+            raise ValueError(f"frame_size and object_px must be even for yuv420p video, got {self.frame_size}, {self.object_px}")
 
     def example(self, rng: np.random.Generator) -> Example:
         n = int(rng.integers(self.min_objects, self.max_objects + 1))
         attributes = random_attributes(rng, n, self.shapes, self.colours, {f"{self.object_px}px": self.object_px})
-        objects = place(rng, attributes, self.frame_size, min_gap=self.min_gap)
+        objects = place(rng, attributes, self.frame_size, min_gap=self.min_gap, align=CHROMA_BLOCK)
         runs = visible_runs(rng, n, self.num_frames, self.min_visible_frames)
         frames = [
             render([o for o, (start, end) in zip(objects, runs) if start <= t < end], self.frame_size, tuple(self.background))

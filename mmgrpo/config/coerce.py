@@ -76,7 +76,7 @@ def build(cls: type, mapping: Any, key: str = "") -> Any:
     """An instance of dataclass ``cls`` from ``mapping``; missing keys keep their defaults."""
     if not isinstance(mapping, Mapping):
         raise ConfigError(f"{key or 'config'}: expected a mapping of {cls.__name__} options, got {mapping!r}")
-    hints = _field_types(cls)
+    hints = field_types(cls)
     kwargs = {}
     for name, value in mapping.items():
         dotted = _join(key, str(name))
@@ -158,7 +158,7 @@ def _coerce_dict(value: Any, key_and_value_types: tuple[Any, Any], key: str) -> 
 
 
 @functools.cache
-def _field_types(cls: type) -> dict[str, Any]:
+def field_types(cls: type) -> dict[str, Any]:
     """Field name -> resolved annotation (the schema uses postponed, string annotations)."""
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}

@@ -30,14 +30,18 @@ class ModelConfig:
         "Local path or Hugging Face Hub id of the policy (any AutoModelForImageTextToText). "
         "'tiny:<family>' builds a tiny random model of that family locally (mmgrpo.models).",
     )
-    tiny_options: dict[str, Any] = option({}, "Options for the tiny-model factory (hidden size, layers, ...); tiny: models only.")
+    tiny_options: dict[str, Any] = option(
+        {}, "Options for the tiny-model factory (hidden size, layers, ...); tiny: models only."
+    )
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = option(
         "float32", "dtype the weights are loaded in; 'auto' uses the checkpoint's."
     )
     attn_implementation: str | None = option(
         None, "Attention kernel: eager, sdpa, flash_attention_2, ...; None = transformers' choice."
     )
-    trust_remote_code: bool = option(False, "Run Python code shipped with the checkpoint. Off unless you trust the source.")
+    trust_remote_code: bool = option(
+        False, "Run Python code shipped with the checkpoint. Off unless you trust the source."
+    )
     min_pixels: int = option(56 * 56, "Fewest pixels per image after resizing (Qwen2-VL: 4 x 28 x 28 = 3136).", gt=0)
     max_pixels: int = option(
         112 * 112, "Most pixels per image after resizing. Tiny default; R1-V/EasyR1 use 401408 (512 x 28 x 28).", gt=0
@@ -57,38 +61,49 @@ class LoraConfig:
     alpha: float = option(32.0, "Adapter scaling numerator (scale = alpha / r; 2 x r is the common choice).", gt=0)
     dropout: float = option(0.05, "Dropout on the adapter input.", ge=0, lt=1)
     target_modules: list[str] = option(
-        ["q_proj", "k_proj", "v_proj", "o_proj"], "Names of the linear layers that get adapters (the language model's attention)."
+        ["q_proj", "k_proj", "v_proj", "o_proj"],
+        "Names of the linear layers that get adapters (the language model's attention).",
     )
 
 
 @dataclass
-class DatasetSpec:
-    """One dataset of a mixture: a local/Hub dataset (``path``) or a generator (``recipe``)."""
+class DatasetConfig:
+    """One dataset of a mixture: a local/Hub dataset (``path``) or a generator (``recipe``).
+
+    The data layer reads ``path`` datasets through ``data_recipes.loading.DatasetSpec``.
+    """
 
     path: str | None = option(None, "Local file or folder (parquet, jsonl, arrow, load_from_disk) or Hub id.")
-    recipe: str | None = option(None, "Procedural generator in data_recipes (e.g. clevr_count); used when path is unset.")
+    recipe: str | None = option(
+        None, "Procedural generator in data_recipes (e.g. clevr_count); used when path is unset."
+    )
     recipe_args: dict[str, Any] = option({}, "Generator options, e.g. {n: 2000, min_count: 1, max_count: 6}.")
     split: str = option("train", "Split to read (train / test / validation, as the dataset names it).")
     adapter: str | None = option(None, "Column adapter for a public format (clevr70k, geometry3k, ...); None = detect.")
     task: str | None = option(None, "Task for this dataset's rows; None = task.name.")
     weight: float = option(1.0, "Mixture weight: share of prompts drawn from this dataset.", gt=0)
     limit: int | None = option(None, "Use at most this many rows; None = all.", ge=1)
+    media_root: str | None = option(None, "Extra folder tried first for relative media paths (e.g. VLM-R1's images).")
+    media_cache: str | None = option(None, "Folder for media embedded as bytes; None keeps the bytes in the rows.")
+    check_media: bool = option(True, "Check each media file decodes at load time (bad rows are skipped and counted).")
 
 
 @dataclass
 class DataConfig:
     """Training and evaluation data."""
 
-    train: list[DatasetSpec] = option(
-        [DatasetSpec(recipe="clevr_count", recipe_args={"n": 2000}, split="train")],
+    train: list[DatasetConfig] = option(
+        [DatasetConfig(recipe="clevr_count", recipe_args={"n": 2000}, split="train")],
         "Datasets prompts are drawn from, mixed by weight.",
     )
-    test: list[DatasetSpec] = option(
-        [DatasetSpec(recipe="clevr_count", recipe_args={"n": 2000}, split="test")],
+    test: list[DatasetConfig] = option(
+        [DatasetConfig(recipe="clevr_count", recipe_args={"n": 2000}, split="test")],
         "Held-out datasets for eval.",
     )
     dir: str | None = option(None, "Where generated datasets are written; None = <run dir>/data.")
-    max_prompt_tokens: int = option(1024, "Longer prompts (media tokens included) are dropped and counted, never truncated.", ge=1)
+    max_prompt_tokens: int = option(
+        1024, "Longer prompts (media tokens included) are dropped and counted, never truncated.", ge=1
+    )
     shuffle: bool = option(True, "Shuffle training prompts each epoch.")
     seed: int = option(0, "Seed for generation, mixing and shuffling.")
 
@@ -99,9 +114,11 @@ class TaskConfig:
 
     name: str = option("clevr_count", "Registered task (tasks/): prompt building, rewards and eval metric.")
     think: bool = option(
-        False, "Ask for <think>...</think> before <answer> (DeepSeek-R1 style). Off for the tiny default, which answers directly."
+        False, "Ask for <think>...</think> before <answer> (DeepSeek-R1). Off in the tiny default: it answers directly."
     )
-    rewards: dict[str, float] = option({}, "Reward name -> weight, e.g. {accuracy: 1.0, format: 0.1}; empty = the task's defaults.")
+    rewards: dict[str, float] = option(
+        {}, "Reward name -> weight, e.g. {accuracy: 1.0, format: 0.1}; empty = the task's defaults."
+    )
     reward_plugins: list[str] = option([], "Python files whose @register'ed reward functions become usable in rewards.")
 
 
@@ -113,7 +130,9 @@ class VLLMConfig:
         "colocate", "colocate: vLLM shares the training GPUs; server: a separate vLLM server generates."
     )
     server_url: str = option("http://localhost:8000", "Base URL of the vLLM server (mode: server).")
-    gpu_memory_utilization: float = option(0.3, "GPU memory share vLLM may take (TRL's colocate default 0.3).", gt=0, le=1)
+    gpu_memory_utilization: float = option(
+        0.3, "GPU memory share vLLM may take (TRL's colocate default 0.3).", gt=0, le=1
+    )
     tensor_parallel_size: int = option(1, "GPUs each vLLM model replica is split over.", ge=1)
 
 
@@ -122,10 +141,18 @@ class RolloutConfig:
     """How completions are sampled: P prompts x G completions per step."""
 
     engine: Literal["hf", "vllm"] = option("hf", "Generation back end: hf (transformers generate) or vllm.")
-    prompts_per_step: int = option(32, "P: prompts per training step (DAPO: 512, DeepSeekMath: 1024 completions).", ge=1)
-    num_generations: int = option(8, "G: completions per prompt, one group (DeepSeekMath: 64, DAPO: 16).", ge=1)
-    temperature: float = option(1.0, "Sampling temperature (1.0 in DeepSeekMath and DAPO: unbiased samples of the policy).", gt=0)
-    top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off (DAPO trains with 1.0).", gt=0, le=1)
+    prompts_per_step: int = option(
+        32, "P: prompts per training step (DAPO: 512).", ge=1
+    )
+    num_generations: int = option(
+        8,
+        "G: completions per prompt, one group; >= 2 since advantages are relative (DeepSeekMath: 64, DAPO: 16).",
+        ge=2,
+    )
+    temperature: float = option(
+        1.0, "Sampling temperature; 1.0 samples the policy as it is (TRL default, DAPO).", gt=0
+    )
+    top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off (TRL default, DAPO).", gt=0, le=1)
     top_k: int = option(0, "Keep the k most likely tokens; 0 = off (overrides transformers' default of 50).", ge=0)
     max_new_tokens: int = option(16, "Most tokens per completion; longer ones are truncated and flagged.", ge=1)
     vllm: VLLMConfig = option(VLLMConfig(), "vLLM engine options.")
@@ -139,11 +166,15 @@ class AlgoConfig:
         "grpo", "Registered estimator (mmgrpo.algos): grpo, dr_grpo, rloo, reinforce_pp."
     )
     scale_std: bool = option(True, "Divide advantages by the reward std (GRPO). Dr. GRPO: false (mean-centred only).")
-    scale: Literal["group", "batch"] = option("group", "Std over each group (GRPO) or the whole batch (TRL's scale_rewards='batch').")
+    scale: Literal["group", "batch"] = option(
+        "group", "Std over each group (GRPO) or the whole batch (TRL's scale_rewards='batch')."
+    )
     advantage_eps: float = option(1e-4, "Added to the std before dividing (TRL: 1e-4).", gt=0)
     num_iterations: int = option(1, "mu: policy updates per rollout batch (DeepSeekMath: 1).", ge=1)
     eps_low: float = option(0.2, "Lower clip range: ratio >= 1 - eps_low (PPO/GRPO: 0.2).", gt=0, lt=1)
-    eps_high: float = option(0.2, "Upper clip range: ratio <= 1 + eps_high (GRPO 0.2; DAPO clip-higher uses 0.28).", gt=0)
+    eps_high: float = option(
+        0.2, "Upper clip range: ratio <= 1 + eps_high (GRPO 0.2; DAPO clip-higher uses 0.28).", gt=0
+    )
     dual_clip: float | None = option(
         None, "Dual-clip bound c for negative advantages (Ye et al. 2020 use 3.0); None = off.", gt=1
     )
@@ -152,15 +183,25 @@ class AlgoConfig:
         "token-mean (DAPO), seq-mean-token-mean (original GRPO), seq-mean-token-sum-norm "
         "(Dr. GRPO: divides by rollout.max_new_tokens).",
     )
-    beta: float = option(0.0, "KL penalty weight. 0 skips the reference model (DAPO, Dr. GRPO); DeepSeekMath used 0.04.", ge=0)
-    kl_estimator: Literal["k1", "k2", "k3"] = option("k3", "Per-token KL estimator (DeepSeekMath: k3, unbiased and low variance).")
-    kl_clamp: float | None = option(10.0, "Clamp per-token KL to [-c, c] (verl clamps k3 at 10); None = no clamp.", gt=0)
-    dynamic_sampling: bool = option(False, "DAPO dynamic sampling: drop groups whose rewards are all equal and resample.")
+    beta: float = option(
+        0.0, "KL penalty weight. 0 skips the reference model (DAPO, Dr. GRPO); DeepSeekMath used 0.04.", ge=0
+    )
+    kl_estimator: Literal["k1", "k2", "k3"] = option(
+        "k3", "Per-token KL estimator (DeepSeekMath: k3, unbiased and low variance)."
+    )
+    kl_clamp: float | None = option(
+        10.0, "Clamp per-token KL to [-c, c] (verl clamps k3 at 10); None = no clamp.", gt=0
+    )
+    dynamic_sampling: bool = option(
+        False, "DAPO dynamic sampling: drop groups whose rewards are all equal and resample."
+    )
     max_resample_rounds: int = option(3, "Most extra rollout rounds to refill the batch under dynamic_sampling.", ge=0)
     overlong_buffer: int = option(
         0, "DAPO soft overlong punishment: last tokens before max_new_tokens where the penalty ramps up; 0 = off.", ge=0
     )
-    overlong_penalty: float = option(1.0, "Penalty at max_new_tokens, reached linearly over overlong_buffer (DAPO: 1.0).", ge=0)
+    overlong_penalty: float = option(
+        1.0, "Penalty at max_new_tokens, reached linearly over overlong_buffer (DAPO: 1.0).", ge=0
+    )
     mask_truncated: bool = option(False, "Exclude truncated completions from the loss (DAPO overlong filtering).")
     dynamic_group_size: bool = option(
         False, "Adapt G per prompt from its recent reward variance, within [group_size_min, group_size_max]."
@@ -174,15 +215,21 @@ class TrainConfig:
     """Optimisation of the GRPO phase."""
 
     steps: int = option(500, "GRPO steps (one rollout batch each).", ge=0)
-    lr: float = option(5e-4, "Peak AdamW learning rate. Tiny default; 1e-6 is usual for 3B-7B VLMs (DAPO, EasyR1).", gt=0)
-    lr_schedule: Literal["constant", "cosine", "linear"] = option("linear", "Decay after warm-up, to 0 at the last step.")
+    lr: float = option(
+        5e-4, "Peak AdamW learning rate. Tiny default; 1e-6 is usual for 3B-7B VLMs (DAPO, EasyR1).", gt=0
+    )
+    lr_schedule: Literal["constant", "cosine", "linear"] = option(
+        "linear", "Decay after warm-up, to 0 at the last step."
+    )
     warmup_ratio: float = option(0.0, "Share of steps with linear warm-up from 0.", ge=0, lt=1)
-    weight_decay: float = option(0.0, "AdamW weight decay (TRL: 0.0; DAPO: 0.1).", ge=0)
+    weight_decay: float = option(0.0, "AdamW weight decay (TRL: 0.0; verl's DAPO recipe: 0.1).", ge=0)
     adam_beta1: float = option(0.9, "AdamW beta1 (PyTorch default).", ge=0, lt=1)
     adam_beta2: float = option(0.999, "AdamW beta2 (PyTorch default).", ge=0, lt=1)
     adam_eps: float = option(1e-8, "AdamW epsilon (PyTorch default).", gt=0)
     max_grad_norm: float = option(1.0, "Clip the gradient norm to this (TRL, verl: 1.0).", gt=0)
-    micro_batch_size: int = option(64, "Completions per forward/backward; gradients accumulate over micro-batches.", ge=1)
+    micro_batch_size: int = option(
+        64, "Completions per forward/backward; gradients accumulate over micro-batches.", ge=1
+    )
     mini_batch_size: int | None = option(
         None, "Completions per optimizer step; None = the whole rollout batch (one step per iteration).", ge=1
     )
@@ -205,7 +252,9 @@ class SFTConfig:
     warmup_ratio: float = option(0.0, "Share of SFT steps with linear warm-up.", ge=0, lt=1)
     batch_size: int = option(64, "Examples per SFT optimizer step.", ge=1)
     micro_batch_size: int = option(64, "Examples per forward/backward.", ge=1)
-    data: list[DatasetSpec] = option([], "Chat datasets with target completions; empty = data.train with the task's answers.")
+    data: list[DatasetConfig] = option(
+        [], "Chat datasets with target completions; empty = data.train with the task's answers."
+    )
 
 
 @dataclass
@@ -231,7 +280,9 @@ class LogConfig:
     tensorboard: bool = option(True, "Write TensorBoard event files.")
     wandb: bool = option(False, "Log to Weights & Biases (needs the wandb extra).")
     wandb_project: str = option("mmgrpo", "W&B project.")
-    log_completions_every: int = option(50, "Write sampled completions to completions.jsonl every N steps; 0 = never.", ge=0)
+    log_completions_every: int = option(
+        50, "Write sampled completions to completions.jsonl every N steps; 0 = never.", ge=0
+    )
     completions_per_log: int = option(8, "Completions written each time.", ge=1)
     progress_bar: bool = option(True, "Show a live progress bar.")
 
@@ -242,14 +293,18 @@ class CheckpointConfig:
 
     every_n_steps: int = option(100, "Save every N GRPO steps (and at the end); 0 = only at the end.", ge=0)
     keep_last: int | None = option(2, "Keep the newest K checkpoints; None = keep all.", ge=1)
-    resume: str | None = option(None, "Checkpoint folder to resume from, or 'latest' (newest in the run dir); None = fresh.")
+    resume: str | None = option(
+        None, "Checkpoint folder to resume from, or 'latest' (newest in the run dir); None = fresh."
+    )
 
 
 @dataclass
 class DistributedConfig:
     """Multi-process training back end (launched with torchrun / deepspeed)."""
 
-    backend: Literal["none", "deepspeed", "fsdp"] = option("none", "none: one process; deepspeed: ZeRO; fsdp: PyTorch FSDP2.")
+    backend: Literal["none", "deepspeed", "fsdp"] = option(
+        "none", "none: one process; deepspeed: ZeRO; fsdp: PyTorch FSDP2."
+    )
     zero_stage: Literal[0, 1, 2, 3] = option(2, "DeepSpeed ZeRO stage.")
     offload_optimizer: bool = option(False, "DeepSpeed: keep optimizer state in CPU memory.")
     offload_params: bool = option(False, "DeepSpeed ZeRO-3: keep parameters in CPU memory.")

@@ -48,7 +48,7 @@ class TinySpec:
     audio_hidden_size: int = 32
     audio_heads: int = 2
     audio_num_mel_bins: int = 128
-    audio_max_seconds: int = 30
+    audio_max_seconds: int = 10
     """Longest audio clip the audio encoder's positions cover."""
 
     def pixel_budget(self, patch_size: int, merge_size: int) -> tuple[int, int]:

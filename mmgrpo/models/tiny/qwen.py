@@ -53,6 +53,7 @@ QWEN_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 QWEN2_DEFAULT_SYSTEM = "You are a helpful assistant."
 MERGE_SIZE = 2
 TEMPORAL_PATCH_SIZE = 2
+QWEN3_POSITION_GRID = 8  # side of Qwen3-VL's learned (interpolated) patch-position grid
 
 
 def mrope_section(head_dim: int) -> list[int]:
@@ -74,9 +75,10 @@ def qwen_tokenizer(spec: TinySpec, *, default_system: str | None) -> Qwen2Tokeni
     )
 
 
-def qwen_text_config(spec: TinySpec, tokenizer: Qwen2Tokenizer) -> dict[str, Any]:
+def qwen_text_config(spec: TinySpec, tokenizer: Qwen2Tokenizer, **rope_extras: Any) -> dict[str, Any]:
     """The language-model half of a Qwen-VL config (M-RoPE over ``head_dim``)."""
     head_dim = spec.hidden_size // spec.num_heads
+    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": mrope_section(head_dim), **rope_extras}
     return {
         "vocab_size": len(tokenizer),
         "hidden_size": spec.hidden_size,
@@ -84,8 +86,9 @@ def qwen_text_config(spec: TinySpec, tokenizer: Qwen2Tokenizer) -> dict[str, Any
         "num_hidden_layers": spec.num_layers,
         "num_attention_heads": spec.num_heads,
         "num_key_value_heads": spec.num_kv_heads,
+        "head_dim": head_dim,
         "max_position_embeddings": spec.max_position_embeddings,
-        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": mrope_section(head_dim)},
+        "rope_parameters": rope,
         "bos_token_id": None,
         "eos_token_id": tokenizer.eos_token_id,
         "pad_token_id": tokenizer.pad_token_id,
@@ -98,23 +101,97 @@ def vision_token_ids(tokenizer: Qwen2Tokenizer) -> dict[str, int]:
     return {key: tokenizer.convert_tokens_to_ids(f"<|{name}|>") for key, name in zip(keys, names)}
 
 
-def _image_processor(spec: TinySpec, patch_size: int, **kwargs: Any) -> Qwen2VLImageProcessor:
+def _assemble(
+    spec: TinySpec,
+    *,
+    classes: tuple[type, type, type],
+    vision: dict[str, Any],
+    video_processor: Any,
+    image_processor: Qwen2VLImageProcessor,
+    default_system: str | None = QWEN2_DEFAULT_SYSTEM,
+    rope_extras: dict[str, Any] | None = None,
+) -> TinyModel:
+    """Config + processor + random model from the parts in which the Qwen families differ.
+
+    ``classes`` is (config class, model class, processor class).
+    """
+    config_class, model_class, processor_class = classes
+    tokenizer = qwen_tokenizer(spec, default_system=default_system)
+    text = qwen_text_config(spec, tokenizer, **(rope_extras or {}))
+    config = config_class(text_config=text, vision_config=vision, **vision_token_ids(tokenizer))
+    processor = processor_class(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=video_processor,
+        chat_template=tokenizer.chat_template,
+    )
+    model = model_class(config)
+    model.generation_config = generation_config(tokenizer, QWEN_STOP_TOKENS)
+    return TinyModel(model, processor)
+
+
+def _qwen2_video_processor(spec: TinySpec, patch_size: int) -> Qwen2VLVideoProcessor:
+    min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
+    return Qwen2VLVideoProcessor(min_pixels=min_pixels, max_pixels=max_pixels, max_frames=spec.max_frames)
+
+
+def _qwen2_image_processor(spec: TinySpec, patch_size: int, **kwargs: Any) -> Qwen2VLImageProcessor:
     min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
     return Qwen2VLImageProcessor(
         min_pixels=min_pixels, max_pixels=max_pixels, patch_size=patch_size, merge_size=MERGE_SIZE, **kwargs
     )
 
 
-def _finish(model_class: type, config: Any, processor: Any) -> TinyModel:
-    model = model_class(config)
-    model.generation_config = generation_config(processor.tokenizer, QWEN_STOP_TOKENS)
-    return TinyModel(model, processor)
+def _vision_grid(patch_size: int) -> dict[str, int]:
+    return {"patch_size": patch_size, "spatial_merge_size": MERGE_SIZE, "temporal_patch_size": TEMPORAL_PATCH_SIZE}
+
+
+@TINY_FAMILIES.register("qwen2_vl")
+def build_qwen2_vl(spec: TinySpec) -> TinyModel:
+    patch_size = 14
+    vision = {
+        "depth": spec.vision_depth,
+        "embed_dim": spec.vision_hidden_size,
+        "mlp_ratio": spec.vision_intermediate_size // spec.vision_hidden_size,
+        "num_heads": spec.vision_heads,
+        "hidden_size": spec.hidden_size,
+        **_vision_grid(patch_size),
+    }
+    return _assemble(
+        spec,
+        classes=(Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLProcessor),
+        vision=vision,
+        image_processor=_qwen2_image_processor(spec, patch_size),
+        video_processor=_qwen2_video_processor(spec, patch_size),
+    )
 
 
 @TINY_FAMILIES.register("qwen2_5_vl")
 def build_qwen2_5_vl(spec: TinySpec) -> TinyModel:
     patch_size = 14
-    tokenizer = qwen_tokenizer(spec, default_system=QWEN2_DEFAULT_SYSTEM)
+    vision = {
+        "depth": spec.vision_depth,
+        "hidden_size": spec.vision_hidden_size,
+        "intermediate_size": spec.vision_intermediate_size,
+        "num_heads": spec.vision_heads,
+        "out_hidden_size": spec.hidden_size,
+        # One attention window covers a whole tiny image; the last block attends fully.
+        "window_size": patch_size * MERGE_SIZE * 4,
+        "fullatt_block_indexes": [spec.vision_depth - 1],
+        **_vision_grid(patch_size),
+    }
+    return _assemble(
+        spec,
+        classes=(Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor),
+        vision=vision,
+        image_processor=_qwen2_image_processor(spec, patch_size),
+        video_processor=_qwen2_video_processor(spec, patch_size),
+    )
+
+
+@TINY_FAMILIES.register("qwen3_vl")
+def build_qwen3_vl(spec: TinySpec) -> TinyModel:
+    patch_size = 16
     min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
     vision = {
         "depth": spec.vision_depth,
@@ -122,22 +199,22 @@ def build_qwen2_5_vl(spec: TinySpec) -> TinyModel:
         "intermediate_size": spec.vision_intermediate_size,
         "num_heads": spec.vision_heads,
         "out_hidden_size": spec.hidden_size,
-        "patch_size": patch_size,
-        "spatial_merge_size": MERGE_SIZE,
-        "temporal_patch_size": TEMPORAL_PATCH_SIZE,
-        # One attention window covers a whole tiny image; the last block attends fully.
-        "window_size": patch_size * MERGE_SIZE * 4,
-        "fullatt_block_indexes": [spec.vision_depth - 1],
+        "num_position_embeddings": QWEN3_POSITION_GRID**2,
+        "deepstack_visual_indexes": [0],
+        **_vision_grid(patch_size),
     }
-    config = Qwen2_5_VLConfig(
-        text_config=qwen_text_config(spec, tokenizer), vision_config=vision, **vision_token_ids(tokenizer)
+    half_grey = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
+    video_processor = Qwen3VLVideoProcessor(
+        size={"shortest_edge": min_pixels, "longest_edge": max_pixels * spec.max_frames},
+        max_frames=spec.max_frames,
+        **half_grey,
     )
-    processor = Qwen2_5_VLProcessor(
-        image_processor=_image_processor(spec, patch_size),
-        tokenizer=tokenizer,
-        video_processor=Qwen2VLVideoProcessor(
-            min_pixels=min_pixels, max_pixels=max_pixels, max_frames=spec.max_frames
-        ),
-        chat_template=tokenizer.chat_template,
+    return _assemble(
+        spec,
+        classes=(Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor),
+        vision=vision,
+        image_processor=_qwen2_image_processor(spec, patch_size, **half_grey),
+        video_processor=video_processor,
+        default_system=None,
+        rope_extras={"mrope_interleaved": True},
     )
-    return _finish(Qwen2_5_VLForConditionalGeneration, config, processor)

@@ -1,0 +1,41 @@
+"""``mmgrpo config [recipe] [key=value ...]``: print the resolved config, or every key's docs.
+
+Use it to check a recipe and its overrides before a run, or as ``--describe`` to see
+every key with its type, default and help text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import yaml
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("recipe", nargs="?", help="YAML file or recipe name in recipes/ (default: embedded default)")
+    parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. algo.beta=0.04")
+    parser.add_argument("--describe", action="store_true", help="list every config key with its type, default and help")
+
+
+def run(args: argparse.Namespace) -> int:
+    from mmgrpo.config import ConfigError, describe_config, load_config
+
+    if args.describe:
+        print(describe_config())
+        return 0
+    recipe, overrides = split_recipe(args.recipe, args.overrides)
+    try:
+        config = load_config(recipe, overrides)
+    except ConfigError as error:
+        print(f"mmgrpo config: {error}", file=sys.stderr)
+        return 2
+    print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
+    return 0
+
+
+def split_recipe(first: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
+    """argparse puts a lone ``key=value`` in the recipe slot; move it back to the overrides."""
+    if first is not None and "=" in first:
+        return None, [first, *rest]
+    return first, rest

@@ -1,0 +1,54 @@
+"""The typed run config: one dataclass tree, loaded from defaults <- YAML <- dotted overrides.
+
+    from mmgrpo.config import load_config
+    config = load_config("recipes/clevr.yaml", ["algo.beta=0.04", "lora.enabled=true"])
+    config.algo.beta  # 0.04
+
+``describe_config()`` lists every key with its type, default and help.
+"""
+
+from mmgrpo.config.describe import describe_config
+from mmgrpo.config.errors import ConfigError
+from mmgrpo.config.loading import RECIPES_DIR, apply_overrides, list_recipes, load_config, resolve_recipe
+from mmgrpo.config.schema import (
+    AlgoConfig,
+    CheckpointConfig,
+    Config,
+    DataConfig,
+    DatasetConfig,
+    DistributedConfig,
+    EvalConfig,
+    LogConfig,
+    LoraConfig,
+    ModelConfig,
+    RolloutConfig,
+    SFTConfig,
+    TaskConfig,
+    TrainConfig,
+    VLLMConfig,
+)
+
+__all__ = [
+    "RECIPES_DIR",
+    "AlgoConfig",
+    "CheckpointConfig",
+    "Config",
+    "ConfigError",
+    "DataConfig",
+    "DatasetConfig",
+    "DistributedConfig",
+    "EvalConfig",
+    "LogConfig",
+    "LoraConfig",
+    "ModelConfig",
+    "RolloutConfig",
+    "SFTConfig",
+    "TaskConfig",
+    "TrainConfig",
+    "VLLMConfig",
+    "apply_overrides",
+    "describe_config",
+    "list_recipes",
+    "load_config",
+    "resolve_recipe",
+]

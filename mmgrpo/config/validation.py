@@ -1,0 +1,166 @@
+"""Every check on a built config, in one place: field bounds, cross-field rules, registry names.
+
+``validate_config`` collects all problems and raises one ``ConfigError`` listing them,
+each naming the keys and numbers involved, so a user fixes a recipe in one pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from mmgrpo.config.errors import ConfigError
+from mmgrpo.config.fields import field_bounds
+from mmgrpo.registry import Registry, RegistryError
+
+if TYPE_CHECKING:
+    from mmgrpo.config.schema import Config, DatasetConfig
+
+Rule = Callable[["Config"], Iterator[str]]
+
+# config key -> (module, attribute) of the registry its value must be in. A registry
+# that is not importable or still empty is skipped: the config stays loadable on its own.
+REGISTERED_KEYS: dict[str, tuple[str, str]] = {
+    "algo.advantage_estimator": ("mmgrpo.algos", "ADVANTAGE_ESTIMATORS"),
+    "task.name": ("tasks", "TASKS"),
+}
+
+
+def validate_config(config: Config) -> None:
+    """Raise ``ConfigError`` listing every problem in ``config``; return quietly if there is none."""
+    problems = [*_bound_problems(config), *(problem for rule in RULES for problem in rule(config))]
+    if len(problems) == 1:
+        raise ConfigError(problems[0])
+    if problems:
+        raise ConfigError("invalid config:\n  - " + "\n  - ".join(problems))
+
+
+def _bound_problems(node: Any, key: str = "") -> Iterator[str]:
+    """Range violations of every field with bounds, walking nested sections and dataset lists."""
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        dotted = f"{key}.{f.name}" if key else f.name
+        if dataclasses.is_dataclass(value):
+            yield from _bound_problems(value, dotted)
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                if dataclasses.is_dataclass(item):
+                    yield from _bound_problems(item, f"{dotted}[{index}]")
+        elif why := field_bounds(f).violation(value):
+            yield f"{dotted}={value!r} {why}"
+
+
+def _batch_sizes(config: Config) -> Iterator[str]:
+    rollout, train, sft = config.rollout, config.train, config.sft
+    batch = rollout.prompts_per_step * rollout.num_generations
+    batch_text = (
+        f"rollout batch rollout.prompts_per_step={rollout.prompts_per_step} x "
+        f"rollout.num_generations={rollout.num_generations} = {batch}"
+    )
+    step_size = train.mini_batch_size or batch
+    if train.mini_batch_size and batch % train.mini_batch_size:
+        yield f"{batch_text} is not divisible by train.mini_batch_size={train.mini_batch_size}"
+    elif step_size % train.micro_batch_size:
+        size_text = f"train.mini_batch_size={step_size}" if train.mini_batch_size else batch_text
+        yield f"{size_text} is not divisible by train.micro_batch_size={train.micro_batch_size}"
+    if sft.batch_size % sft.micro_batch_size:
+        yield f"sft.batch_size={sft.batch_size} is not divisible by sft.micro_batch_size={sft.micro_batch_size}"
+
+
+def _group_sizes(config: Config) -> Iterator[str]:
+    algo, group_size = config.algo, config.rollout.num_generations
+    if algo.dynamic_group_size and not algo.group_size_min <= group_size <= algo.group_size_max:
+        yield (
+            f"dynamic group size needs algo.group_size_min={algo.group_size_min} <= "
+            f"rollout.num_generations={group_size} <= algo.group_size_max={algo.group_size_max}"
+        )
+
+
+def _overlong(config: Config) -> Iterator[str]:
+    buffer, max_new = config.algo.overlong_buffer, config.rollout.max_new_tokens
+    if buffer >= max_new:
+        yield f"algo.overlong_buffer={buffer} must be smaller than rollout.max_new_tokens={max_new}"
+
+
+def _eval_sampling(config: Config) -> Iterator[str]:
+    if config.eval.samples > 1 and config.eval.temperature == 0:
+        yield f"eval.samples={config.eval.samples} needs eval.temperature > 0 (greedy decoding gives one answer)"
+
+
+def _lora(config: Config) -> Iterator[str]:
+    if config.lora.enabled and not config.lora.target_modules:
+        yield "lora.target_modules is empty: LoRA needs at least one layer name"
+
+
+def _distributed(config: Config) -> Iterator[str]:
+    dist = config.distributed
+    if dist.offload_params and (dist.backend, dist.zero_stage) != ("deepspeed", 3):
+        yield (
+            "distributed.offload_params needs distributed.backend='deepspeed' and distributed.zero_stage=3 "
+            f"(got backend={dist.backend!r}, zero_stage={dist.zero_stage})"
+        )
+
+
+def _vllm(config: Config) -> Iterator[str]:
+    vllm = config.rollout.vllm
+    if vllm.mode == "server" and not vllm.server_url.startswith(("http://", "https://")):
+        yield f"rollout.vllm.server_url={vllm.server_url!r} must start with http:// or https://"
+
+
+def _media(config: Config) -> Iterator[str]:
+    model = config.model
+    if model.min_pixels > model.max_pixels:
+        yield f"model.min_pixels={model.min_pixels} is larger than model.max_pixels={model.max_pixels}"
+
+
+def _datasets(config: Config) -> Iterator[str]:
+    if not config.data.train:
+        yield "data.train is empty: training needs at least one dataset"
+    dataset_lists = {"data.train": config.data.train, "data.test": config.data.test, "sft.data": config.sft.data}
+    for key, specs in dataset_lists.items():
+        for index, spec in enumerate(specs):
+            yield from _dataset_source(spec, f"{key}[{index}]")
+
+
+def _dataset_source(spec: DatasetConfig, key: str) -> Iterator[str]:
+    if (spec.path is None) == (spec.recipe is None):
+        given = "both" if spec.path else "neither"
+        yield f"{key}: set exactly one of path (a dataset) or recipe (a generator), got {given}"
+
+
+def _registered_names(config: Config) -> Iterator[str]:
+    for key, (module, attribute) in REGISTERED_KEYS.items():
+        registry = _find_registry(module, attribute)
+        if registry is None or not len(registry):
+            continue
+        try:
+            registry.get(functools.reduce(getattr, key.split("."), config))
+        except RegistryError as error:
+            yield f"{key}: {error}"
+
+
+def _find_registry(module: str, attribute: str) -> Registry | None:
+    try:
+        imported = importlib.import_module(module)
+    except ModuleNotFoundError as missing:
+        if missing.name and module.startswith(missing.name):
+            return None  # that part of mmgrpo is not installed/written yet
+        raise
+    registry = getattr(imported, attribute, None)
+    return registry if isinstance(registry, Registry) else None
+
+
+RULES: list[Rule] = [
+    _batch_sizes,
+    _group_sizes,
+    _overlong,
+    _eval_sampling,
+    _lora,
+    _distributed,
+    _vllm,
+    _media,
+    _datasets,
+    _registered_names,
+]

@@ -1,0 +1,217 @@
+"""Model-family quirks behind one interface, so the data path never branches on a family.
+
+A :class:`FamilyAdapter` answers the questions a training or decoding loop must ask
+about a VLM family:
+
+- ``prompt_positions`` / ``continuation_positions``: the position ids of a left-padded
+  prompt and of the tokens that follow it (Qwen-VL's M-RoPE gives media tokens 3-D
+  positions, so they are not simply 0..n-1). The continuation of a prompt ending in text
+  continues from its last position + 1 on every axis, exactly what the family's own
+  forward computes over the whole prompt + completion sequence.
+- ``expected_media_tokens``: how many placeholder tokens each row's media features need.
+- ``select_media``: the media tensors of a subset of rows (some families concatenate
+  all images' patches into one tensor instead of stacking them per row).
+- ``backbone`` / ``output_head``: the module giving hidden states and the LM head, so
+  log-probs can be computed in chunks instead of materialising all logits.
+
+Adapters are registered in :data:`FAMILY_ADAPTERS` under the config's ``model_type``;
+unknown families get the generic :class:`FamilyAdapter` (1-D rotary positions over real
+tokens, media tensors stacked per row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from transformers import PretrainedConfig, ProcessorMixin
+
+from mmgrpo.registry import Registry
+
+MODALITIES = ("image", "video", "audio")
+MediaCounts = Mapping[str, int]  # modality -> media items in one row
+# Position ids: [B, T] for 1-D rotary models, [3, B, T] for M-RoPE (temporal, height, width).
+PositionIds = torch.Tensor
+
+
+class FamilyAdapter:
+    """A decoder VLM with 1-D rotary positions and media tensors stacked per row.
+
+    Subclasses override only what differs. ``per_token_keys`` are processor outputs
+    with one entry per prompt token besides ``input_ids`` / ``attention_mask`` (zero
+    over completions, which are text). ``per_item_keys`` maps a processor output
+    with one leading entry per media item to that item's modality; ``per_patch_keys``
+    maps a processor output that concatenates the patch rows of all items to the grid
+    key whose product gives each item's row count. Any other tensor is per row.
+    """
+
+    per_token_keys: tuple[str, ...] = ("mm_token_type_ids", "token_type_ids")
+    per_item_keys: Mapping[str, str] = {}
+    per_patch_keys: Mapping[str, str] = {}
+
+    # -- modules -----------------------------------------------------------------
+    def backbone(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The inner model returning ``last_hidden_state`` (vision tower + decoder, no LM head)."""
+        return unwrap_model(model).model
+
+    def output_head(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The LM head mapping hidden states ``[..., D]`` to vocabulary logits ``[..., V]``."""
+        return unwrap_model(model).get_output_embeddings()
+
+    # -- positions ---------------------------------------------------------------
+    def prompt_positions(
+        self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]
+    ) -> tuple[PositionIds, torch.Tensor]:
+        """(position ids ``[B, Tp]`` of a left-padded prompt batch, next position ``[B]``)."""
+        mask = inputs["attention_mask"].long()  # [B, Tp]
+        position_ids = (mask.cumsum(-1) - 1).clamp(min=0)  # [B, Tp]
+        return position_ids, mask.sum(-1)
+
+    def continuation_positions(self, next_position: torch.Tensor, length: int) -> PositionIds:
+        """Position ids ``[N, L]`` of ``length`` tokens following prompts whose next position is ``[N]``."""
+        return next_position[:, None] + torch.arange(length, device=next_position.device)  # [N, L]
+
+    # -- media -------------------------------------------------------------------
+    def placeholder_token_ids(self, processor: ProcessorMixin) -> dict[str, int]:
+        """Token id standing for each modality's features (``<|image_pad|>``...), where the processor has one."""
+        ids = {modality: getattr(processor, f"{modality}_token_id", None) for modality in MODALITIES}
+        return {modality: token_id for modality, token_id in ids.items() if token_id is not None}
+
+    def expected_media_tokens(
+        self,
+        processor: ProcessorMixin,
+        encoded: Mapping[str, torch.Tensor],
+        media_counts: Sequence[MediaCounts],
+    ) -> list[dict[str, int]]:
+        """Placeholder tokens each row's media features need, per modality.
+
+        The generic family has no feature-to-token formula, so it trusts the processor's
+        own expansion: the placeholders it wrote into the prompt. Families that know
+        their formula override this to check the prompt against the features.
+        """
+        placeholders = self.placeholder_token_ids(processor)
+        input_ids = encoded["input_ids"]  # [B, Tp]
+        return [
+            {modality: int((row == token_id).sum()) for modality, token_id in placeholders.items()}
+            for row in input_ids
+        ]
+
+    def select_media(
+        self,
+        media_inputs: Mapping[str, Any],
+        media_counts: Sequence[MediaCounts],
+        rows: Sequence[int],
+    ) -> dict[str, Any]:
+        """The media inputs of ``rows`` (repeats allowed) of a batch whose rows hold ``media_counts``."""
+        selected = {}
+        for key, value in media_inputs.items():
+            if key in self.per_item_keys:
+                selected[key] = value[_item_index(media_counts, self.per_item_keys[key], rows)]
+            elif key in self.per_patch_keys:
+                grid_key = self.per_patch_keys[key]
+                items = _item_index(media_counts, self.per_item_keys[grid_key], rows)
+                selected[key] = value[_patch_index(media_inputs[grid_key], items)]
+            elif isinstance(value, torch.Tensor) and value.shape[0] == len(media_counts):
+                selected[key] = value[torch.as_tensor(list(rows), dtype=torch.long)]
+            else:
+                raise ValueError(
+                    f"cannot split processor output {key!r} by rows for {type(self).__name__}: "
+                    "declare it in the family adapter's per_item_keys or per_patch_keys"
+                )
+        return selected
+
+
+class QwenVLAdapter(FamilyAdapter):
+    """Qwen2-VL, Qwen2.5-VL, Qwen3-VL: M-RoPE positions, patches of all items concatenated."""
+
+    per_item_keys = {"image_grid_thw": "image", "video_grid_thw": "video", "second_per_grid_ts": "video"}
+    per_patch_keys = {"pixel_values": "image_grid_thw", "pixel_values_videos": "video_grid_thw"}
+    _rope_media_keys = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")
+
+    def prompt_positions(
+        self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]
+    ) -> tuple[PositionIds, torch.Tensor]:
+        input_ids = inputs["input_ids"]  # [B, Tp]
+        media = {key: inputs[key] for key in self._rope_media_keys if key in inputs}
+        if not media:  # text-only prompts: M-RoPE reduces to 1-D positions on all three axes
+            position_ids, next_position = super().prompt_positions(model, inputs)
+            return position_ids[None].expand(3, -1, -1), next_position
+        token_types = inputs.get("mm_token_type_ids")
+        if token_types is None:
+            raise ValueError("Qwen-VL positions need the processor's mm_token_type_ids")
+        position_ids, _ = unwrap_model(model).model.get_rope_index(
+            input_ids, token_types, attention_mask=inputs["attention_mask"], **media
+        )  # [3, B, Tp]
+        # Left padding puts every row's last real token in the last column.
+        next_position = position_ids[:, :, -1].amax(0) + 1  # [B]
+        return position_ids, next_position
+
+    def continuation_positions(self, next_position: torch.Tensor, length: int) -> PositionIds:
+        return super().continuation_positions(next_position, length)[None].expand(3, -1, -1)  # [3, N, L]
+
+    def expected_media_tokens(
+        self,
+        processor: ProcessorMixin,
+        encoded: Mapping[str, torch.Tensor],
+        media_counts: Sequence[MediaCounts],
+    ) -> list[dict[str, int]]:
+        """Each image or video needs ``t * h * w / merge_size**2`` tokens of its grid."""
+        expected = [dict.fromkeys(self.placeholder_token_ids(processor), 0) for _ in media_counts]
+        for modality, grid_key, media_processor in (
+            ("image", "image_grid_thw", getattr(processor, "image_processor", None)),
+            ("video", "video_grid_thw", getattr(processor, "video_processor", None)),
+        ):
+            if grid_key not in encoded:
+                continue
+            tokens = encoded[grid_key].prod(-1) // media_processor.merge_size**2  # [items]
+            for row in range(len(media_counts)):
+                items = _item_index(media_counts, modality, [row])
+                expected[row][modality] = int(tokens[items].sum())
+        return expected
+
+
+class AudioPerItemAdapter(FamilyAdapter):
+    """Audio families whose features are stacked per clip (Qwen2-Audio), not per row."""
+
+    per_item_keys = {"input_features": "audio", "feature_attention_mask": "audio"}
+
+
+FAMILY_ADAPTERS: Registry[FamilyAdapter] = Registry("model family adapter")
+for _model_type in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
+    FAMILY_ADAPTERS.add(_model_type, QwenVLAdapter())
+FAMILY_ADAPTERS.add("qwen2_audio", AudioPerItemAdapter())
+
+GENERIC_ADAPTER = FamilyAdapter()
+
+
+def adapter_for(family: str | PretrainedConfig | torch.nn.Module) -> FamilyAdapter:
+    """The adapter of a ``model_type`` name, a config, or a model; the generic one if none is registered."""
+    if isinstance(family, torch.nn.Module):
+        family = unwrap_model(family).config
+    if isinstance(family, PretrainedConfig):
+        family = family.model_type
+    return FAMILY_ADAPTERS.get(family) if family in FAMILY_ADAPTERS else GENERIC_ADAPTER
+
+
+def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The Hugging Face model inside PEFT (``get_base_model``) or DeepSpeed (``module``) wrappers."""
+    if hasattr(model, "get_base_model"):
+        model = model.get_base_model()
+    return getattr(model, "module", model)
+
+
+def _item_index(media_counts: Sequence[MediaCounts], modality: str, rows: Sequence[int]) -> torch.Tensor:
+    """Indices of the ``modality`` items of ``rows``, items numbered in row order."""
+    counts = [row.get(modality, 0) for row in media_counts]
+    starts = [sum(counts[:row]) for row in range(len(counts))]
+    index = [item for row in rows for item in range(starts[row], starts[row] + counts[row])]
+    return torch.tensor(index, dtype=torch.long)
+
+
+def _patch_index(grids: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
+    """Row indices of ``items``'s patches when item i owns ``prod(grids[i])`` consecutive rows."""
+    sizes = grids.prod(-1)  # [items]
+    starts = torch.cumsum(sizes, 0) - sizes  # [items]
+    spans = [torch.arange(int(starts[i]), int(starts[i] + sizes[i])) for i in items.tolist()]
+    return torch.cat(spans) if spans else torch.zeros(0, dtype=torch.long)

@@ -1,0 +1,320 @@
+"""Samples (chat messages with media) -> model inputs, for rollout and for training.
+
+One modality-agnostic path: media are loaded through ``processors.MODALITIES`` under
+their budgets, the family's Hugging Face processor renders the chat template and
+expands media placeholders, and a :class:`~mmgrpo.models.adapters.FamilyAdapter` says
+how the family's tensors line up with rows. Prompts are left-padded so that every
+prompt ends in the same column and completions continue from there.
+
+Prompts longer than ``max_prompt_len`` (counted after media expansion) are dropped and
+reported, never truncated: cutting through media tokens corrupts the row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from transformers import ProcessorMixin
+from transformers.video_utils import VideoMetadata
+
+from mmgrpo.models.adapters import FamilyAdapter, adapter_for
+from mmgrpo.models.media_check import check_media_tokens
+from mmgrpo.registry import Registry
+from mmgrpo.types import Sample
+from processors import MODALITIES, AudioClip, Budget, LoadedMedia, VideoClip
+
+MediaBudgets = Mapping[str, Budget]  # modality name -> budget; a missing modality gets its defaults
+TokenIds = Sequence[int]
+
+# modality -> f(loaded items, one list per row) -> keyword arguments of the HF processor call
+PROCESSOR_MEDIA_ARGS: Registry[Callable[[list[list[LoadedMedia]]], dict[str, Any]]] = Registry(
+    "processor media argument builder"
+)
+
+
+@PROCESSOR_MEDIA_ARGS.register("image")
+def _image_args(rows: list[list[LoadedMedia]]) -> dict[str, Any]:
+    return {"images": rows}
+
+
+@PROCESSOR_MEDIA_ARGS.register("video")
+def _video_args(rows: list[list[VideoClip]]) -> dict[str, Any]:
+    clips = [clip for row in rows for clip in row]
+    metadata = [
+        VideoMetadata(
+            total_num_frames=clip.total_frames,
+            fps=clip.source_fps,
+            height=clip.frames.shape[1],
+            width=clip.frames.shape[2],
+            frames_indices=clip.frame_indices,
+        )
+        for clip in clips
+    ]
+    # Frames are already sampled under the budget; the processor must not resample them.
+    return {"videos": [clip.frames for clip in clips], "video_metadata": metadata, "do_sample_frames": False}
+
+
+@PROCESSOR_MEDIA_ARGS.register("audio")
+def _audio_args(rows: list[list[AudioClip]]) -> dict[str, Any]:
+    clips = [clip for row in rows for clip in row]
+    rates = {clip.sample_rate for clip in clips}
+    if len(rates) > 1:
+        raise ValueError(f"audio clips of one batch must share a sample rate, got {sorted(rates)}")
+    return {"audio": [clip.samples for clip in clips], "sampling_rate": rates.pop()}
+
+
+@dataclass
+class PromptBatch:
+    """B left-padded prompts with their media, ready for a forward or ``generate``.
+
+    Row b is ``samples[kept[b]]`` of the list it was built from; ``dropped`` holds the
+    ids of samples left out because their prompt exceeded ``max_prompt_len``.
+    """
+
+    family: str  # config.model_type, selects the FamilyAdapter
+    sample_ids: list[str]
+    input_ids: torch.Tensor  # [B, Tp]
+    attention_mask: torch.Tensor  # [B, Tp]
+    token_inputs: dict[str, torch.Tensor]  # other per-token processor outputs, e.g. mm_token_type_ids [B, Tp]
+    media_inputs: dict[str, Any]  # pixel_values, image_grid_thw, input_features, ...
+    media_counts: list[dict[str, int]]  # media items per row, by modality
+    placeholder_ids: dict[str, int]  # modality -> placeholder token id
+    pad_token_id: int
+    kept: list[int]
+    dropped: list[str]
+
+    @property
+    def adapter(self) -> FamilyAdapter:
+        return adapter_for(self.family)
+
+    def __len__(self) -> int:
+        return self.input_ids.shape[0]
+
+    def model_inputs(self) -> dict[str, Any]:
+        """Keyword arguments of the family's forward (positions excluded)."""
+        return {
+            "input_ids": self.input_ids,
+            "attention_mask": self.attention_mask,
+            **self.token_inputs,
+            **self.media_inputs,
+        }
+
+    def select(self, rows: Sequence[int]) -> PromptBatch:
+        """Rows ``rows`` (repeats allowed), left padding shared by all of them trimmed."""
+        index = torch.as_tensor(list(rows), dtype=torch.long)
+        first = _first_real_column(self.attention_mask[index])
+        return replace(
+            self,
+            sample_ids=[self.sample_ids[r] for r in rows],
+            input_ids=self.input_ids[index, first:],
+            attention_mask=self.attention_mask[index, first:],
+            token_inputs={key: value[index, first:] for key, value in self.token_inputs.items()},
+            media_inputs=self.adapter.select_media(self.media_inputs, self.media_counts, rows),
+            media_counts=[self.media_counts[r] for r in rows],
+            kept=[self.kept[r] for r in rows],
+        )
+
+
+@dataclass
+class TrainBatch:
+    """Prompts (left-padded, ``[B, Tp]``) each followed by one completion (right-padded, ``[B, Tc]``).
+
+    Token-level training tensors (log-probs, advantages per token) are ``[B, Tc]``,
+    aligned with ``completion_ids`` and masked by ``completion_mask``. Row b holds
+    completion ``kept[b]`` of the list the batch was built from; completions of dropped
+    prompts are left out and counted in ``num_dropped``.
+    """
+
+    prompt: PromptBatch  # one row per completion
+    completion_ids: torch.Tensor  # [B, Tc]
+    completion_mask: torch.Tensor  # [B, Tc]
+    kept: list[int]
+    num_dropped: int = 0
+
+    def __len__(self) -> int:
+        return self.completion_ids.shape[0]
+
+    @property
+    def prompt_length(self) -> int:
+        return self.prompt.input_ids.shape[1]
+
+    def model_inputs(self) -> dict[str, Any]:
+        """Forward kwargs over the whole ``[B, Tp + Tc]`` sequence; per-token extras zero-padded over the completion."""
+        completion_zeros = torch.zeros_like(self.completion_ids)  # [B, Tc]
+        prompt = self.prompt
+        return {
+            "input_ids": torch.cat([prompt.input_ids, self.completion_ids], 1),  # [B, T]
+            "attention_mask": torch.cat([prompt.attention_mask, self.completion_mask], 1),  # [B, T]
+            **{
+                key: torch.cat([value, completion_zeros.to(value.dtype)], 1)  # [B, T]
+                for key, value in prompt.token_inputs.items()
+            },
+            **prompt.media_inputs,
+        }
+
+    def select(self, rows: Sequence[int]) -> TrainBatch:
+        """Rows ``rows`` as a batch of their own (for micro-batches)."""
+        index = torch.as_tensor(list(rows), dtype=torch.long)
+        return TrainBatch(
+            prompt=self.prompt.select(rows),
+            completion_ids=self.completion_ids[index],
+            completion_mask=self.completion_mask[index],
+            kept=[self.kept[r] for r in rows],
+            num_dropped=self.num_dropped,
+        )
+
+
+def build_prompt_batch(
+    processor: ProcessorMixin,
+    samples: Sequence[Sample],
+    budgets: MediaBudgets | None = None,
+    *,
+    family: str,
+    max_prompt_len: int | None = None,
+) -> PromptBatch:
+    """Load each sample's media once, render and encode the prompts, left-padded.
+
+    ``family`` is the model's ``config.model_type``. Raises ``processors.MediaError``
+    for unloadable media, ``MediaTokenMismatchError`` naming the sample when a prompt's
+    placeholders do not match its media, and ``ValueError`` when every prompt is too long.
+    """
+    adapter = adapter_for(family)
+    media = [_load_media(sample, budgets or {}) for sample in samples]
+    media_counts = [{modality: len(items) for modality, items in row.items()} for row in media]
+    encoded = _encode(processor, samples, media)
+    placeholder_ids = adapter.placeholder_token_ids(processor)
+    sample_ids = [sample.id for sample in samples]
+    check_media_tokens(
+        encoded["input_ids"],
+        adapter.expected_media_tokens(processor, encoded, media_counts),
+        placeholder_ids,
+        sample_ids,
+    )
+    input_ids = encoded.pop("input_ids")
+    attention_mask = encoded.pop("attention_mask")
+    batch = PromptBatch(
+        family=family,
+        sample_ids=sample_ids,
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        token_inputs={k: v for k, v in encoded.items() if k in adapter.per_token_keys},
+        media_inputs={k: v for k, v in encoded.items() if k not in adapter.per_token_keys},
+        media_counts=media_counts,
+        placeholder_ids=placeholder_ids,
+        pad_token_id=_pad_token_id(processor),
+        kept=list(range(len(samples))),
+        dropped=[],
+    )
+    return _drop_overlong(batch, max_prompt_len)
+
+
+def build_train_batch(
+    processor: ProcessorMixin,
+    samples: Sequence[Sample],
+    completions_token_ids: Sequence[TokenIds],
+    budgets: MediaBudgets | None = None,
+    *,
+    family: str,
+    max_prompt_len: int | None = None,
+) -> TrainBatch:
+    """Prompt + completion rows, one per completion; ``samples[i]`` is completion i's prompt.
+
+    A sample repeated for its G completions (the same object) is loaded and encoded once.
+    """
+    if len(samples) != len(completions_token_ids):
+        raise ValueError(f"{len(samples)} samples but {len(completions_token_ids)} completions")
+    unique: dict[int, int] = {}  # id(sample) -> index among the distinct samples
+    prompt_of = [unique.setdefault(id(sample), len(unique)) for sample in samples]
+    distinct = list({id(sample): sample for sample in samples}.values())
+    prompts = build_prompt_batch(processor, distinct, budgets, family=family, max_prompt_len=max_prompt_len)
+    return attach_completions(prompts, completions_token_ids, prompt_of)
+
+
+def attach_completions(
+    prompts: PromptBatch, completions_token_ids: Sequence[TokenIds], prompt_of: Sequence[int]
+) -> TrainBatch:
+    """A train batch pairing completion i with prompt ``prompt_of[i]`` (an index into the samples
+    ``prompts`` was built from). Completions of dropped prompts are left out and counted."""
+    row_of_sample = {sample: row for row, sample in enumerate(prompts.kept)}
+    kept = [i for i, sample in enumerate(prompt_of) if sample in row_of_sample]
+    prompt_rows = [row_of_sample[prompt_of[i]] for i in kept]
+    completion_ids, completion_mask = pad_completions(
+        [completions_token_ids[i] for i in kept], pad_token_id=prompts.pad_token_id
+    )  # [B, Tc]
+    rows = prompts.select(prompt_rows)
+    check_media_tokens(completion_ids, [{}] * len(kept), rows.placeholder_ids, rows.sample_ids)
+    return TrainBatch(
+        prompt=rows,
+        completion_ids=completion_ids,
+        completion_mask=completion_mask,
+        kept=kept,
+        num_dropped=len(prompt_of) - len(kept),
+    )
+
+
+def pad_completions(
+    completions_token_ids: Sequence[TokenIds], *, pad_token_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded completion ids ``[N, Tc]`` and their 0/1 mask ``[N, Tc]`` (Tc >= 1)."""
+    width = max([1, *map(len, completions_token_ids)])
+    ids = torch.full((len(completions_token_ids), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, tokens in enumerate(completions_token_ids):
+        ids[row, : len(tokens)] = torch.as_tensor(tokens, dtype=torch.long)
+        mask[row, : len(tokens)] = 1
+    return ids, mask
+
+
+def _load_media(sample: Sample, budgets: MediaBudgets) -> dict[str, list[LoadedMedia]]:
+    """Each modality's media of ``sample``, loaded under its budget, in message order."""
+    loaded = {}
+    for name in MODALITIES:
+        refs = sample.media(name)
+        if refs:
+            modality = MODALITIES.get(name)
+            budget = budgets.get(name) or modality.budget_type()
+            loaded[name] = [modality.load(ref, budget) for ref in refs]
+    return loaded
+
+
+def _encode(
+    processor: ProcessorMixin, samples: Sequence[Sample], media: Sequence[Mapping[str, list[LoadedMedia]]]
+) -> dict[str, Any]:
+    """The processor's tensors for the rendered prompts, left-padded, never truncated."""
+    texts = [
+        processor.apply_chat_template(sample.messages, tokenize=False, add_generation_prompt=True)
+        for sample in samples
+    ]
+    media_args: dict[str, Any] = {}
+    for modality in sorted({name for row in media for name in row}):
+        media_args |= PROCESSOR_MEDIA_ARGS.get(modality)([list(row.get(modality, [])) for row in media])
+    encoded = processor(text=texts, padding=True, padding_side="left", return_tensors="pt", **media_args)
+    return dict(encoded)
+
+
+def _drop_overlong(batch: PromptBatch, max_prompt_len: int | None) -> PromptBatch:
+    lengths = batch.attention_mask.sum(-1).tolist()  # [B]
+    keep = [row for row, length in enumerate(lengths) if max_prompt_len is None or length <= max_prompt_len]
+    if len(keep) == len(lengths):
+        return batch
+    too_long = [batch.sample_ids[row] for row in range(len(lengths)) if row not in keep]
+    if not keep:
+        raise ValueError(f"every prompt exceeds max_prompt_len={max_prompt_len}: {too_long}")
+    return replace(batch.select(keep), dropped=batch.dropped + too_long)
+
+
+def _first_real_column(attention_mask: torch.Tensor) -> int:
+    """Index of the first column holding a real token in any row (left padding before it)."""
+    columns = attention_mask.any(0).nonzero()
+    return int(columns[0]) if len(columns) else 0
+
+
+def _pad_token_id(processor: ProcessorMixin) -> int:
+    tokenizer = getattr(processor, "tokenizer", processor)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if pad is None:
+        raise ValueError(f"{type(tokenizer).__name__} has neither a pad nor an EOS token to pad with")
+    return pad

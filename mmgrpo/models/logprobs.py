@@ -1,0 +1,119 @@
+"""Per-token log-probs (and entropy) of completion tokens: the plain per-sample path.
+
+Logits are never materialised for the whole batch: the backbone returns hidden states,
+and only the completion tokens' states go through the LM head, ``chunk_size`` tokens at
+a time, in float32. Under autograd each chunk is checkpointed, so the backward pass
+recomputes its logits instead of keeping every chunk's ``[chunk, V]`` alive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from mmgrpo.models.batch import TrainBatch
+
+LogProbs = tuple[torch.Tensor, torch.Tensor | None]  # (log-probs [B, Tc], entropy [B, Tc] or None)
+
+
+def sequence_logprobs(
+    model: torch.nn.Module,
+    batch: TrainBatch,
+    *,
+    micro_batch_size: int,
+    with_entropy: bool = False,
+    chunk_size: int = 1024,
+    temperature: float = 1.0,
+) -> LogProbs:
+    """Log-probs ``[B, Tc]`` of ``batch.completion_ids`` (0 where ``completion_mask`` is 0).
+
+    Runs ``micro_batch_size`` rows per forward. Gradients flow when called under grad;
+    for gradient accumulation call it once per micro-batch (``batch.select``) and
+    backward each loss, so that only one micro-batch's graph is alive at a time.
+    ``temperature`` divides the logits, as the sampler did.
+    """
+    parts = [
+        _forward_logprobs(model, batch if len(rows) == len(batch) else batch.select(rows),
+                          with_entropy=with_entropy, chunk_size=chunk_size, temperature=temperature)
+        for rows in row_chunks(len(batch), micro_batch_size)
+    ]
+    logp = torch.cat([part[0] for part in parts])  # [B, Tc]
+    entropy = torch.cat([part[1] for part in parts]) if with_entropy else None  # [B, Tc]
+    return logp, entropy
+
+
+def _forward_logprobs(
+    model: torch.nn.Module, batch: TrainBatch, *, with_entropy: bool, chunk_size: int, temperature: float
+) -> LogProbs:
+    adapter = batch.prompt.adapter
+    prompt_positions, next_position = adapter.prompt_positions(model, batch.prompt.model_inputs())
+    completion_positions = adapter.continuation_positions(next_position, batch.completion_ids.shape[1])
+    position_ids = torch.cat([prompt_positions, completion_positions], -1)  # [(3,) B, T]
+    hidden = adapter.backbone(model)(
+        **batch.model_inputs(), position_ids=position_ids, use_cache=False
+    ).last_hidden_state  # [B, T, D]
+    # The state before each completion token predicts it.
+    predicting = hidden[:, batch.prompt_length - 1 : -1]  # [B, Tc, D]
+    return token_logprobs(
+        adapter.output_head(model),
+        predicting,
+        batch.completion_ids,
+        batch.completion_mask,
+        with_entropy=with_entropy,
+        chunk_size=chunk_size,
+        temperature=temperature,
+    )
+
+
+def token_logprobs(
+    head: torch.nn.Module,
+    hidden: torch.Tensor,
+    targets: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    with_entropy: bool = False,
+    chunk_size: int = 1024,
+    temperature: float = 1.0,
+) -> LogProbs:
+    """Log-prob (and entropy) of ``targets`` ``[B, Tc]`` under ``head(hidden)``, ``hidden`` ``[B, Tc, D]``.
+
+    Only positions where ``mask`` is 1 are computed (others are 0), ``chunk_size``
+    tokens at a time.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    valid = mask.bool()  # [B, Tc]
+    states, tokens = hidden[valid], targets[valid]  # [n, D], [n]
+    use_checkpoint = torch.is_grad_enabled() and states.requires_grad
+    parts = []
+    for start in range(0, len(tokens), chunk_size):
+        args = (head, states[start : start + chunk_size], tokens[start : start + chunk_size], temperature, with_entropy)
+        parts.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False) if use_checkpoint else _chunk_logprobs(*args))
+    rows = 2 if with_entropy else 1
+    stats = torch.cat(parts, -1) if parts else states.new_zeros(rows, 0, dtype=torch.float32)  # [rows, n]
+    zeros = torch.zeros(targets.shape, dtype=torch.float32, device=hidden.device)  # [B, Tc]
+    logp = zeros.masked_scatter(valid, stats[0])
+    entropy = zeros.masked_scatter(valid, stats[1]) if with_entropy else None
+    return logp, entropy
+
+
+def _chunk_logprobs(
+    head: torch.nn.Module, states: torch.Tensor, tokens: torch.Tensor, temperature: float, with_entropy: bool
+) -> torch.Tensor:
+    """``[1, n]`` log-probs of ``tokens``, or ``[2, n]`` log-probs and entropies."""
+    logits = head(states).float() / temperature  # [n, V]
+    log_norm = logits.logsumexp(-1)  # [n]
+    logp = logits.gather(-1, tokens[:, None]).squeeze(-1) - log_norm  # [n]
+    if not with_entropy:
+        return logp[None]
+    entropy = log_norm - (logits.softmax(-1) * logits).sum(-1)  # [n]
+    return torch.stack([logp, entropy])
+
+
+def row_chunks(num_rows: int, size: int) -> Iterator[range]:
+    """Consecutive row ranges of at most ``size`` rows."""
+    if size < 1:
+        raise ValueError(f"micro_batch_size must be >= 1, got {size}")
+    return (range(start, min(start + size, num_rows)) for start in range(0, num_rows, size))

@@ -1,0 +1,48 @@
+"""Placeholder-token consistency: every row's media placeholders must match its features.
+
+Without this check a mismatch surfaces mid-step as transformers' "Image features and
+image tokens do not match", naming neither the row nor the cause. Typical causes are a
+prompt truncated through its media tokens, a bad dataset row, or a completion that
+sampled a placeholder token such as ``<|image_pad|>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+
+
+class MediaTokenMismatchError(ValueError):
+    """A row's placeholder-token count differs from what its media features need."""
+
+    def __init__(self, sample_id: str, modality: str, found: int, expected: int) -> None:
+        self.sample_id = sample_id
+        self.modality = modality
+        self.found = found
+        self.expected = expected
+        super().__init__(
+            f"sample {sample_id!r}: {found} {modality} placeholder tokens but its {modality} features need "
+            f"{expected} (prompt truncated through media, a bad row, or placeholder tokens sampled in the "
+            "completion: forbid them during generation)"
+        )
+
+
+def check_media_tokens(
+    input_ids: torch.Tensor,
+    expected: Sequence[Mapping[str, int]],
+    placeholder_ids: Mapping[str, int],
+    sample_ids: Sequence[str],
+) -> None:
+    """Raise :class:`MediaTokenMismatchError` for the first row whose placeholders do not match.
+
+    ``input_ids`` ``[B, T]`` (padding never holds placeholder ids); ``expected[b]`` maps
+    a modality to the placeholder tokens row ``b`` needs (a missing modality needs 0);
+    ``placeholder_ids`` maps a modality to its token id.
+    """
+    for modality, token_id in placeholder_ids.items():
+        found = (input_ids == token_id).sum(-1).tolist()  # [B]
+        for sample_id, row_found, row_expected in zip(sample_ids, found, expected):
+            needed = row_expected.get(modality, 0)
+            if row_found != needed:
+                raise MediaTokenMismatchError(sample_id, modality, row_found, needed)

@@ -1,0 +1,180 @@
+"""Group-shared prompt encoding: log-probs of G completions from one encoding of their prompt.
+
+The G completions of a GRPO group share one prompt and one set of media. Instead of
+running the vision tower and the prompt through the decoder G times, each prompt is
+encoded once (``use_cache=True``), its KV cache is expanded to its group's rows, and
+only the completion tokens go through the decoder, attending to the shared prompt
+states. The expansion is an indexing op, so the backward pass sums the gradients of all
+G completions into the shared prompt states and the vision tower. Log-probs and
+gradients equal the plain path's (:func:`~mmgrpo.models.logprobs.sequence_logprobs`).
+
+Gradient checkpointing (transformers drops the KV cache under it) needs the plain path:
+:func:`completion_logprobs` switches between the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import torch
+
+from mmgrpo.models.batch import PromptBatch, TokenIds, attach_completions, pad_completions
+from mmgrpo.models.media_check import check_media_tokens
+from mmgrpo.models.logprobs import LogProbs, sequence_logprobs, token_logprobs
+
+
+def completion_logprobs(
+    model: torch.nn.Module,
+    prompts: PromptBatch,
+    completions: Sequence[TokenIds],
+    group_sizes: Sequence[int],
+    *,
+    group_shared_encoding: bool = True,
+    micro_batch_size: int,
+    with_entropy: bool = False,
+    chunk_size: int = 1024,
+    temperature: float = 1.0,
+) -> LogProbs:
+    """Log-probs ``[N, Tc]`` of ``completions`` (group after group, ``group_sizes[p]`` for prompt p).
+
+    ``group_shared_encoding`` picks :func:`grouped_logprobs`; off, every completion is
+    a full prompt + completion row (:func:`~mmgrpo.models.logprobs.sequence_logprobs`).
+    """
+    if group_shared_encoding:
+        return grouped_logprobs(
+            model, prompts, completions, group_sizes, micro_batch_size=micro_batch_size,
+            with_entropy=with_entropy, chunk_size=chunk_size, temperature=temperature,
+        )
+    _check_groups(prompts, completions, group_sizes)
+    batch = attach_completions(prompts, completions, [prompts.kept[row] for row in _group_rows(group_sizes)])
+    return sequence_logprobs(
+        model, batch, micro_batch_size=micro_batch_size,
+        with_entropy=with_entropy, chunk_size=chunk_size, temperature=temperature,
+    )
+
+
+def grouped_logprobs(
+    model: torch.nn.Module,
+    prompts: PromptBatch,
+    completions: Sequence[TokenIds],
+    group_sizes: Sequence[int],
+    *,
+    micro_batch_size: int,
+    with_entropy: bool = False,
+    chunk_size: int = 1024,
+    temperature: float = 1.0,
+) -> LogProbs:
+    """Log-probs ``[N, Tc]`` (and entropy) of ``completions``, each prompt encoded once.
+
+    ``completions`` are token-id lists laid out group after group, ``group_sizes[p]``
+    of them continuing prompt row p (sizes may differ: dynamic group size). Each
+    forward covers whole groups, about ``micro_batch_size`` completions (at least one group).
+    """
+    _check_groups(prompts, completions, group_sizes)
+    completion_ids, completion_mask = pad_completions(completions, pad_token_id=prompts.pad_token_id)  # [N, Tc]
+    sample_ids = [prompts.sample_ids[row] for row in _group_rows(group_sizes)]
+    check_media_tokens(completion_ids, [{}] * len(completions), prompts.placeholder_ids, sample_ids)
+    parts = []
+    for prompt_rows, completion_rows in _group_chunks(group_sizes, micro_batch_size):
+        parts.append(
+            _shared_forward(
+                model,
+                prompts if len(prompt_rows) == len(prompts) else prompts.select(prompt_rows),
+                completion_ids[completion_rows],
+                completion_mask[completion_rows],
+                [group_sizes[p] for p in prompt_rows],
+                with_entropy=with_entropy,
+                chunk_size=chunk_size,
+                temperature=temperature,
+            )
+        )
+    logp = torch.cat([part[0] for part in parts])  # [N, Tc]
+    entropy = torch.cat([part[1] for part in parts]) if with_entropy else None  # [N, Tc]
+    return logp, entropy
+
+
+def _shared_forward(
+    model: torch.nn.Module,
+    prompts: PromptBatch,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    group_sizes: Sequence[int],
+    *,
+    with_entropy: bool,
+    chunk_size: int,
+    temperature: float,
+) -> LogProbs:
+    """One forward of P prompts (once each) and their n completions ``[n, Tc]``."""
+    adapter = prompts.adapter
+    backbone = adapter.backbone(model)
+    inputs = prompts.model_inputs()
+    prompt_positions, next_position = adapter.prompt_positions(model, inputs)
+    encoded = backbone(**inputs, position_ids=prompt_positions, use_cache=True)
+    cache = encoded.cache
+    if cache is None:
+        raise RuntimeError(
+            "group-shared encoding needs the prompt KV cache, which transformers drops under gradient "
+            "checkpointing: turn group_shared_encoding off or gradient checkpointing off"
+        )
+    expand = torch.repeat_interleave(
+        torch.arange(len(prompts)), torch.as_tensor(list(group_sizes))
+    )  # [n]: the prompt row of each completion
+    cache.batch_select_indices(expand)  # indexing: the backward sums the group's gradients
+    # The prompt's last state predicts the first completion token; the completion's own
+    # states (all but the last token's) predict the rest.
+    predicting = encoded.last_hidden_state[expand, -1:]  # [n, 1, D]
+    width = completion_ids.shape[1]
+    if width > 1:
+        continued = backbone(
+            input_ids=completion_ids[:, :-1],
+            attention_mask=torch.cat([prompts.attention_mask[expand], completion_mask[:, :-1]], 1),
+            position_ids=adapter.continuation_positions(next_position[expand], width - 1),
+            cache=cache,
+            use_cache=True,
+        )
+        _check_cache_grew(continued.cache, prompts.input_ids.shape[1] + width - 1)
+        predicting = torch.cat([predicting, continued.last_hidden_state], 1)  # [n, Tc, D]
+    return token_logprobs(
+        adapter.output_head(model), predicting, completion_ids, completion_mask,
+        with_entropy=with_entropy, chunk_size=chunk_size, temperature=temperature,
+    )
+
+
+def _check_cache_grew(cache: object, expected_length: int) -> None:
+    """Guard against a transformers version silently ignoring the ``cache`` argument."""
+    length = cache.get_seq_length() if cache is not None else 0
+    if length != expected_length:
+        raise RuntimeError(
+            f"completion forward did not continue the prompt cache ({length} cached tokens, "
+            f"expected {expected_length}): this transformers version is not supported by group-shared encoding"
+        )
+
+
+def _check_groups(prompts: PromptBatch, completions: Sequence[TokenIds], group_sizes: Sequence[int]) -> None:
+    if len(group_sizes) != len(prompts):
+        raise ValueError(f"{len(group_sizes)} group sizes for {len(prompts)} prompts")
+    if any(size < 1 for size in group_sizes):
+        raise ValueError(f"every group needs at least one completion, got sizes {list(group_sizes)}")
+    if sum(group_sizes) != len(completions):
+        raise ValueError(f"group sizes sum to {sum(group_sizes)} but there are {len(completions)} completions")
+
+
+def _group_rows(group_sizes: Sequence[int]) -> list[int]:
+    """The prompt row of each completion: ``[0] * G0 + [1] * G1 + ...``."""
+    return [row for row, size in enumerate(group_sizes) for _ in range(size)]
+
+
+def _group_chunks(group_sizes: Sequence[int], micro_batch_size: int) -> Iterator[tuple[list[int], slice]]:
+    """(prompt rows, completion slice) of consecutive whole groups, ~``micro_batch_size`` completions each."""
+    if micro_batch_size < 1:
+        raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")
+    rows: list[int] = []
+    start = end = 0
+    for row, size in enumerate(group_sizes):
+        if rows and end - start + size > micro_batch_size:
+            yield rows, slice(start, end)
+            rows, start = [], end
+        rows.append(row)
+        end += size
+    if rows:
+        yield rows, slice(start, end)

@@ -1,0 +1,231 @@
+"""The in-process Hugging Face rollout engine.
+
+Two decoding modes behind one switch:
+
+- ``group_shared=True`` (default): each prompt and its media are prefilled once and the
+  group's G continuations branch from the cached prompt (:mod:`mmgrpo.rollout.decode`).
+- ``group_shared=False``: the plain path, ``model.generate`` over every prompt repeated
+  G times; the reference the shared path is tested against.
+
+Both forbid the processor's special/placeholder ids, stop each row at its first EOS (the
+generation config's ids plus ``SamplingParams.stop_token_ids``), and report per-token
+log-probs as ``SamplingParams.logprobs_mode`` says. The model runs in eval mode under
+``torch.no_grad``; its training mode is restored afterwards. Works on a PEFT-wrapped model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+from transformers import GenerationConfig, ProcessorMixin
+
+from mmgrpo.models.adapters import unwrap_model
+from mmgrpo.models.batch import MediaBudgets, PromptBatch, build_prompt_batch
+from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
+from mmgrpo.rollout import sampling
+from mmgrpo.rollout.base import ENGINES, SamplingParams, resolve_group_sizes
+from mmgrpo.rollout.decode import DecodedTokens, StopRule, decode_shared_prompts
+from mmgrpo.types import Completion, Sample
+
+
+@ENGINES.register("hf")
+class HFEngine:
+    """Samples completions with the policy module itself (no copy, no weight sync)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        processor: ProcessorMixin,
+        *,
+        group_shared: bool = True,
+        budgets: MediaBudgets | None = None,
+        max_prompt_len: int | None = None,
+        forbidden_token_ids: Sequence[int] | None = None,
+    ) -> None:
+        """``budgets`` and ``max_prompt_len`` go to ``build_prompt_batch``: a longer prompt is
+        dropped (its sample gets no completions), never truncated. ``forbidden_token_ids``
+        defaults to every special id except the stop ids."""
+        self.model = model
+        self.processor = processor
+        self.group_shared = group_shared
+        self.budgets = budgets
+        self.max_prompt_len = max_prompt_len
+        self.tokenizer = tokenizer_of(processor)
+        self.eos_token_ids = _generation_eos_ids(model, self.tokenizer)
+        self.forbidden_token_ids = tuple(
+            forbidden_generation_token_ids(processor, allowed=self.eos_token_ids)
+            if forbidden_token_ids is None
+            else forbidden_token_ids
+        )
+        pad_id = model.generation_config.pad_token_id
+        self.pad_token_id = pad_id if pad_id is not None else self.tokenizer.pad_token_id
+
+    def generate(
+        self, samples: Sequence[Sample], params: SamplingParams, group_sizes: Sequence[int] | None = None
+    ) -> list[list[Completion]]:
+        """``group_sizes[i]`` (default ``params.n``) completions of sample i, in sample order.
+
+        A sample whose prompt exceeds ``max_prompt_len`` gets an empty list.
+        """
+        sizes = resolve_group_sizes(samples, params, group_sizes)
+        prompts = build_prompt_batch(
+            self.processor, samples, self.budgets, family=self._family, max_prompt_len=self.max_prompt_len
+        )
+        kept_sizes = [sizes[i] for i in prompts.kept]
+        stop = self._stop_rule(params)
+        with _inference_mode(self.model), _seeded(params.seed, self._device) as generator:
+            if self.group_shared:
+                decoded = decode_shared_prompts(
+                    self.model,
+                    self._on_device(prompts),
+                    kept_sizes,
+                    params,
+                    stop=stop,
+                    adapter=prompts.adapter,
+                    generator=generator,
+                )
+            else:
+                decoded = self._generate_plain(prompts, kept_sizes, params, stop)
+        completions = completions_from_tokens(decoded, stop.stop_ids, self.tokenizer)
+        groups: list[list[Completion]] = [[] for _ in samples]
+        for sample_index, group in zip(prompts.kept, _split(completions, kept_sizes)):
+            groups[sample_index] = group
+        return groups
+
+    def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+        """Sample from new weights: a module replaces the engine's, a state dict is loaded into it.
+
+        The trainer normally hands over the policy module the engine already holds, so
+        this is a no-op: the engine decodes with the live weights.
+        """
+        if isinstance(model_or_state_dict, torch.nn.Module):
+            self.model = model_or_state_dict
+        else:
+            self.model.load_state_dict(model_or_state_dict)
+
+    @property
+    def _device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def _family(self) -> str:
+        return unwrap_model(self.model).config.model_type
+
+    def _on_device(self, prompts: PromptBatch) -> dict[str, Any]:
+        return {
+            key: value.to(self._device) if isinstance(value, torch.Tensor) else value
+            for key, value in prompts.model_inputs().items()
+        }
+
+    def _stop_rule(self, params: SamplingParams) -> StopRule:
+        stop_ids = sorted({*self.eos_token_ids, *params.stop_token_ids})
+        forbidden = tuple(i for i in self.forbidden_token_ids if i not in stop_ids)
+        return StopRule(torch.tensor(stop_ids, device=self._device), self.pad_token_id, forbidden)
+
+    def _generate_plain(
+        self, prompts: PromptBatch, sizes: Sequence[int], params: SamplingParams, stop: StopRule
+    ) -> DecodedTokens:
+        """``model.generate`` on each prompt repeated ``sizes[i]`` times (nothing shared)."""
+        repeated = prompts.select([row for row, size in enumerate(sizes) for _ in range(size)])
+        inputs = self._on_device(repeated)
+        output = self.model.generate(**inputs, generation_config=_plain_generation_config(params, stop))
+        token_ids = output.sequences[:, inputs["input_ids"].shape[1] :]  # [N, T]
+        step_logits = output.logits if params.logprobs_mode == "raw" else output.scores  # T x [N, V]
+        logprobs = sampling.token_logprobs(
+            torch.stack(step_logits, dim=1).flatten(0, 1), token_ids.flatten()
+        ).view_as(token_ids)  # [N, T]
+        return DecodedTokens(token_ids, logprobs)
+
+
+def completions_from_tokens(
+    decoded: DecodedTokens, stop_ids: torch.Tensor, tokenizer: Any
+) -> list[Completion]:
+    """Cut each row after its first stop token; a row without one was truncated by the length cap."""
+    is_stop = torch.isin(decoded.token_ids, stop_ids.to(decoded.token_ids.device))  # [N, T]
+    has_stop = is_stop.any(dim=-1)  # [N]
+    lengths = torch.where(has_stop, is_stop.int().argmax(dim=-1) + 1, decoded.token_ids.shape[1])  # [N]
+    completions = []
+    for row, length in enumerate(lengths.tolist()):
+        token_ids = decoded.token_ids[row, :length].tolist()
+        completions.append(
+            Completion(
+                text=tokenizer.decode(token_ids, skip_special_tokens=True),
+                token_ids=token_ids,
+                logprobs=decoded.logprobs[row, :length].tolist(),
+                truncated=not bool(has_stop[row]),
+            )
+        )
+    return completions
+
+
+def _split(completions: list[Completion], sizes: Sequence[int]) -> list[list[Completion]]:
+    """Consecutive groups of ``sizes[i]`` completions."""
+    groups, start = [], 0
+    for size in sizes:
+        groups.append(completions[start : start + size])
+        start += size
+    return groups
+
+
+def _generation_eos_ids(model: torch.nn.Module, tokenizer: Any) -> tuple[int, ...]:
+    """The generation config's EOS id(s), else the tokenizer's."""
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    if eos is None:
+        raise ValueError("the model's generation config and tokenizer define no EOS token; generation could not stop")
+    return tuple(eos) if isinstance(eos, (list, tuple)) else (eos,)
+
+
+def _plain_generation_config(params: SamplingParams, stop: StopRule) -> GenerationConfig:
+    """Exactly ``params``, returning per-step logits: no sampling knob (e.g. a checkpoint's
+    repetition penalty) comes from the model's own generation config."""
+    sampling_knobs = (
+        {"do_sample": False}
+        if params.greedy
+        else {"do_sample": True, "temperature": params.temperature, "top_k": params.top_k, "top_p": params.top_p}
+    )
+    return GenerationConfig(
+        **sampling_knobs,
+        max_new_tokens=params.max_new_tokens,
+        eos_token_id=stop.stop_ids.tolist(),
+        pad_token_id=stop.pad_id,
+        suppress_tokens=list(stop.forbidden_ids) or None,
+        repetition_penalty=1.0,
+        num_beams=1,
+        num_return_sequences=1,
+        return_dict_in_generate=True,
+        output_logits=params.logprobs_mode == "raw",
+        output_scores=params.logprobs_mode == "processed",
+    )
+
+
+@contextlib.contextmanager
+def _inference_mode(model: torch.nn.Module) -> Iterator[None]:
+    """Eval mode without autograd for the block; the previous training mode comes back after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield
+    finally:
+        model.train(was_training)
+
+
+@contextlib.contextmanager
+def _seeded(seed: int | None, device: torch.device) -> Iterator[torch.Generator | None]:
+    """A generator seeded with ``seed`` for the block, global RNG state untouched.
+
+    ``model.generate`` draws from the global RNG, so the block also runs on a forked
+    global state seeded the same way. ``seed`` None: torch's global RNG, advanced as usual.
+    """
+    if seed is None:
+        yield None
+        return
+    devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        yield torch.Generator(device=device).manual_seed(seed)

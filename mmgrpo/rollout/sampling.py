@@ -1,0 +1,89 @@
+"""Pure functions of one decoding step: logits in, tokens and log-probs out.
+
+The order matches Hugging Face ``generate`` (and vLLM): forbidden ids are masked, then
+temperature, top-k and top-p reshape the distribution, then a token is drawn. Logits
+are ``[N, V]`` (one row per completion being decoded); filtered entries become -inf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from mmgrpo.rollout.base import SamplingParams
+
+
+def mask_token_ids(logits: torch.Tensor, token_ids: Sequence[int]) -> torch.Tensor:
+    """``logits`` with the columns of ``token_ids`` set to -inf (those tokens can never be drawn)."""
+    if not token_ids:
+        return logits
+    masked = logits.clone()
+    masked[:, list(token_ids)] = float("-inf")
+    return masked
+
+
+def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the ``k`` largest logits of each row (and any tied with the k-th); ``k`` = 0 keeps all."""
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits
+    kth_largest = torch.topk(logits, k, dim=-1).values[:, -1:]  # [N, 1]
+    return logits.masked_fill(logits < kth_largest, float("-inf"))
+
+
+def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Keep the most probable tokens of each row whose probability mass first reaches ``p``.
+
+    A token survives when the mass of the tokens ranked above it is still below ``p``,
+    so the most probable token always survives; ``p`` = 1 keeps all.
+    """
+    if p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # [N, V]
+    sorted_probs = sorted_logits.softmax(dim=-1)
+    mass_above = sorted_probs.cumsum(dim=-1) - sorted_probs  # [N, V]
+    drop_sorted = mass_above >= p
+    drop = drop_sorted.scatter(-1, order, drop_sorted)  # back to vocabulary order
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def processed_logits(
+    logits: torch.Tensor, params: SamplingParams, forbidden_ids: Sequence[int] = ()
+) -> torch.Tensor:
+    """The logits actually sampled from: forbidden ids masked, then temperature, top-k, top-p.
+
+    Greedy decoding (temperature 0) only masks: the argmax is unaffected by the rest.
+    """
+    logits = mask_token_ids(logits.float(), forbidden_ids)
+    if params.greedy:
+        return logits
+    logits = logits / params.temperature
+    return top_p_filter(top_k_filter(logits, params.top_k), params.top_p)
+
+
+def draw_tokens(
+    logits: torch.Tensor, *, greedy: bool, generator: torch.Generator | None = None
+) -> torch.Tensor:
+    """One token id per row of processed ``logits`` ``[N, V]`` -> ``[N]``: argmax or a categorical draw."""
+    if greedy:
+        return logits.argmax(dim=-1)
+    probs = logits.softmax(dim=-1)
+    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+
+
+def token_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+    """log_softmax of ``logits`` ``[N, V]`` (in float32) at ``token_ids`` ``[N]`` -> ``[N]``."""
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    return logprobs.gather(-1, token_ids.unsqueeze(-1)).squeeze(-1)
+
+
+def advance_finished(
+    tokens: torch.Tensor, finished: torch.Tensor, stop_ids: torch.Tensor, pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pad the new ``tokens`` ``[N]`` of rows already ``finished`` ``[N]``; mark rows that just stopped.
+
+    A stop token itself belongs to its completion (the policy must learn to emit it);
+    every later position of that row holds ``pad_id``. Returns (tokens, finished).
+    """
+    tokens = tokens.masked_fill(finished, pad_id)
+    return tokens, finished | torch.isin(tokens, stop_ids)

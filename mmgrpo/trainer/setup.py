@@ -1,0 +1,163 @@
+"""Turn a :class:`~mmgrpo.config.Config` into live objects: model, processor, samples.
+
+Shared by ``mmgrpo train``, ``sft``, ``reject`` and ``eval`` so that every command reads
+models and data the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from peft import LoraConfig as PeftLoraConfig
+from peft import PeftModel, get_peft_model
+
+from data_recipes.loading import SkippedRow, load_rows
+from data_recipes.make import make_dataset
+from mmgrpo.config import Config, DatasetConfig, ModelConfig, TaskConfig
+from mmgrpo.models.batch import MediaBudgets
+from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.models.tiny import make_tiny
+from mmgrpo.trainer.rollouts import ScoringRule
+from mmgrpo.types import Sample
+from processors import AudioBudget, ImageBudget, VideoBudget
+from tasks import get_task, load_reward_plugins
+from tasks.base import RowError, Task
+
+logger = logging.getLogger(__name__)
+
+TINY_PREFIX = "tiny:"
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def resolve_model_path(model: ModelConfig, cache_dir: Path, seed: int) -> str:
+    """A loadable path or Hub id; ``tiny:<family>`` builds (once) a tiny random model under ``cache_dir``."""
+    if not model.name_or_path.startswith(TINY_PREFIX):
+        return model.name_or_path
+    family = model.name_or_path[len(TINY_PREFIX) :]
+    key = _fingerprint({"family": family, "seed": seed, **model.tiny_options})
+    out = cache_dir / f"tiny-{family}-{key}"
+    if not (out / "config.json").is_file():
+        make_tiny(family, out, seed=seed, **model.tiny_options)
+    return str(out)
+
+
+def load_policy(
+    config: Config, model_path: str, device: torch.device, *, checkpoint: Path | None = None
+) -> tuple[torch.nn.Module, Any]:
+    """The trainable policy (LoRA-wrapped when enabled) and its processor.
+
+    With ``checkpoint`` (an mmgrpo checkpoint folder) the weights come from it: the full
+    model, or the base model from ``model_path`` plus the saved LoRA adapter.
+    """
+    full_checkpoint = checkpoint is not None and not config.lora.enabled
+    model, processor = load_model_and_processor(
+        str(checkpoint) if full_checkpoint else model_path,
+        dtype=config.model.dtype,
+        attn_implementation=config.model.attn_implementation,
+        trust_remote_code=config.model.trust_remote_code,
+        device=device,
+    )
+    if config.train.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if config.lora.enabled and checkpoint is not None:
+        model = PeftModel.from_pretrained(model, str(checkpoint), is_trainable=True)
+    elif config.lora.enabled:
+        model = get_peft_model(
+            model,
+            PeftLoraConfig(
+                r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
+                target_modules=config.lora.target_modules,
+            ),
+        )
+    return model, processor
+
+
+def scoring_rule(config: Config, task: Task) -> ScoringRule:
+    """The task's weighted rewards (config weights, else the task's defaults) plus DAPO's overlong penalty."""
+    return ScoringRule(
+        weights=config.task.rewards or dict(task.default_rewards),
+        reward_options=task.reward_options(),
+        max_new_tokens=config.rollout.max_new_tokens,
+        overlong_buffer=config.algo.overlong_buffer,
+        overlong_penalty=config.algo.overlong_penalty,
+    )
+
+
+def media_budgets(model: ModelConfig) -> MediaBudgets:
+    """Per-modality budgets from the model section of the config."""
+    return {
+        "image": ImageBudget(min_pixels=model.min_pixels, max_pixels=model.max_pixels),
+        "video": VideoBudget(fps=model.fps, max_frames=model.max_frames),
+        "audio": AudioBudget(sample_rate=model.audio_sample_rate, max_seconds=model.max_audio_seconds),
+    }
+
+
+@dataclass
+class SampleSet:
+    """Prompts of one split, their tasks, and every row that could not be used."""
+
+    samples: list[Sample]
+    tasks: dict[str, Task]
+    skipped: list[SkippedRow] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)  # per sample: its dataset's weight / its size
+
+    def skipped_summary(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for row in self.skipped:
+            counts[row.reason] = counts.get(row.reason, 0) + 1
+        return counts
+
+
+def load_samples(
+    specs: list[DatasetConfig], task_config: TaskConfig, data_dir: Path, *, seed: int, split: str | None = None
+) -> SampleSet:
+    """Samples of every dataset in ``specs`` (generated under ``data_dir`` when a recipe is given)."""
+    load_reward_plugins(task_config.reward_plugins)
+    result = SampleSet(samples=[], tasks={})
+    for spec in specs:
+        task_name = spec.task or task_config.name
+        task = result.tasks.setdefault(task_name, get_task(task_name))
+        path = spec.path or str(generate_dataset(spec, data_dir, seed))
+        loaded = load_rows(path, split=split or spec.split, adapter=spec.adapter, limit=spec.limit)
+        result.skipped.extend(loaded.skipped)
+        kept = []
+        for row in loaded.rows:
+            try:
+                kept.append(task.to_sample(row, think=task_config.think))
+            except RowError as error:
+                result.skipped.append(SkippedRow(str(error.row_id), path, f"bad field {error.field}", error.reason))
+        result.samples.extend(kept)
+        result.weights.extend([spec.weight / max(1, len(kept))] * len(kept))
+    if result.skipped:
+        logger.warning("skipped %d bad rows: %s", len(result.skipped), result.skipped_summary())
+    return result
+
+
+def generate_dataset(spec: DatasetConfig, data_dir: Path, seed: int) -> Path:
+    """Run ``spec.recipe`` into a folder named by its options (reused when already there)."""
+    if spec.recipe is None:
+        raise ValueError("a dataset needs either a path or a recipe")
+    options = dict(spec.recipe_args)
+    n = int(options.pop("n", 1000))
+    test_fraction = float(options.pop("test_fraction", 0.2))
+    out = data_dir / f"{spec.recipe}-{_fingerprint({'n': n, 'seed': seed, 'tf': test_fraction, **options})}"
+    if not (out / "dataset_info.json").is_file():
+        staging = out.with_name(out.name + ".partial")
+        make_dataset(spec.recipe, n, staging, seed=seed, test_fraction=test_fraction, **options)
+        staging.rename(out)
+    return out
+
+
+def _fingerprint(values: dict[str, Any]) -> str:
+    return hashlib.sha1(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:10]

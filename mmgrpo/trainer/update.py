@@ -1,0 +1,181 @@
+"""The policy update of one GRPO step: mu iterations of clipped policy-gradient steps.
+
+Completions are processed in micro-batches of whole groups (a group's prompt is
+encoded once, :mod:`mmgrpo.models.shared_prefix`), gradients accumulate over the
+micro-batches of a mini-batch, then one clipped optimizer step follows. Each
+micro-batch's loss is weighted by its share of the mini-batch's normaliser (tokens
+for ``token-mean``, sequences otherwise), so accumulation gives exactly the loss the
+aggregation defines over the whole mini-batch.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Callable, ContextManager, Sequence
+
+import torch
+
+from mmgrpo.algos import policy_loss
+from mmgrpo.models.batch import PromptBatch, pad_completions
+from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
+
+TokenIds = Sequence[int]
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    """Options of :func:`mmgrpo.algos.policy_loss` plus the sampling temperature."""
+
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    dual_clip: float | None = None
+    agg: str = "token-mean"
+    beta: float = 0.0
+    kl: str = "k3"
+    kl_clamp: float | None = None
+    max_len: int | None = None
+    temperature: float = 1.0
+
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    """How the batch is split and stepped."""
+
+    num_iterations: int = 1  # mu
+    micro_batch_size: int = 64  # completions per forward/backward (whole groups)
+    mini_batch_size: int | None = None  # completions per optimizer step; None = all
+    max_grad_norm: float = 1.0
+    group_shared_encoding: bool = True
+    with_entropy: bool = True
+
+
+@dataclass
+class StepBatch:
+    """What the update trains on: prompts (one row per group) and their completions."""
+
+    prompts: PromptBatch
+    completions: list[TokenIds]  # [N] group after group
+    group_sizes: list[int]
+    advantages: torch.Tensor  # [N]
+    loss_mask: torch.Tensor  # [N, Tc] 1 on completion tokens that count (e.g. not truncated)
+    ref_logp: torch.Tensor | None = None  # [N, Tc]
+
+    def select(self, rows: list[int], completions: slice) -> StepBatch:
+        return StepBatch(
+            prompts=self.prompts.select(rows),
+            completions=self.completions[completions],
+            group_sizes=[self.group_sizes[r] for r in rows],
+            advantages=self.advantages[completions],
+            loss_mask=self.loss_mask[completions],
+            ref_logp=None if self.ref_logp is None else self.ref_logp[completions],
+        )
+
+
+def build_loss_mask(completions: Sequence[TokenIds], include: Sequence[bool], pad_token_id: int) -> torch.Tensor:
+    """``[N, Tc]`` completion-token mask with rows where ``include`` is False zeroed."""
+    _, mask = pad_completions(completions, pad_token_id=pad_token_id)  # [N, Tc]
+    return mask * torch.tensor(include, dtype=mask.dtype).unsqueeze(1)
+
+
+def batch_logprobs(
+    model: torch.nn.Module,
+    batch: StepBatch,
+    settings: UpdateSettings,
+    temperature: float,
+    context: Callable[[], ContextManager] = nullcontext,
+) -> torch.Tensor:
+    """Log-probs ``[N, Tc]`` of every completion without grad (reference or old policy)."""
+    with torch.no_grad(), context():
+        logp, _ = completion_logprobs(
+            model, batch.prompts, batch.completions, batch.group_sizes,
+            group_shared_encoding=settings.group_shared_encoding,
+            micro_batch_size=settings.micro_batch_size, temperature=temperature,
+        )
+    return logp
+
+
+def policy_update(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    batch: StepBatch,
+    loss_settings: LossSettings,
+    settings: UpdateSettings,
+) -> dict[str, float]:
+    """Run mu iterations over ``batch``; returns stats averaged over micro-batches (by weight)."""
+    one_pass = settings.num_iterations == 1 and _single_mini_batch(batch, settings)
+    # With one optimizer step per batch the sampling policy IS the current one: ratio = 1.
+    old_logp = None if one_pass else batch_logprobs(model, batch, settings, loss_settings.temperature)
+    totals: dict[str, float] = defaultdict(float)
+    steps = 0
+    for _ in range(settings.num_iterations):
+        for mini_rows, mini_slice in group_chunks(batch.group_sizes, settings.mini_batch_size or len(batch.completions)):
+            mini = batch.select(mini_rows, mini_slice)
+            mini_old = None if old_logp is None else old_logp[mini_slice]
+            for name, value in _accumulate_gradients(model, mini, mini_old, loss_settings, settings).items():
+                totals[name] += value
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                [p for p in model.parameters() if p.requires_grad], settings.max_grad_norm
+            )
+            totals["grad_norm"] += float(grad_norm)
+            totals["lr"] += optimizer.param_groups[0]["lr"]
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            steps += 1
+    return {name: value / steps for name, value in totals.items()}
+
+
+def _accumulate_gradients(
+    model: torch.nn.Module,
+    batch: StepBatch,
+    old_logp: torch.Tensor | None,
+    loss_settings: LossSettings,
+    settings: UpdateSettings,
+) -> dict[str, float]:
+    """Backward every micro-batch of ``batch``; returns its weighted stats."""
+    normaliser = _normaliser(batch.loss_mask, loss_settings.agg)
+    stats: dict[str, float] = defaultdict(float)
+    if normaliser == 0:  # every completion masked out (e.g. all truncated)
+        return stats
+    for rows, part in group_chunks(batch.group_sizes, settings.micro_batch_size):
+        micro = batch.select(rows, part)
+        weight = _normaliser(micro.loss_mask, loss_settings.agg) / normaliser
+        if weight == 0:
+            continue
+        logp, entropy = completion_logprobs(
+            model, micro.prompts, micro.completions, micro.group_sizes,
+            group_shared_encoding=settings.group_shared_encoding, micro_batch_size=len(micro.completions),
+            with_entropy=settings.with_entropy, temperature=loss_settings.temperature,
+        )  # [n, Tc]
+        width = logp.shape[1]
+        mask = micro.loss_mask[:, :width]
+        old = logp.detach() if old_logp is None else old_logp[part][:, :width]
+        ref = None if micro.ref_logp is None else micro.ref_logp[:, :width]
+        loss, loss_stats = policy_loss(
+            logp, old, micro.advantages, mask,
+            eps_low=loss_settings.eps_low, eps_high=loss_settings.eps_high, dual_clip=loss_settings.dual_clip,
+            agg=loss_settings.agg, ref_logp=ref, beta=loss_settings.beta, kl=loss_settings.kl,
+            kl_clamp=loss_settings.kl_clamp, max_len=loss_settings.max_len,
+        )
+        (loss * weight).backward()
+        stats["loss"] += float(loss) * weight
+        for name, value in loss_stats.items():
+            stats[name] += float(value) * weight
+        if entropy is not None:
+            stats["entropy"] += float((entropy * mask).sum() / mask.sum().clamp(min=1)) * weight
+    return stats
+
+
+def _normaliser(loss_mask: torch.Tensor, agg: str) -> float:
+    """What ``agg`` divides by: tokens for token-mean, sequences with a token otherwise."""
+    if agg == "token-mean":
+        return float(loss_mask.sum())
+    return float(loss_mask.any(dim=1).sum())
+
+
+def _single_mini_batch(batch: StepBatch, settings: UpdateSettings) -> bool:
+    return settings.mini_batch_size is None or settings.mini_batch_size >= len(batch.completions)
+
