@@ -68,7 +68,8 @@ class LoadedRows:
         line = f"{self.source}: {len(self.rows)} rows (adapter {self.adapter})"
         if not self.skipped:
             return line
-        reasons = ", ".join(f"{count} {reason}" for reason, count in Counter(s.reason for s in self.skipped).most_common())
+        counts = Counter(skip.reason for skip in self.skipped).most_common()
+        reasons = ", ".join(f"{count} {reason}" for reason, count in counts)
         first = self.skipped[0]
         return f"{line}; skipped {len(self.skipped)}: {reasons} (first: row {first.row_id!r}: {first.detail})"
 

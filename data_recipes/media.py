@@ -58,7 +58,7 @@ class MediaResolver:
             value = row.get(column)
             if value is None:
                 continue
-            if column.endswith("s"):  # plural column: a list of references
+            if column != kind:  # a plural column ("images"): a list of references
                 if not isinstance(value, (list, tuple)) or not value:
                     raise BadRow("missing media", f"column {column!r} needs a non-empty list, got {value!r}")
                 resolved[column] = [self.resolve(ref, kind) for ref in value]

@@ -44,7 +44,8 @@ def parse_entry(item: Mapping[str, Any]) -> MixtureEntry:
     task, weight = options.pop("task", None), float(options.pop("weight", 1.0))
     unknown = sorted(set(options) - set(SPEC_KEYS))
     if unknown or "path" not in options:
-        raise ValueError(f"mixture entry {dict(item)}: needs 'path'; unknown keys {unknown}; known: task, weight, {', '.join(SPEC_KEYS)}")
+        known = ", ".join(("task", "weight", *SPEC_KEYS))
+        raise ValueError(f"mixture entry {dict(item)}: needs 'path'; unknown keys {unknown}; known: {known}")
     if weight <= 0:
         raise ValueError(f"mixture entry {options['path']!r}: weight must be > 0, got {weight}")
     return MixtureEntry(DatasetSpec(**options), task, weight)

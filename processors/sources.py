@@ -49,6 +49,8 @@ def describe(ref: object) -> str:
         return f"<array shape={ref.shape} dtype={ref.dtype}>"
     if isinstance(ref, Image.Image):
         return f"<PIL image {ref.mode} {ref.width}x{ref.height}>"
+    if isinstance(ref, tuple) and len(ref) == 2 and isinstance(ref[1], (int, np.integer)):
+        return f"<audio {describe(ref[0])} at {ref[1]} Hz>"  # an (array, sample_rate) pair
     if isinstance(ref, (list, tuple)):
         return f"<{len(ref)} frames, first {describe(ref[0])}>" if ref else "<no frames>"
     if isinstance(ref, dict):

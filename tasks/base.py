@@ -60,6 +60,7 @@ class Task:
     metric_reward: ClassVar[str] = ""  # the registered reward whose value is the eval metric
     guarded_rewards: ClassVar[tuple[str, ...]] = ()  # rewards taking a ``guards`` option
     required_media: ClassVar[str | None] = None  # a media kind every row must have
+    default_reasoning: ClassVar[str] = "I look at the input carefully and work out the answer."
 
     def __init__(
         self,
@@ -92,6 +93,22 @@ class Task:
     def parse(self, answer_text: str) -> Any:
         """This task's reading of an answer text (None if it cannot be read)."""
         return answer_text.strip()
+
+    def format_answer(self, sample: Sample) -> str:
+        """The ground truth written as this task's answer text (what the answer tag should hold)."""
+        return str(sample.answer)
+
+    def reference_completion(self, sample: Sample) -> str:
+        """A completion that earns full reward, the cold-start SFT target for ``sample``.
+
+        With a think prompt the reasoning is the row's ``reasoning`` field when the dataset
+        has one (R1-style cold-start data), else a short generic note.
+        """
+        answer = f"<answer>{self.format_answer(sample)}</answer>"
+        if sample.extra.get("think") is False:
+            return answer
+        reasoning = sample.extra.get("reasoning") or self.default_reasoning
+        return f"<think>{reasoning}</think>{answer}"
 
     def reward_options(self, names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
         """Keyword options (e.g. the guards) for the rewards in ``names`` (default: the task's

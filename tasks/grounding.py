@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 from PIL import Image
 
 from mmgrpo.registry import Registry
+from mmgrpo.types import Sample
 from processors.budgets import ImageBudget
 from processors.errors import MediaError
 from processors.sizing import smart_resize
@@ -231,3 +232,10 @@ class GroundingTask(Task):
 
     def parse(self, answer_text: str) -> Box | None:
         return parse_box(answer_text)
+
+    def format_answer(self, sample: Sample) -> str:
+        """The ground-truth box in the coordinate system the prompt asks for, rounded to pixels."""
+        extra = sample.extra
+        sx, sy = COORDINATE_SYSTEMS.get(self.coords).scale(tuple(extra["image_size"]), tuple(extra["resized_size"]))
+        x1, y1, x2, y2 = sample.answer
+        return f"[{round(x1 / sx)}, {round(y1 / sy)}, {round(x2 / sx)}, {round(y2 / sy)}]"

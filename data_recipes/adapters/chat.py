@@ -33,7 +33,8 @@ def message_text(content: Any) -> str:
 
 def last_turn(messages: Any, roles: Sequence[str], role_key: str, text_key: str) -> str:
     """Text of the last message whose role is in ``roles``; none is a ``BadRow``."""
-    turns = [m for m in messages if isinstance(m, Mapping) and m.get(role_key) in roles] if isinstance(messages, list) else []
+    messages = messages if isinstance(messages, list) else []
+    turns = [m for m in messages if isinstance(m, Mapping) and m.get(role_key) in roles]
     if not turns:
         raise BadRow("missing field", f"a {'/'.join(roles)} turn")
     return strip_media_tokens(message_text(turns[-1].get(text_key)))
@@ -48,7 +49,9 @@ def media_columns(raw: Mapping[str, Any]) -> Row:
     return {}
 
 
-def answer_or_reply(raw: Mapping[str, Any], messages: Any, role_key: str, text_key: str, reply_roles: Sequence[str]) -> Any:
+def answer_or_reply(
+    raw: Mapping[str, Any], messages: Any, role_key: str, text_key: str, reply_roles: Sequence[str]
+) -> Any:
     """The answer column if any, else the last assistant reply in ``messages``."""
     if any(raw.get(name) is not None for name in ANSWER_COLUMNS):
         return answer_value(first_field(raw, ANSWER_COLUMNS))

@@ -10,7 +10,12 @@ from data_recipes.adapters.base import Row, answer_value, field, register_adapte
 def clevr70k(raw: Mapping[str, Any]) -> Row:
     """``leonardPKU/clevr_cogen_a_train``: ``image``, ``problem``, ``solution`` = "<answer> 3 </answer>"."""
     solution = field(raw, "solution")
-    return {"problem": field(raw, "problem"), "answer": answer_value(solution), "solution": solution, "image": field(raw, "image")}
+    return {
+        "problem": field(raw, "problem"),
+        "answer": answer_value(solution),
+        "solution": solution,
+        "image": field(raw, "image"),
+    }
 
 
 @register_adapter("r1v_jsonl", columns=("image_path", "question", "ground_truth"))

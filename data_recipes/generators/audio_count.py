@@ -24,7 +24,9 @@ def wav_bytes(samples: np.ndarray, sample_rate: int) -> bytes:
     return buffer.getvalue()
 
 
-def beep_starts(rng: np.random.Generator, lengths: np.ndarray, total: float, min_gap: float, margin: float) -> np.ndarray:
+def beep_starts(
+    rng: np.random.Generator, lengths: np.ndarray, total: float, min_gap: float, margin: float
+) -> np.ndarray:
     """Start times (s) of beeps of the given lengths in a ``total``-second clip, in order.
 
     The slack left after beeps, minimum gaps and edge margins is split at random (Dirichlet)

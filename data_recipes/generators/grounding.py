@@ -18,6 +18,7 @@ from data_recipes.generators.base import GENERATORS, Example, MediaFile, check_r
 from data_recipes.generators.scenes import (
     COLOURS,
     DEFAULT_BACKGROUND,
+    ObjectSpec,
     SHAPES,
     SceneError,
     check_names,
@@ -53,14 +54,14 @@ class Grounding:
         if self.small_px >= self.large_px:
             raise SceneError(f"small_px ({self.small_px}) must be below large_px ({self.large_px})")
 
-    def _attribute_choices(self) -> list[tuple[str, str, str, int]]:
+    def _attribute_choices(self) -> list[ObjectSpec]:
         sizes = {"small": self.small_px, "large": self.large_px}
         return [(s, c, label, sizes[label]) for s, c, label in itertools.product(self.shapes, self.colours, sizes)]
 
     def example(self, rng: np.random.Generator) -> Example:
         choices = self._attribute_choices()
         target = choices[int(rng.integers(len(choices)))]
-        others = [choice for choice in choices if choice[:3] != target[:3]]
+        others = [choice for choice in choices if choice != target]
         n = int(rng.integers(self.min_objects, self.max_objects + 1))
         distractors = [others[int(i)] for i in rng.integers(len(others), size=n - 1)]
         objects = place(rng, [target, *distractors], self.image_size, min_gap=self.min_gap)

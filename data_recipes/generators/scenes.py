@@ -36,6 +36,24 @@ COLOURS: dict[str, RGB] = {
     "black": (15, 15, 15),
 }
 PLURALS: dict[str, str] = {"square": "squares", "circle": "circles", "triangle": "triangles"}
+ObjectSpec = tuple[str, str, str, int]  # (shape, colour name, size label, box side in px)
+
+
+def _square(draw: ImageDraw.ImageDraw, x1: int, y1: int, x2: int, y2: int, fill: RGB) -> None:
+    draw.rectangle((x1, y1, x2, y2), fill=fill)
+
+
+def _circle(draw: ImageDraw.ImageDraw, x1: int, y1: int, x2: int, y2: int, fill: RGB) -> None:
+    draw.ellipse((x1, y1, x2, y2), fill=fill)
+
+
+def _triangle(draw: ImageDraw.ImageDraw, x1: int, y1: int, x2: int, y2: int, fill: RGB) -> None:
+    draw.polygon([((x1 + x2) / 2, y1), (x1, y2), (x2, y2)], fill=fill)  # apex at the top centre
+
+
+# shape name -> drawer taking the inclusive pixel box
+_DRAWERS = {"square": _square, "circle": _circle, "triangle": _triangle}
+SHAPES: tuple[str, ...] = tuple(_DRAWERS)
 
 
 class SceneError(ValueError):
@@ -88,7 +106,7 @@ def random_attributes(
     shapes: Sequence[str],
     colours: Sequence[str],
     sizes: dict[str, int],
-) -> list[tuple[str, str, str, int]]:
+) -> list[ObjectSpec]:
     """``n`` independent ``(shape, colour, size_label, px)`` draws, uniform over each choice."""
     labels = list(sizes)
     return [
@@ -105,7 +123,7 @@ def _boxes_clear(box: list[int], others: list[list[int]], gap: int) -> bool:
 
 def place(
     rng: np.random.Generator,
-    attributes: Sequence[tuple[str, str, str, int]],
+    attributes: Sequence[ObjectSpec],
     canvas: int,
     *,
     allow_overlap: bool = False,
@@ -137,23 +155,6 @@ def place(
                 f"in {max_tries} tries; use a larger canvas, fewer or smaller objects"
             )
     return objects
-
-
-def _square(draw: ImageDraw.ImageDraw, x1: int, y1: int, x2: int, y2: int, fill: RGB) -> None:
-    draw.rectangle((x1, y1, x2, y2), fill=fill)
-
-
-def _circle(draw: ImageDraw.ImageDraw, x1: int, y1: int, x2: int, y2: int, fill: RGB) -> None:
-    draw.ellipse((x1, y1, x2, y2), fill=fill)
-
-
-def _triangle(draw: ImageDraw.ImageDraw, x1: int, y1: int, x2: int, y2: int, fill: RGB) -> None:
-    draw.polygon([((x1 + x2) / 2, y1), (x1, y2), (x2, y2)], fill=fill)  # apex at the top centre
-
-
-# shape name -> drawer taking the inclusive pixel box
-_DRAWERS = {"square": _square, "circle": _circle, "triangle": _triangle}
-SHAPES: tuple[str, ...] = tuple(_DRAWERS)
 
 
 def draw_object(draw: ImageDraw.ImageDraw, obj: SceneObject) -> None:

@@ -83,15 +83,17 @@ class VideoCount:
         check_names(self.shapes, self.colours)
         check_rgb(self.background)
         if self.frame_size % CHROMA_BLOCK or self.object_px % CHROMA_BLOCK:
-            raise ValueError(f"frame_size and object_px must be even for yuv420p video, got {self.frame_size}, {self.object_px}")
+            sizes = f"{self.frame_size}, {self.object_px}"
+            raise ValueError(f"frame_size and object_px must be even for yuv420p video, got {sizes}")
 
     def example(self, rng: np.random.Generator) -> Example:
         n = int(rng.integers(self.min_objects, self.max_objects + 1))
         attributes = random_attributes(rng, n, self.shapes, self.colours, {f"{self.object_px}px": self.object_px})
         objects = place(rng, attributes, self.frame_size, min_gap=self.min_gap, align=CHROMA_BLOCK)
         runs = visible_runs(rng, n, self.num_frames, self.min_visible_frames)
+        background = tuple(self.background)
         frames = [
-            render([o for o, (start, end) in zip(objects, runs) if start <= t < end], self.frame_size, tuple(self.background))
+            render([o for o, (start, end) in zip(objects, runs) if start <= t < end], self.frame_size, background)
             for t in range(self.num_frames)
         ]
         fields = {

@@ -11,9 +11,9 @@ from mmgrpo.algos.stats import entropy_from_logits, masked_mean, masked_sum, mas
 
 __all__ = [
     "ADVANTAGE_ESTIMATORS",
-    "Groups",
     "KL_ESTIMATORS",
     "LOSS_AGGREGATIONS",
+    "Groups",
     "entropy_from_logits",
     "group_advantages",
     "kl_penalty",

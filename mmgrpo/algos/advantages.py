@@ -21,8 +21,9 @@ A group whose rewards are all equal (including a group of one) gets advantage ex
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Literal
 
 import torch
 from torch import Tensor

@@ -12,7 +12,7 @@ policy to an estimate of the KL contribution of that token:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor

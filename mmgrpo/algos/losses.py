@@ -21,7 +21,7 @@ Sequences without any completion token are left out of the ``seq-mean-*`` means.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -52,7 +52,9 @@ def seq_mean_token_mean(losses: Tensor, mask: Tensor, **_: object) -> Tensor:
 
 
 @LOSS_AGGREGATIONS.register("seq-mean-token-sum-norm")
-def seq_mean_token_sum_norm(losses: Tensor, mask: Tensor, *, max_len: int | None = None, **_: object) -> Tensor:
+def seq_mean_token_sum_norm(
+    losses: Tensor, mask: Tensor, *, max_len: int | None = None, **_: object
+) -> Tensor:
     """``[B, T]`` -> scalar: per-sequence token sum / ``max_len`` ``[B]``, then mean over sequences."""
     if max_len is None or max_len <= 0:
         raise ValueError(
@@ -62,20 +64,27 @@ def seq_mean_token_sum_norm(losses: Tensor, mask: Tensor, *, max_len: int | None
     return _mean_over_sequences(masked_sum(losses, mask, dim=-1) / max_len, mask)
 
 
-def _check_inputs(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, ref_logp: Tensor | None) -> None:
+def _check_inputs(
+    logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, ref_logp: Tensor | None
+) -> None:
     named = {"old_logp": old_logp, "mask": mask} | ({} if ref_logp is None else {"ref_logp": ref_logp})
     if logp.dim() != 2:
         raise ValueError(f"policy_loss: logp must be [B, T], got shape {tuple(logp.shape)}")
     for name, tensor in named.items():
         if tensor.shape != logp.shape:
-            raise ValueError(f"policy_loss: {name} has shape {tuple(tensor.shape)}, logp has {tuple(logp.shape)}")
+            raise ValueError(
+                f"policy_loss: {name} has shape {tuple(tensor.shape)}, logp has {tuple(logp.shape)}"
+            )
     if advantages.shape not in (logp.shape[:1], logp.shape):
         raise ValueError(
-            f"policy_loss: advantages must be [B] or [B, T] = {tuple(logp.shape)}, got {tuple(advantages.shape)}"
+            f"policy_loss: advantages must be [B] or [B, T] = {tuple(logp.shape)}, "
+            f"got {tuple(advantages.shape)}"
         )
 
 
-def _check_options(eps_low: float, eps_high: float, dual_clip: float | None, beta: float, has_ref: bool) -> None:
+def _check_options(
+    eps_low: float, eps_high: float, dual_clip: float | None, beta: float, has_ref: bool
+) -> None:
     if not 0 <= eps_low < 1 or eps_high < 0:
         raise ValueError(f"policy_loss: need 0 <= eps_low < 1 and eps_high >= 0, got {eps_low}, {eps_high}")
     if dual_clip is not None and dual_clip <= 1:
@@ -147,7 +156,8 @@ def policy_loss(
     """GRPO loss of one batch of completions and its diagnostics.
 
     Args:
-        logp: ``[B, T]`` log-probs of the sampled tokens under the current policy (grad).
+        logp: ``[B, T]`` log-probs of the sampled tokens under the current policy (grad);
+            the loss is computed in float32 or wider.
         old_logp: ``[B, T]`` log-probs under the policy that sampled them (detached here).
         advantages: ``[B]`` (one per completion, broadcast over tokens) or ``[B, T]``.
         mask: ``[B, T]`` 1 on completion tokens. Masked-out positions never reach the
@@ -164,17 +174,18 @@ def policy_loss(
     Returns:
         ``(loss, stats)``: the scalar loss, and 0-dim detached float tensors (no device
         sync; call ``float()`` to log): ``pg_loss`` (loss without the KL term), ``kl``
-        (token mean), ``clip_frac_low``, ``clip_frac_high``, ``clip_frac``,
+        (token mean; 0 without ref_logp), ``clip_frac_low``, ``clip_frac_high``, ``clip_frac``,
         ``dual_clip_frac``, ``ratio_mean``, ``ratio_max``, ``ratio_min``.
     """
     _check_inputs(logp, old_logp, advantages, mask, ref_logp)
     _check_options(eps_low, eps_high, dual_clip, beta, ref_logp is not None)
     aggregate = LOSS_AGGREGATIONS.get(agg)
     mask = mask.bool()
-    zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
+    dtype = torch.promote_types(logp.dtype, torch.float32)  # bf16 ratios are too coarse to clip
+    zero = torch.zeros((), dtype=dtype, device=logp.device)
     advantages = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
-    advantages = torch.where(mask, advantages.detach().to(logp.dtype), zero)  # [B, T]
-    logp = torch.where(mask, logp, zero)
+    advantages = torch.where(mask, advantages.detach().to(dtype), zero)  # [B, T]
+    logp = torch.where(mask, logp.to(dtype), zero)
     ratio = torch.exp(logp - torch.where(mask, old_logp.detach(), zero))  # [B, T], 1 where masked out
 
     pg_losses = clipped_surrogate(ratio, advantages, eps_low, eps_high, dual_clip)  # [B, T]

@@ -8,7 +8,7 @@ cut (DAPO: max 20480 tokens, buffer 4096).
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor
@@ -32,7 +32,10 @@ def overlong_penalty(
         ``-penalty`` if ``L > max_len``.
     """
     if not 0 < buffer_len <= max_len:
-        raise ValueError(f"overlong_penalty: need 0 < buffer_len <= max_len, got buffer_len={buffer_len}, max_len={max_len}")
+        raise ValueError(
+            "overlong_penalty: need 0 < buffer_len <= max_len, "
+            f"got buffer_len={buffer_len}, max_len={max_len}"
+        )
     if penalty < 0:
         raise ValueError(f"overlong_penalty: penalty is a magnitude and must be >= 0, got {penalty}")
     lengths = torch.as_tensor(lengths, dtype=torch.float32)

@@ -43,7 +43,8 @@ def _add_recipe_options(parser: argparse.ArgumentParser) -> None:
         for recipe, value in defaults[name].items():
             by_default.setdefault(str(value), []).append(recipe)
         shown = "; ".join(f"{value} ({', '.join(recipes)})" for value, recipes in by_default.items())
-        group.add_argument(f"--{name.replace('_', '-')}", dest=name, default=None, help=shown, **_flag_kwargs(annotation))
+        flag = f"--{name.replace('_', '-')}"
+        group.add_argument(flag, dest=name, default=None, help=shown, **_flag_kwargs(annotation))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +59,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     make.set_defaults(_action=_make)
     inspect = actions.add_parser("inspect", help="print a dataset's info, counts, skipped rows and a few rows")
     inspect.add_argument("path", help="dataset folder or file")
-    inspect.add_argument("--split", action="append", help="split(s) to show (default: all of a generated dataset, else train)")
+    inspect.add_argument(
+        "--split", action="append", help="split(s) to show (default: all of a generated dataset, else train)"
+    )
     inspect.add_argument("--rows", type=int, default=3, help="rows to print per split")
     inspect.set_defaults(_action=_inspect)
 

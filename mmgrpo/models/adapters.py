@@ -103,15 +103,19 @@ class FamilyAdapter:
         media_counts: Sequence[MediaCounts],
         rows: Sequence[int],
     ) -> dict[str, Any]:
-        """The media inputs of ``rows`` (repeats allowed) of a batch whose rows hold ``media_counts``."""
+        """The media inputs of ``rows`` (repeats allowed) of a batch whose rows hold ``media_counts``.
+
+        A per-item or per-patch input none of ``rows`` has an item of is left out, as the
+        processor leaves it out of a batch without that modality.
+        """
         selected = {}
         for key, value in media_inputs.items():
-            if key in self.per_item_keys:
-                selected[key] = value[_item_index(media_counts, self.per_item_keys[key], rows)]
-            elif key in self.per_patch_keys:
-                grid_key = self.per_patch_keys[key]
+            if key in self.per_item_keys or key in self.per_patch_keys:
+                grid_key = self.per_patch_keys.get(key, key)
                 items = _item_index(media_counts, self.per_item_keys[grid_key], rows)
-                selected[key] = value[_patch_index(media_inputs[grid_key], items)]
+                if len(items):
+                    index = _patch_index(media_inputs[grid_key], items) if key in self.per_patch_keys else items
+                    selected[key] = value[index]
             elif isinstance(value, torch.Tensor) and value.shape[0] == len(media_counts):
                 selected[key] = value[torch.as_tensor(list(rows), dtype=torch.long)]
             else:
@@ -171,6 +175,22 @@ class QwenVLAdapter(FamilyAdapter):
         return expected
 
 
+class TiledImageAdapter(FamilyAdapter):
+    """SmolVLM / Idefics3: each image is split into tiles stacked per row, all-zero tiles pad."""
+
+    def expected_media_tokens(
+        self,
+        processor: ProcessorMixin,
+        encoded: Mapping[str, torch.Tensor],
+        media_counts: Sequence[MediaCounts],
+    ) -> list[dict[str, int]]:
+        """Every real (not all-zero) tile needs ``image_seq_len`` tokens."""
+        if "pixel_values" not in encoded:
+            return [{"image": 0} for _ in media_counts]
+        tiles = encoded["pixel_values"].flatten(2).ne(0).any(-1).sum(-1)  # [B] real tiles per row
+        return [{"image": int(count) * processor.image_seq_len} for count in tiles]
+
+
 class AudioPerItemAdapter(FamilyAdapter):
     """Audio families whose features are stacked per clip (Qwen2-Audio), not per row."""
 
@@ -180,6 +200,8 @@ class AudioPerItemAdapter(FamilyAdapter):
 FAMILY_ADAPTERS: Registry[FamilyAdapter] = Registry("model family adapter")
 for _model_type in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
     FAMILY_ADAPTERS.add(_model_type, QwenVLAdapter())
+for _model_type in ("smolvlm", "idefics3"):
+    FAMILY_ADAPTERS.add(_model_type, TiledImageAdapter())
 FAMILY_ADAPTERS.add("qwen2_audio", AudioPerItemAdapter())
 
 GENERIC_ADAPTER = FamilyAdapter()

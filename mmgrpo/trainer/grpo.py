@@ -25,7 +25,7 @@ from mmgrpo.config import Config
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import build_prompt_batch
 from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
-from mmgrpo.trainer.checkpoint import TrainerState, load_trainer_state, restore_rng_state, save_checkpoint
+from mmgrpo.trainer.checkpoint import TrainerState, capture_rng_state, load_trainer_state, restore_rng_state, save_checkpoint
 from mmgrpo.trainer.group_sizes import GroupSizeTracker
 from mmgrpo.trainer.metrics import MetricsLogger
 from mmgrpo.trainer.optim import build_optimizer, build_scheduler
@@ -92,10 +92,12 @@ class GRPOTrainer:
         """Run until ``train.steps``; Ctrl-C saves a checkpoint and returns cleanly."""
         cfg = self.config
         progress = _progress_bar(cfg.train.steps, self.step_index, enabled=cfg.log.progress_bar)
+        finished = self._resumable_state()
         try:
             while self.step_index < cfg.train.steps:
                 metrics = self.step()
                 self.step_index += 1
+                finished = self._resumable_state()
                 if cfg.eval.every_n_steps and self.step_index % cfg.eval.every_n_steps == 0 and self.evaluate:
                     metrics |= {f"eval/{k}": v for k, v in self.evaluate(f"step-{self.step_index}").items()}
                 self.metrics.log(self.step_index, metrics)
@@ -107,12 +109,19 @@ class GRPOTrainer:
                 if every and self.step_index % every == 0 and self.step_index < cfg.train.steps:
                     self.save()
         except KeyboardInterrupt:
+            # The checkpoint describes the last finished step: undo what the broken step drew.
+            self.sampler.load_state_dict(finished[0])
+            restore_rng_state(finished[1])
             self.interrupted = True
-            logger.warning("interrupted at step %d: saving a checkpoint", self.step_index)
+            logger.warning("interrupted during step %d: saving the checkpoint of step %d", self.step_index + 1, self.step_index)
         finally:
             progress.close()
         self.save()
         self.metrics.close()
+
+    def _resumable_state(self) -> tuple[dict, dict]:
+        """Data position and RNG after the last finished step (what a checkpoint must record)."""
+        return self.sampler.state_dict(), capture_rng_state()
 
     def step(self) -> dict[str, float]:
         """One GRPO step; returns its metrics."""

@@ -13,6 +13,7 @@ def rollout_metrics(rollouts: Rollouts, metric_reward: str) -> dict[str, float]:
     completions = rollouts.completions
     totals = [r for group in groups for r in group.rewards]
     lengths = [len(c.token_ids) for c in completions]
+    sizes = rollouts.group_sizes
     metrics: dict[str, float] = {
         "reward/total": _mean(totals),
         "reward/total_std": statistics.pstdev(totals) if totals else 0.0,
@@ -21,7 +22,9 @@ def rollout_metrics(rollouts: Rollouts, metric_reward: str) -> dict[str, float]:
         "length/total": float(sum(lengths)),
         "truncation_rate": _mean([float(c.truncated) for c in completions]),
         "groups": float(len(groups)),
-        "group_size/mean": _mean([len(group.completions) for group in groups]),
+        "group_size/mean": _mean(sizes),
+        "group_size/min": float(min(sizes, default=0)),
+        "group_size/max": float(max(sizes, default=0)),
         "zero_variance_frac": rollouts.zero_variance_groups / max(1, rollouts.sampled_groups),
         "rollout_rounds": float(rollouts.rounds),
         "dropped_prompts": float(rollouts.dropped_prompts),

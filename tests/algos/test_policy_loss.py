@@ -72,14 +72,24 @@ def test_sequence_advantages_broadcast_over_tokens():
 
 def test_token_sum_norm_needs_max_len():
     with pytest.raises(ValueError, match="max_len"):
-        policy_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.ones(1), torch.ones(1, 2), agg="seq-mean-token-sum-norm")
+        policy_loss(
+            torch.zeros(1, 2),
+            torch.zeros(1, 2),
+            torch.ones(1),
+            torch.ones(1, 2),
+            agg="seq-mean-token-sum-norm",
+        )
 
 
-@pytest.mark.parametrize("kind, token_kl", [("k3", [math.e - 2, math.exp(-1)]), ("k2", [0.5, 0.5]), ("k1", [-1.0, 1.0])])
+@pytest.mark.parametrize(
+    "kind, token_kl", [("k3", [math.e - 2, math.exp(-1)]), ("k2", [0.5, 0.5]), ("k1", [-1.0, 1.0])]
+)
 def test_kl_term_is_added_per_token(kind, token_kl):
     logp = torch.tensor([[-1.0, -2.0]])
     ref = torch.tensor([[0.0, -3.0]])  # log-ratio to the reference: [-1, 1]
-    loss, stats = policy_loss(logp, logp, torch.tensor([1.0]), torch.ones(1, 2), ref_logp=ref, beta=0.5, kl=kind)
+    loss, stats = policy_loss(
+        logp, logp, torch.tensor([1.0]), torch.ones(1, 2), ref_logp=ref, beta=0.5, kl=kind
+    )
     kl_mean = sum(token_kl) / 2
     assert stats["kl"].item() == pytest.approx(kl_mean)
     assert stats["pg_loss"].item() == pytest.approx(-1.0)
@@ -122,7 +132,12 @@ def test_empty_mask_gives_zero_loss_and_neutral_stats():
     ],
 )
 def test_bad_input_is_named(change, message):
-    call = {"logp": torch.zeros(2, 3), "old_logp": torch.zeros(2, 3), "advantages": torch.ones(2), "mask": torch.ones(2, 3)}
+    call = {
+        "logp": torch.zeros(2, 3),
+        "old_logp": torch.zeros(2, 3),
+        "advantages": torch.ones(2),
+        "mask": torch.ones(2, 3),
+    }
     call |= change
     with pytest.raises(ValueError, match=message):
         policy_loss(**call)
@@ -142,7 +157,11 @@ class TokenBatch:
     mask: torch.Tensor  # [B, T] bool, ragged rows
 
     def token_advantages(self) -> torch.Tensor:  # [B, T]
-        return self.advantages if self.advantages.dim() == 2 else self.advantages.unsqueeze(-1).expand_as(self.logp)
+        return (
+            self.advantages
+            if self.advantages.dim() == 2
+            else self.advantages.unsqueeze(-1).expand_as(self.logp)
+        )
 
     def loss(self, logp: torch.Tensor | None = None, **options):
         logp = self.logp if logp is None else logp
@@ -174,11 +193,16 @@ def grad_of(loss_fn, logp: torch.Tensor) -> torch.Tensor:
 @FAST
 @given(token_batches(), st.sampled_from(AGGREGATIONS))
 def test_at_ratio_one_the_gradient_is_the_plain_policy_gradient(batch, agg):
-    advantages = batch.token_advantages()
     aggregate = LOSS_AGGREGATIONS.get(agg)
-    plain = grad_of(lambda logp: aggregate(-advantages * logp, batch.mask, max_len=6), batch.logp)
-    on_policy = lambda logp: policy_loss(logp, logp.detach(), batch.advantages, batch.mask, agg=agg, max_len=6)[0]
-    torch.testing.assert_close(grad_of(on_policy, batch.logp), plain)
+
+    def plain_policy_gradient_loss(logp):
+        return aggregate(-batch.token_advantages() * logp, batch.mask, max_len=6)
+
+    def clipped_loss_on_policy(logp):
+        return policy_loss(logp, logp.detach(), batch.advantages, batch.mask, agg=agg, max_len=6)[0]
+
+    expected = grad_of(plain_policy_gradient_loss, batch.logp)
+    torch.testing.assert_close(grad_of(clipped_loss_on_policy, batch.logp), expected)
 
 
 @FAST
@@ -201,7 +225,7 @@ def test_clip_fractions_count_exactly_the_tokens_without_gradient(batch, dual_cl
 @given(token_batches())
 def test_aggregations_follow_their_definitions_on_ragged_masks(batch):
     losses, max_len = batch.logp, 7
-    rows = [row[keep] for row, keep in zip(losses, batch.mask) if keep.any()]
+    rows = [row[keep] for row, keep in zip(losses, batch.mask, strict=True) if keep.any()]
     expected = {
         "token-mean": torch.cat(rows).mean(),
         "seq-mean-token-mean": torch.stack([row.mean() for row in rows]).mean(),
@@ -224,7 +248,9 @@ def test_masked_tokens_never_influence_loss_or_gradient(batch, agg, garbage_inde
         logp=batch.logp.masked_fill(outside, garbage),
         old_logp=batch.old_logp.masked_fill(outside, garbage),
         ref_logp=batch.ref_logp.masked_fill(outside, garbage),
-        advantages=batch.advantages.masked_fill(outside, garbage) if batch.advantages.dim() == 2 else batch.advantages,
+        advantages=batch.advantages.masked_fill(outside, garbage)
+        if batch.advantages.dim() == 2
+        else batch.advantages,
         mask=batch.mask,
     )
     clean_loss, clean_stats = batch.loss(**options)
@@ -234,3 +260,11 @@ def test_masked_tokens_never_influence_loss_or_gradient(batch, agg, garbage_inde
     dirty_grad = grad_of(lambda logp: dirty.loss(logp, **options)[0], dirty.logp)
     torch.testing.assert_close(dirty_grad, grad_of(lambda logp: batch.loss(logp, **options)[0], batch.logp))
     assert (dirty_grad[outside] == 0).all()
+
+
+def test_bf16_log_probs_are_clipped_in_float32():
+    logp = torch.full((1, 1), math.log(1.19), dtype=torch.bfloat16, requires_grad=True)
+    loss, stats = policy_loss(logp, torch.zeros(1, 1, dtype=torch.bfloat16), torch.ones(1), torch.ones(1, 1))
+    loss.backward()
+    assert loss.dtype == torch.float32 and logp.grad.dtype == torch.bfloat16
+    assert stats["ratio_max"].item() == pytest.approx(float(logp.float().exp()), rel=1e-6)

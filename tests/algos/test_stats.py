@@ -20,7 +20,9 @@ def test_masked_sum_and_mean_ignore_garbage_outside_the_mask():
 
 def test_masked_mean_of_nothing_is_zero():
     assert masked_mean(X, torch.zeros_like(MASK)).item() == 0.0
-    torch.testing.assert_close(masked_mean(X, torch.tensor([[1, 0, 0], [0, 0, 0]]), dim=-1), torch.tensor([1.0, 0.0]))
+    torch.testing.assert_close(
+        masked_mean(X, torch.tensor([[1, 0, 0], [0, 0, 0]]), dim=-1), torch.tensor([1.0, 0.0])
+    )
 
 
 def test_masked_gradient_is_zero_outside_the_mask():
@@ -39,7 +41,9 @@ def test_masked_var_is_bessel_corrected():
 def test_masked_whiten_hand_values():
     x, mask = torch.tensor([1.0, 3.0, 5.0, 100.0]), torch.tensor([1, 1, 1, 0])  # mean 3, var 4
     torch.testing.assert_close(masked_whiten(x, mask, eps=0.0), torch.tensor([-1.0, 0.0, 1.0, 0.0]))
-    torch.testing.assert_close(masked_whiten(x, mask, shift_mean=False, eps=0.0), torch.tensor([2.0, 3.0, 4.0, 0.0]))
+    torch.testing.assert_close(
+        masked_whiten(x, mask, shift_mean=False, eps=0.0), torch.tensor([2.0, 3.0, 4.0, 0.0])
+    )
 
 
 def test_entropy_hand_values():
@@ -48,7 +52,9 @@ def test_entropy_hand_values():
     logits[0, 1, 3] = 1e4  # all mass on one token
     torch.testing.assert_close(entropy_from_logits(logits), torch.tensor([[math.log(vocab), 0.0]]))
     p = torch.tensor([0.5, 0.25, 0.25])
-    torch.testing.assert_close(entropy_from_logits(p.log().view(1, 1, 3)), torch.tensor([[1.5 * math.log(2)]]))
+    torch.testing.assert_close(
+        entropy_from_logits(p.log().view(1, 1, 3)), torch.tensor([[1.5 * math.log(2)]])
+    )
 
 
 @pytest.mark.parametrize("chunk_size", [1, 3, 5, 1000])

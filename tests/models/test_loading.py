@@ -1,0 +1,83 @@
+"""load_model_and_processor: dtypes, attention choice, class selection and clear errors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import huggingface_hub.constants
+import pytest
+import torch
+from transformers import (
+    AutoConfig,
+    AutoModelForImageTextToText,
+    AutoModelForMultimodalLM,
+    Qwen2_5OmniConfig,
+    Qwen2_5OmniThinkerForConditionalGeneration,
+    Qwen2Config,
+)
+
+from mmgrpo.models.loading import ModelLoadError, load_model_and_processor, model_class_for
+
+MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+def copy_files(source: Path, target: Path, names: tuple[str, ...]) -> Path:
+    target.mkdir()
+    for name in names:
+        shutil.copy(source / name, target / name)
+    return target
+
+
+def test_loads_in_the_requested_dtype_and_attention(tiny_qwen25vl: Path) -> None:
+    model, processor = load_model_and_processor(tiny_qwen25vl, dtype="bfloat16", attn_implementation="eager")
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    assert model.config._attn_implementation == "eager"
+    assert processor.chat_template
+
+
+def test_unknown_dtype_is_refused(tiny_qwen25vl: Path) -> None:
+    with pytest.raises(ModelLoadError, match="unknown dtype 'fp8'"):
+        load_model_and_processor(tiny_qwen25vl, dtype="fp8")
+
+
+def test_missing_directory_names_the_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    with pytest.raises(ModelLoadError, match=f"{missing}: no such checkpoint directory"):
+        load_model_and_processor(missing)
+
+
+def test_checkpoint_without_processor_names_the_path(tiny_qwen25vl: Path, tmp_path: Path) -> None:
+    weights_only = copy_files(tiny_qwen25vl, tmp_path / "weights_only", MODEL_FILES)
+    with pytest.raises(ModelLoadError, match=f"{weights_only}: cannot load the processor"):
+        load_model_and_processor(weights_only)
+
+
+def test_tokenizer_without_media_processor_is_refused(tiny_qwen25vl: Path, tmp_path: Path) -> None:
+    text_only = copy_files(tiny_qwen25vl, tmp_path / "text_only", TOKENIZER_FILES)
+    with pytest.raises(ModelLoadError, match=f"{text_only}: found only a .*no multimodal processor"):
+        load_model_and_processor(text_only)
+
+
+def test_processor_without_chat_template_is_refused(tiny_qwen25vl: Path, tmp_path: Path) -> None:
+    no_template = tmp_path / "no_template"
+    shutil.copytree(tiny_qwen25vl, no_template)
+    (no_template / "chat_template.jinja").unlink()
+    with pytest.raises(ModelLoadError, match=f"{no_template}: the processor has no chat template"):
+        load_model_and_processor(no_template)
+
+
+def test_unreachable_hub_id_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelLoadError, match="no-such-org/no-such-model: cannot load"):
+        load_model_and_processor("no-such-org/no-such-model")
+
+
+def test_model_class_follows_the_config(tiny_qwen25vl: Path) -> None:
+    assert model_class_for(AutoConfig.from_pretrained(tiny_qwen25vl), "x") is AutoModelForImageTextToText
+    audio_config = AutoConfig.for_model("qwen2_audio")
+    assert model_class_for(audio_config, "x") is AutoModelForMultimodalLM
+    assert model_class_for(Qwen2_5OmniConfig(), "x") is Qwen2_5OmniThinkerForConditionalGeneration
+    with pytest.raises(ModelLoadError, match="text_lm: model type 'qwen2' is not an image/audio-text-to-text"):
+        model_class_for(Qwen2Config(), "text_lm")
