@@ -13,9 +13,11 @@ import sys
 
 # name -> (module, one-line help). A new sub-command is one module plus one line here.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "models": ("mmgrpo.commands.models", "Build tiny random checkpoints of each supported model family (make-tiny, list)."),
     "train": ("mmgrpo.commands.train", "Run GRPO training (no arguments: the embedded tiny default on CPU)."),
     "sft": ("mmgrpo.commands.sft", "Cold-start supervised fine-tuning with a completion-only loss."),
     "reject": ("mmgrpo.commands.reject", "Rejection sampling: keep the best sampled completions as SFT data."),
+    "eval": ("mmgrpo.commands.eval", "Benchmark models or checkpoints on tasks (greedy, pass@k) with reports and CIs."),
     "data": ("mmgrpo.commands.data", "Make a procedural dataset (clevr_count, grounding, video/audio counting) or inspect one."),
     "config": ("mmgrpo.commands.config", "Print the resolved config of a recipe + overrides, or describe every key."),
 }

@@ -11,8 +11,9 @@ data pipeline can skip and count such rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from PIL import Image
 

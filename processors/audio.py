@@ -26,7 +26,7 @@ from processors.sources import describe, existing_file
 
 AudioRef = str | os.PathLike | bytes | tuple[np.ndarray, int] | dict[str, Any]
 Encoded = os.PathLike | bytes
-Channels = tuple[np.ndarray, int]  # ([S, C] float32 samples, sample rate)
+DecodedAudio = tuple[np.ndarray, int]  # ([S, C] float32 samples, sample rate)
 
 
 @dataclass
@@ -66,7 +66,7 @@ def _crop(samples: np.ndarray, rate: int, max_seconds: float | None) -> np.ndarr
 
 
 @singledispatch
-def decode_audio(ref: object, source: str, max_seconds: float | None = None) -> Channels:
+def decode_audio(ref: object, source: str, max_seconds: float | None = None) -> DecodedAudio:
     """Decode any supported reference to ``([S, C] float32, rate)``, reading at most about
     ``max_seconds`` of an encoded file."""
     raise TypeError(f"{source}: unsupported audio reference of type {type(ref).__name__}; expected a path, "
@@ -74,25 +74,25 @@ def decode_audio(ref: object, source: str, max_seconds: float | None = None) -> 
 
 
 @decode_audio.register(type(None))
-def _decode_none(ref: None, source: str, max_seconds: float | None = None) -> Channels:
+def _decode_none(ref: None, source: str, max_seconds: float | None = None) -> DecodedAudio:
     raise MissingMediaError(source, "no audio reference (None)")
 
 
 @decode_audio.register(str)
 @decode_audio.register(os.PathLike)
-def _decode_path(ref: str | os.PathLike, source: str, max_seconds: float | None = None) -> Channels:
+def _decode_path(ref: str | os.PathLike, source: str, max_seconds: float | None = None) -> DecodedAudio:
     return _decode_encoded(existing_file(ref), source, max_seconds)
 
 
 @decode_audio.register(bytes)
-def _decode_bytes(ref: bytes, source: str, max_seconds: float | None = None) -> Channels:
+def _decode_bytes(ref: bytes, source: str, max_seconds: float | None = None) -> DecodedAudio:
     if not ref:
         raise EmptyMediaError(source, "no audio bytes")
     return _decode_encoded(ref, source, max_seconds)
 
 
 @decode_audio.register(tuple)
-def _decode_pair(ref: tuple[np.ndarray, int], source: str, max_seconds: float | None = None) -> Channels:
+def _decode_pair(ref: tuple[np.ndarray, int], source: str, max_seconds: float | None = None) -> DecodedAudio:
     if len(ref) != 2:
         raise TypeError(f"{source}: an audio pair must be (array, sample_rate), got {len(ref)} items")
     samples, rate = ref
@@ -102,7 +102,7 @@ def _decode_pair(ref: tuple[np.ndarray, int], source: str, max_seconds: float | 
 
 
 @decode_audio.register(dict)
-def _decode_dict(ref: dict[str, Any], source: str, max_seconds: float | None = None) -> Channels:
+def _decode_dict(ref: dict[str, Any], source: str, max_seconds: float | None = None) -> DecodedAudio:
     if ref.get("array") is not None:
         return _decode_pair((ref["array"], ref.get("sampling_rate")), source)
     if ref.get("bytes"):
@@ -137,7 +137,7 @@ def _as_float32(samples: np.ndarray, source: str) -> np.ndarray:
     return ((samples - middle) / (limits.max + 1 - middle)).astype(np.float32)
 
 
-def _decode_encoded(data: Encoded, source: str, max_seconds: float | None) -> Channels:
+def _decode_encoded(data: Encoded, source: str, max_seconds: float | None) -> DecodedAudio:
     """Try soundfile, then PyAV; a file neither can read is corrupt."""
     try:
         return _read_with_soundfile(data, max_seconds)
@@ -158,14 +158,14 @@ def _frame_limit(rate: int, max_seconds: float | None) -> int | None:
     return None if max_seconds is None else math.ceil(max_seconds * rate)
 
 
-def _read_with_soundfile(data: Encoded, max_seconds: float | None) -> Channels:
+def _read_with_soundfile(data: Encoded, max_seconds: float | None) -> DecodedAudio:
     with soundfile.SoundFile(_readable(data)) as file:
         limit = _frame_limit(file.samplerate, max_seconds)
         samples = file.read(-1 if limit is None else limit, dtype="float32", always_2d=True)  # [S, C]
         return samples, file.samplerate
 
 
-def _read_with_pyav(data: Encoded, source: str, max_seconds: float | None) -> Channels:
+def _read_with_pyav(data: Encoded, source: str, max_seconds: float | None) -> DecodedAudio:
     with av.open(_readable(data)) as container:
         if not container.streams.audio:
             raise EmptyMediaError(source, "no audio stream")

@@ -52,7 +52,7 @@ class VideoBudget:
     min_frames: int = 4
     """Fewest frames sampled in ``fps`` mode (never more than the video has)."""
     max_frames: int = 768
-    """Most frames sampled in either mode."""
+    """Most frames sampled in either mode; wins over ``min_frames``."""
     min_pixels: int = 128 * QWEN_FACTOR**2
     """Fewest pixels per frame after resizing."""
     max_pixels: int = 768 * QWEN_FACTOR**2
@@ -70,9 +70,9 @@ class VideoBudget:
         _require(self.fps > 0, f"fps must be positive, got {self.fps}")
         _require(self.nframes is None or self.nframes > 0, f"nframes must be positive, got {self.nframes}")
         _require(self.frame_factor > 0, f"frame_factor must be positive, got {self.frame_factor}")
-        _require(self.frame_factor <= self.min_frames <= self.max_frames,
-                 f"need frame_factor <= min_frames <= max_frames, got {self.frame_factor}, "
-                 f"{self.min_frames} and {self.max_frames}")
+        _require(self.min_frames > 0, f"min_frames must be positive, got {self.min_frames}")
+        _require(self.max_frames >= self.frame_factor,
+                 f"max_frames must be >= frame_factor {self.frame_factor}, got {self.max_frames}")
         _require(self.factor > 0, f"factor must be positive, got {self.factor}")
         _require(0 < self.min_pixels <= self.max_pixels,
                  f"need 0 < min_pixels <= max_pixels, got {self.min_pixels} and {self.max_pixels}")

@@ -11,16 +11,17 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+from collections.abc import Iterator
 from functools import singledispatch
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO
 
 import numpy as np
 from PIL import Image, ImageOps
 
 from processors.budgets import ImageBudget
 from processors.errors import CorruptMediaError, EmptyMediaError, MediaShapeError, MissingMediaError
-from processors.sources import describe, existing_file
 from processors.sizing import smart_resize
+from processors.sources import describe, existing_file
 
 ImageRef = str | os.PathLike | bytes | Image.Image | np.ndarray | dict[str, Any]
 

@@ -9,9 +9,10 @@ per-frame share of ``total_pixels``, with qwen-vl-utils semantics (see ``sizing`
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from PIL import Image

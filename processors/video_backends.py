@@ -9,9 +9,9 @@ installed. Failures become typed ``MediaError``s naming the file.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import av
 import numpy as np
@@ -65,6 +65,7 @@ def read_with_pyav(path: Path, choose: FrameChooser) -> DecodedFrames:
         if not container.streams.video:
             raise EmptyMediaError(path, "no video stream")
         stream = container.streams.video[0]
+        stream.thread_type = "AUTO"  # let FFmpeg decode on several threads
         fps = float(stream.average_rate or stream.guessed_rate or 0)
         total_frames = stream.frames or _count_packets(path)
         _check_stream(path, total_frames, fps)

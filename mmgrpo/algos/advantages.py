@@ -156,7 +156,7 @@ def group_advantages(
         estimator: a name in ``ADVANTAGE_ESTIMATORS``.
         scale_std: divide by the std (``grpo`` only; ``False`` = Dr. GRPO).
         scale: ``"group"`` or ``"batch"``: whose std divides (``grpo`` only).
-        eps: added to the std so a zero-std group cannot divide by 0 (TRL uses 1e-4).
+        eps: added to the std (grpo, reinforce_pp) so a zero std cannot divide by 0 (TRL: 1e-4).
 
     Returns:
         ``[N]`` advantages, float32 (or float64 for float64 rewards), detached.

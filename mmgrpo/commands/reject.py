@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     train_set = load_samples(config.data.train, config.task, data_dir, seed=config.data.seed)
     engine = ENGINES.get(config.rollout.engine)(
         model, processor, group_shared=config.train.group_shared_encoding,
-        budgets=media_budgets(config.model), max_prompt_len=config.data.max_prompt_tokens,
+        budgets=media_budgets(config.model, processor), max_prompt_len=config.data.max_prompt_tokens,
     )
     rollout = config.rollout
     params = SamplingParams(

@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         train_set = load_samples(config.data.train, config.task, data_dir, seed=config.data.seed)
         examples = reference_examples(train_set.samples, train_set.tasks)
     history = run_sft(
-        model, processor, examples, config.sft, budgets=media_budgets(config.model), seed=config.seed,
+        model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
         progress_bar=config.log.progress_bar,
     )
     model.save_pretrained(args.out)

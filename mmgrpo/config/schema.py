@@ -190,7 +190,7 @@ class AlgoConfig:
         "k3", "Per-token KL estimator (DeepSeekMath: k3, unbiased and low variance)."
     )
     kl_clamp: float | None = option(
-        10.0, "Clamp per-token KL to [-c, c] (verl clamps k3 at 10); None = no clamp.", gt=0
+        10.0, "Clamp the log-ratio logp - ref_logp to [-c, c] before the KL estimator (verl: 10); None = off.", gt=0
     )
     dynamic_sampling: bool = option(
         False, "DAPO dynamic sampling: drop groups whose rewards are all equal and resample."

@@ -86,7 +86,7 @@ def decode_shared_prompts(
         logits = model(
             input_ids=tokens[:, None],
             attention_mask=attention_mask,
-            position_ids=adapter.continuation_positions(next_positions + step + 1, 1),  # [..., N, 1]
+            position_ids=adapter.continuation_positions(next_positions + step, 1),  # [..., N, 1]
             cache=cache,
             use_cache=True,
         ).logits[:, -1]  # [N, V]

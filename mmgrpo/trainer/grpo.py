@@ -58,9 +58,10 @@ class GRPOTrainer:
         self.samples = train_set.samples
         self.task = next(iter(train_set.tasks.values()))
         self.evaluate = evaluate
+        self.budgets = media_budgets(config.model, processor)
         self.engine: RolloutEngine = ENGINES.get(config.rollout.engine)(
             model, processor, group_shared=config.train.group_shared_encoding,
-            budgets=media_budgets(config.model), max_prompt_len=config.data.max_prompt_tokens,
+            budgets=self.budgets, max_prompt_len=config.data.max_prompt_tokens,
         )
         self.sampler = PromptSampler(len(self.samples), config.data.seed)
         self.group_sizes = GroupSizeTracker(
@@ -180,7 +181,7 @@ class GRPOTrainer:
         completions = rollouts.completions
         token_ids = [c.token_ids for c in completions]
         prompts = build_prompt_batch(
-            self.processor, rollouts.samples, media_budgets(cfg.model), family=_model_type(self.model),
+            self.processor, rollouts.samples, self.budgets, family=_model_type(self.model),
         )
         include = [not (cfg.algo.mask_truncated and c.truncated) for c in completions]
         return StepBatch(

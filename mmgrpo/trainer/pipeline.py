@@ -105,7 +105,7 @@ def _cold_start(config: Config, model, processor, train_set: SampleSet, run_dir:
     sft_log = MetricsLogger(run_dir / "sft", tensorboard=config.log.tensorboard)
     try:
         run_sft(
-            model, processor, examples, config.sft, budgets=media_budgets(config.model), seed=config.seed,
+            model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
             metrics=sft_log, progress_bar=config.log.progress_bar,
         )
     finally:
@@ -115,7 +115,7 @@ def _cold_start(config: Config, model, processor, train_set: SampleSet, run_dir:
 def _evaluate(config: Config, model, processor, test_set: SampleSet, out_dir: Path) -> EvalResult:  # noqa: ANN001
     engine = ENGINES.get(config.rollout.engine)(
         model, processor, group_shared=config.train.group_shared_encoding,
-        budgets=media_budgets(config.model), max_prompt_len=config.data.max_prompt_tokens,
+        budgets=media_budgets(config.model, processor), max_prompt_len=config.data.max_prompt_tokens,
     )
     options = EvalOptions(
         samples=config.eval.samples, temperature=config.eval.temperature, batch_size=config.eval.batch_size,

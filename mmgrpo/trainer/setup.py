@@ -94,13 +94,31 @@ def scoring_rule(config: Config, task: Task) -> ScoringRule:
     )
 
 
-def media_budgets(model: ModelConfig) -> MediaBudgets:
-    """Per-modality budgets from the model section of the config."""
+def media_budgets(model: ModelConfig, processor: Any = None) -> MediaBudgets:
+    """Per-modality budgets from the model section of the config.
+
+    Video frames get the image pixel range, and at most ``max_frames`` frames of
+    ``max_pixels`` in total. Sizes are multiples of the processor's patch x merge size
+    (28 for Qwen2/2.5-VL, 32 for Qwen3-VL).
+    """
+    factor = resize_factor(processor)
     return {
-        "image": ImageBudget(min_pixels=model.min_pixels, max_pixels=model.max_pixels),
-        "video": VideoBudget(fps=model.fps, max_frames=model.max_frames),
+        "image": ImageBudget(min_pixels=model.min_pixels, max_pixels=model.max_pixels, factor=factor),
+        "video": VideoBudget(
+            fps=model.fps, max_frames=model.max_frames, min_frames=min(4, model.max_frames),
+            min_pixels=model.min_pixels, max_pixels=model.max_pixels,
+            total_pixels=model.max_pixels * model.max_frames, factor=factor,
+        ),
         "audio": AudioBudget(sample_rate=model.audio_sample_rate, max_seconds=model.max_audio_seconds),
     }
+
+
+def resize_factor(processor: Any, default: int = 28) -> int:
+    """Image side multiple of a processor: patch size x spatial merge size (``default`` if unknown)."""
+    image_processor = getattr(processor, "image_processor", None)
+    patch = getattr(image_processor, "patch_size", None)
+    merge = getattr(image_processor, "merge_size", None)
+    return patch * merge if isinstance(patch, int) and isinstance(merge, int) else default
 
 
 @dataclass

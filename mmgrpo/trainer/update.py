@@ -17,7 +17,7 @@ from typing import Callable, ContextManager, Sequence
 
 import torch
 
-from mmgrpo.algos import policy_loss
+from mmgrpo.algos import masked_mean, policy_loss
 from mmgrpo.models.batch import PromptBatch, pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
 
@@ -165,7 +165,7 @@ def _accumulate_gradients(
         for name, value in loss_stats.items():
             stats[name] += float(value) * weight
         if entropy is not None:
-            stats["entropy"] += float((entropy * mask).sum() / mask.sum().clamp(min=1)) * weight
+            stats["entropy"] += float(masked_mean(entropy, mask.bool())) * weight
     return stats
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -56,6 +57,10 @@ def test_checkpoint_without_processor_names_the_path(tiny_qwen25vl: Path, tmp_pa
 
 def test_tokenizer_without_media_processor_is_refused(tiny_qwen25vl: Path, tmp_path: Path) -> None:
     text_only = copy_files(tiny_qwen25vl, tmp_path / "text_only", TOKENIZER_FILES)
+    tokenizer_config = text_only / "tokenizer_config.json"  # as a text-only LLM saves it
+    settings = json.loads(tokenizer_config.read_text())
+    del settings["processor_class"]
+    tokenizer_config.write_text(json.dumps(settings))
     with pytest.raises(ModelLoadError, match=f"{text_only}: found only a .*no multimodal processor"):
         load_model_and_processor(text_only)
 

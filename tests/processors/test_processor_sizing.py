@@ -70,7 +70,9 @@ def test_smart_resize_rejects_zero_sizes_and_names_the_source() -> None:
 
 
 @pytest.mark.parametrize("total_frames, video_fps", [(1, 30.0), (3, 30.0), (20, 10.0), (75, 25.0), (900, 29.97)])
-@pytest.mark.parametrize("fps, min_frames, max_frames", [(2.0, 4, 768), (0.5, 4, 768), (4.0, 2, 10), (30.0, 6, 64)])
+@pytest.mark.parametrize(
+    "fps, min_frames, max_frames", [(2.0, 4, 768), (0.5, 4, 768), (4.0, 2, 10), (30.0, 6, 64), (2.0, 8, 4)]
+)
 def test_fps_mode_frame_count_agrees_with_qwen_vl_utils(
     total_frames: int, video_fps: float, fps: float, min_frames: int, max_frames: int
 ) -> None:

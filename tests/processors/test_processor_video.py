@@ -15,7 +15,7 @@ from processors import VideoBudget, load_video
 from processors.errors import CorruptMediaError, EmptyMediaError, MediaShapeError, MissingMediaError
 from processors.video_backends import VIDEO_BACKENDS
 
-SMALL = dict(min_pixels=28 * 28, max_pixels=56 * 56)  # frames come out 56x56 from 64x48
+SMALL = {"min_pixels": 28 * 28, "max_pixels": 56 * 56}  # frames come out 56x56 from 64x48
 
 
 def decoded_indices(frames: np.ndarray, frame_code, count: int) -> list[int]:
@@ -140,9 +140,14 @@ def test_sizes_and_timing_agree_with_qwen_vl_utils(video_file: Callable[..., Pat
     pytest.importorskip("decord")  # qwen-vl-utils' only back end that works with torchvision >= 0.29
     vision_process = pytest.importorskip("qwen_vl_utils.vision_process")
     path = video_file(frames=30, fps=10, width=224, height=160)
-    options = dict(fps=2.0, min_pixels=28 * 28, max_pixels=224 * 224, total_pixels=total_pixels)
+    options = {"fps": 2.0, "min_pixels": 28 * 28, "max_pixels": 224 * 224, "total_pixels": total_pixels}
     expected, expected_fps = vision_process.fetch_video({"video": str(path), **options}, return_video_sample_fps=True)
     clip = load_video(path, VideoBudget(**options))
     frames, _, height, width = expected.shape  # [T, C, H, W]
     assert clip.frames.shape == (frames, height, width, 3)
     assert clip.fps == pytest.approx(expected_fps)
+
+
+def test_max_frames_wins_over_min_frames(video_file: Callable[..., Path]) -> None:
+    clip = load_video(video_file(frames=20, fps=10), VideoBudget(min_frames=8, max_frames=2, **SMALL))
+    assert clip.frame_indices == [0, 19]

@@ -207,6 +207,7 @@ def build_qwen3_vl(spec: TinySpec) -> TinyModel:
     video_processor = Qwen3VLVideoProcessor(
         size={"shortest_edge": min_pixels, "longest_edge": max_pixels * spec.max_frames},
         max_frames=spec.max_frames,
+        cap_pixels_per_frame=True,  # qwen-vl-utils semantics, the future transformers default
         **half_grey,
     )
     return _assemble(

@@ -1,0 +1,143 @@
+"""``run``: benchmark one or more models (or checkpoints) on task/dataset pairs, write the reports.
+
+Each model is loaded the way the trainer loads its policy, wrapped in a rollout engine
+and evaluated on the same samples; per-model outputs go to ``OUT/models/<i>-<name>/``,
+the side-by-side comparison to ``OUT/`` (see :mod:`eval.report`). ``run_config`` does the
+same from an mmgrpo :class:`~mmgrpo.config.Config` (what ``mmgrpo eval`` builds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import logging
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from eval.report import write_outputs
+from eval.results import EvalOptions, EvalResult
+from eval.runner import evaluate_policy
+from mmgrpo.config import Config, DatasetConfig, ModelConfig, TaskConfig
+from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.rollout.base import ENGINES
+from mmgrpo.trainer.setup import load_samples, media_budgets, pick_device, resolve_model_path
+
+logger = logging.getLogger(__name__)
+
+CACHE_DIR_NAME = "_cache"  # under the output folder: generated datasets and tiny models
+
+
+def run(
+    models: Sequence[str],
+    datasets: Sequence[DatasetConfig],
+    out_dir: str | Path,
+    *,
+    options: EvalOptions = EvalOptions(),
+    model: ModelConfig | None = None,
+    task: TaskConfig | None = None,
+    max_prompt_tokens: int = 1024,
+    device: str = "auto",
+    engine: str = "hf",
+    group_shared: bool = True,
+    cache_dir: str | Path | None = None,
+    data_seed: int = 0,
+) -> dict[str, EvalResult]:
+    """Evaluate every model in ``models`` on ``datasets``; returns model -> result.
+
+    ``models``: local folders, Hub ids or ``tiny:<family>``. ``datasets``: each a path (or
+    a generator recipe) with its split, task, adapter and row limit. ``model`` gives the
+    dtype, media budgets and tiny-model options shared by all models; ``task`` the
+    default task and prompt style. Datasets generated from a recipe (and tiny models) are
+    cached under ``cache_dir`` (default ``out_dir/_cache``).
+    """
+    if not models:
+        raise ValueError("run needs at least one model")
+    out = Path(out_dir)
+    cache = Path(cache_dir) if cache_dir is not None else out / CACHE_DIR_NAME
+    model_config, task_config = model or ModelConfig(), task or TaskConfig()
+    eval_set = load_samples(list(datasets), task_config, cache / "data", seed=data_seed)
+    results: dict[str, EvalResult] = {}
+    for index, name in enumerate(_unique_names(models)):
+        logger.info("evaluating %s on %d items", name, len(eval_set.samples))
+        config = dataclasses.replace(model_config, name_or_path=models[index])
+        path = resolve_model_path(config, cache / "models", options.seed)
+        policy, processor = load_model_and_processor(
+            path, dtype=config.dtype, attn_implementation=config.attn_implementation,
+            trust_remote_code=config.trust_remote_code, device=pick_device(device),
+        )
+        rollout = ENGINES.get(engine)(
+            policy, processor, group_shared=group_shared, budgets=media_budgets(config),
+            max_prompt_len=max_prompt_tokens,
+        )
+        results[name] = evaluate_policy(rollout, eval_set.samples, eval_set.tasks, options, skipped=eval_set.skipped)
+        results[name].write(out / "models" / f"{index + 1}-{_slug(name)}", model_name=name)
+        del policy, processor, rollout
+        _free_memory()
+    settings = {
+        "models": list(models),
+        "datasets": [dataclasses.asdict(spec) for spec in datasets],
+        "options": dataclasses.asdict(options),
+        "model": dataclasses.asdict(model_config),
+        "task": dataclasses.asdict(task_config),
+        "engine": engine,
+        "max_prompt_tokens": max_prompt_tokens,
+        "data_seed": data_seed,
+    }
+    write_outputs(out, results, config=settings)
+    return results
+
+
+def run_config(config: Config, out_dir: str | Path, models: Sequence[str] | None = None) -> dict[str, EvalResult]:
+    """:func:`run` with everything taken from ``config``: ``data.test`` are the datasets (each
+    capped at ``eval.limit`` rows), ``eval.*`` the options, ``models`` default to ``model.name_or_path``."""
+    options = EvalOptions(
+        samples=config.eval.samples,
+        temperature=config.eval.temperature,
+        batch_size=config.eval.batch_size,
+        max_new_tokens=config.eval.max_new_tokens or config.rollout.max_new_tokens,
+        seed=config.seed,
+        progress=config.log.progress_bar,
+    )
+    datasets = [dataclasses.replace(spec, limit=_smaller(spec.limit, config.eval.limit)) for spec in config.data.test]
+    return run(
+        list(models or [config.model.name_or_path]),
+        datasets,
+        out_dir,
+        options=options,
+        model=config.model,
+        task=config.task,
+        max_prompt_tokens=config.data.max_prompt_tokens,
+        device=config.train.device,
+        engine=config.rollout.engine,
+        group_shared=config.train.group_shared_encoding,
+        cache_dir=config.data.dir,
+        data_seed=config.data.seed,
+    )
+
+
+def _unique_names(models: Sequence[str]) -> list[str]:
+    """The model strings, a repeated one suffixed ``#2``, ``#3``... so each gets its own column."""
+    names = []
+    for index, model in enumerate(models):
+        earlier = list(models[:index]).count(model)
+        names.append(model if earlier == 0 else f"{model}#{earlier + 1}")
+    return names
+
+
+def _slug(name: str) -> str:
+    """A folder-safe version of a model name (path separators and odd characters become ``_``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+
+
+def _smaller(a: int | None, b: int | None) -> int | None:
+    """The smaller of two optional limits (None = unlimited)."""
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _free_memory() -> None:
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

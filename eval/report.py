@@ -1,0 +1,172 @@
+"""Evaluation outputs: ``results.json``, ``report.md``, ``samples.jsonl`` and a PNG bar chart.
+
+One model or several side by side: every writer takes ``{model name: EvalResult}``, and
+the Markdown table has one column per model (rows = tasks and metrics, cells with their
+confidence intervals).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from eval.results import EvalResult
+
+OUTPUT_FILES = {"results": "results.json", "report": "report.md", "samples": "samples.jsonl", "chart": "accuracy.png"}
+CI_SUFFIXES = ("_ci_low", "_ci_high")
+OVERALL_LABEL = "all tasks"  # chart group of the overall accuracy (drawn when there are several tasks)
+
+
+def write_outputs(
+    out_dir: str | Path, results: Mapping[str, EvalResult], *, config: Mapping[str, Any] | None = None
+) -> dict[str, Path]:
+    """Write the four outputs for ``results`` (model name -> result) into ``out_dir``; returns their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {kind: out / file for kind, file in OUTPUT_FILES.items()}
+    results_json = {"config": dict(config or {}), "models": {name: model_entry(r) for name, r in results.items()}}
+    paths["results"].write_text(json.dumps(results_json, indent=2, default=str, allow_nan=True))
+    with paths["samples"].open("w") as handle:
+        for name, result in results.items():
+            for row in sample_rows(name, result):
+                handle.write(json.dumps(row, default=str) + "\n")
+    plot_comparison(results, paths["chart"])
+    paths["report"].write_text(markdown_report(results, chart=paths["chart"].name))
+    return paths
+
+
+def model_entry(result: EvalResult) -> dict[str, Any]:
+    """One model's block in results.json: numbers, options, datasets, skipped rows, timings."""
+    return {
+        "summary": result.summary(),
+        "options": dataclasses.asdict(result.options),
+        "datasets": result.datasets(),
+        "skipped": {
+            "count": len(result.skipped),
+            "by_reason": result.skipped_by_reason(),
+            "rows": [dataclasses.asdict(row) for row in result.skipped],
+        },
+        "timings": result.timings,
+    }
+
+
+def sample_rows(model_name: str, result: EvalResult) -> Iterator[dict[str, Any]]:
+    """One samples.jsonl row per completion: prompt id, media, completion, parsed answer, rewards."""
+    for item in result.items:
+        for index, completion in enumerate(item.completions):
+            yield {
+                "model": model_name,
+                "task": item.task,
+                "prompt_id": item.sample_id,
+                "sample_index": index,
+                "media": item.media,
+                "answer": item.answer,
+                "completion": completion.text,
+                "parsed_answer": completion.parsed_answer,
+                "metric": completion.metric,
+                "rewards": completion.rewards,
+                "reward": completion.reward,
+                "n_tokens": completion.n_tokens,
+                "truncated": completion.truncated,
+            }
+
+
+def comparison_table(results: Mapping[str, EvalResult]) -> str:
+    """Markdown table: one row per summary number, one column per model, means with CIs."""
+    summaries = {name: result.summary() for name, result in results.items()}
+    keys = dict.fromkeys(
+        key for summary in summaries.values() for key in summary if not key.endswith(CI_SUFFIXES)
+    )
+    lines = [
+        "| metric | " + " | ".join(summaries) + " |",
+        "|---|" + "---|" * len(summaries),
+    ]
+    lines += [
+        f"| {key} | " + " | ".join(_cell(summary, key) for summary in summaries.values()) + " |" for key in keys
+    ]
+    return "\n".join(lines)
+
+
+def markdown_report(results: Mapping[str, EvalResult], *, chart: str = OUTPUT_FILES["chart"]) -> str:
+    """The report.md text: options, the comparison table, the chart, datasets, skipped rows, timings."""
+    first = next(iter(results.values()))
+    options = first.options
+    decoding = "greedy" if options.temperature == 0 else f"temperature {options.temperature}"
+    lines = [
+        "# Evaluation report",
+        "",
+        f"Models: {', '.join(f'`{name}`' for name in results)}. Decoding: {decoding}, "
+        f"{options.samples} completion(s) per item, at most {options.max_new_tokens} new tokens, seed {options.seed}.",
+        f"Intervals: {options.confidence:.0%} (Wilson for 0/1 scores, percentile bootstrap otherwise).",
+        "",
+        "## Results",
+        "",
+        comparison_table(results),
+        "",
+        f"![accuracy by task]({chart})",
+        "",
+        "## Datasets and skipped rows",
+        "",
+        "| model | task | items | fingerprint |",
+        "|---|---|---|---|",
+    ]
+    for name, result in results.items():
+        lines += [
+            f"| {name} | {task} | {info['items']} | `{info['fingerprint']}` |" for task, info in result.datasets().items()
+        ]
+    lines += ["", "| model | skipped | reasons | seconds |", "|---|---|---|---|"]
+    for name, result in results.items():
+        reasons = ", ".join(f"{count} {reason}" for reason, count in result.skipped_by_reason().items()) or "-"
+        seconds = result.timings.get("total_seconds", math.nan)
+        lines.append(f"| {name} | {len(result.skipped)} | {reasons} | {seconds:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_comparison(results: Mapping[str, EvalResult], path: Path) -> Path:
+    """Grouped bar chart of accuracy per task (and overall), one bar per model, CI error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    summaries = {name: result.summary() for name, result in results.items()}
+    tasks = list(dict.fromkeys(task for result in results.values() for task in result.tasks()))
+    groups = [(task, f"{task}/accuracy") for task in tasks]
+    if len(tasks) != 1:
+        groups.insert(0, (OVERALL_LABEL, "accuracy"))
+    positions = np.arange(len(groups))  # [G]
+    width = 0.8 / len(summaries)
+    figure, axis = plt.subplots(figsize=(max(4.0, 1.5 * len(groups) * len(summaries)), 3.5))
+    for index, (name, summary) in enumerate(summaries.items()):
+        values = np.array([summary.get(key, math.nan) for _, key in groups])  # [G]
+        lows = np.array([summary.get(f"{key}_ci_low", math.nan) for _, key in groups])
+        highs = np.array([summary.get(f"{key}_ci_high", math.nan) for _, key in groups])
+        errors = np.nan_to_num(np.stack([values - lows, highs - values]))  # [2, G]
+        axis.bar(positions + index * width, values, width, yerr=errors, capsize=3, label=name)
+    axis.set_xticks(positions + width * (len(summaries) - 1) / 2, [label for label, _ in groups])
+    axis.set_ylim(0, 1.05)
+    axis.set_ylabel("accuracy")
+    axis.legend(fontsize="small")
+    axis.grid(axis="y", alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _cell(summary: Mapping[str, float], key: str) -> str:
+    if key not in summary:
+        return "-"
+    value = summary[key]
+    if isinstance(value, int):
+        return str(value)
+    low, high = summary.get(f"{key}_ci_low"), summary.get(f"{key}_ci_high")
+    if low is None or high is None:
+        return f"{value:.3g}"
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"

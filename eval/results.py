@@ -1,0 +1,209 @@
+"""What an evaluation produced: per-item records and the numbers derived from them.
+
+An :class:`EvalResult` keeps every completion with its score, so every summary number
+can be recomputed from ``samples.jsonl``, and round-trips through JSON (the trainer
+stores its evaluations and reloads them on resume).
+
+Summary definitions (per task under ``"<task>/..."`` and over all items without prefix):
+
+- ``accuracy``: mean task metric of each item's FIRST completion (the greedy one when
+  decoding is greedy);
+- ``pass@j`` (j = 1, 2, 4, ... and k, with k > 1 samples): mean over items of the unbiased
+  estimator, a completion being correct when its metric reaches ``correct_threshold``;
+- ``mean@k``: mean over items of the average metric of the k completions;
+- ``format_rate``, ``mean_length`` (tokens), ``truncation_rate``: over ALL completions;
+- ``n``: items evaluated; ``skipped``: rows left out (bad data, prompts too long);
+- ``<metric>_ci_low`` / ``<metric>_ci_high``: the confidence interval of a mean.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from data_recipes.loading import SkippedRow
+from eval import metrics
+from mmgrpo.rollout.base import SamplingParams
+
+FORMAT_REWARD = "format"  # the registered reward whose rate is reported as format_rate
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """How completions are sampled and how the statistics are computed."""
+
+    samples: int = 1
+    """Completions per item (k); > 1 reports pass@k and mean@k and needs temperature > 0."""
+    temperature: float = 0.0
+    """0 = greedy decoding."""
+    top_p: float = 1.0
+    top_k: int = 0
+    batch_size: int = 64
+    """Prompts per ``engine.generate`` call."""
+    max_new_tokens: int = 256
+    seed: int = 0
+    """Sampling seed (batch i uses seed + i) and bootstrap seed: same seed, same numbers."""
+    confidence: float = metrics.DEFAULT_CONFIDENCE
+    bootstrap_resamples: int = metrics.DEFAULT_RESAMPLES
+    correct_threshold: float = 1.0
+    """A completion counts as correct (for pass@k) when its metric is at least this."""
+    progress: bool = True
+    """Show a tqdm progress bar."""
+
+    def __post_init__(self) -> None:
+        if self.samples < 1 or self.batch_size < 1 or self.max_new_tokens < 1:
+            raise ValueError(f"samples, batch_size and max_new_tokens must be >= 1: {self}")
+        if self.samples > 1 and self.temperature == 0:
+            raise ValueError(f"samples={self.samples} needs temperature > 0 (greedy decoding gives one answer)")
+
+    def sampling_params(self, batch_index: int) -> SamplingParams:
+        """Sampling parameters of the ``batch_index``-th generate call."""
+        return SamplingParams(
+            n=self.samples,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            max_new_tokens=self.max_new_tokens,
+            seed=self.seed + batch_index,
+        )
+
+
+@dataclass
+class CompletionRecord:
+    """One scored completion."""
+
+    text: str
+    n_tokens: int
+    truncated: bool
+    metric: float
+    """The task's eval metric (e.g. exact count, IoU > 0.5)."""
+    parsed_answer: Any
+    """What the completion answered, read leniently (JSON-safe), or None."""
+    rewards: dict[str, float | None]
+    """Each reward component of the task (plus ``format``), unweighted."""
+    reward: float
+    """The weighted total of the task's rewards."""
+
+
+@dataclass
+class ItemRecord:
+    """One evaluated prompt and its k completions."""
+
+    sample_id: str
+    task: str
+    answer: Any
+    """Ground truth (JSON-safe)."""
+    media: list[str]
+    """Media references of the prompt (paths; in-memory media as ``<TypeName>``)."""
+    completions: list[CompletionRecord]
+
+    def n_correct(self, threshold: float) -> int:
+        return sum(completion.metric >= threshold for completion in self.completions)
+
+
+@dataclass
+class EvalResult:
+    """Every scored completion of one model on one evaluation set, plus skipped rows and timings."""
+
+    options: EvalOptions
+    items: list[ItemRecord]
+    skipped: list[SkippedRow] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def tasks(self) -> list[str]:
+        """Task names in first-seen order."""
+        return list(dict.fromkeys(item.task for item in self.items))
+
+    def summary(self) -> dict[str, float]:
+        """All numbers (see the module docstring): overall, ``skipped``, then per task."""
+        numbers = summarize_items(self.items, self.options)
+        numbers["skipped"] = len(self.skipped)
+        for task in self.tasks():
+            task_items = [item for item in self.items if item.task == task]
+            numbers |= {f"{task}/{key}": value for key, value in summarize_items(task_items, self.options).items()}
+        return numbers
+
+    def skipped_by_reason(self) -> dict[str, int]:
+        return dict(Counter(row.reason for row in self.skipped).most_common())
+
+    def datasets(self) -> dict[str, dict[str, Any]]:
+        """Per task: its item count and a hash of its item ids and answers (equal hash, same eval set)."""
+        by_task: dict[str, list[ItemRecord]] = {task: [] for task in self.tasks()}
+        for item in self.items:
+            by_task[item.task].append(item)
+        return {
+            task: {"items": len(items), "fingerprint": _digest([(item.sample_id, item.answer) for item in items])}
+            for task, items in by_task.items()
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data that :meth:`from_dict` turns back into an equal result."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EvalResult:
+        items = [
+            ItemRecord(**{**item, "completions": [CompletionRecord(**c) for c in item["completions"]]})
+            for item in data["items"]
+        ]
+        return cls(
+            options=EvalOptions(**data["options"]),
+            items=items,
+            skipped=[SkippedRow(**row) for row in data.get("skipped", [])],
+            timings=dict(data.get("timings", {})),
+        )
+
+    def write(self, out_dir: str | Path, model_name: str) -> dict[str, Path]:
+        """Write results.json, report.md, samples.jsonl and the chart for this one model."""
+        from eval.report import write_outputs
+
+        return write_outputs(out_dir, {model_name: self})
+
+
+def summarize_items(items: Sequence[ItemRecord], options: EvalOptions) -> dict[str, float]:
+    """The summary numbers of ``items`` (no ``skipped``, no task prefix)."""
+    completions = [completion for item in items for completion in item.completions]
+    with_ci = _interval_adder(options)
+    numbers: dict[str, float] = {"n": len(items)}
+    with_ci(numbers, "accuracy", [item.completions[0].metric for item in items])
+    if options.samples > 1:
+        for k in metrics.pass_at_k_levels(options.samples):
+            scores = [
+                metrics.pass_at_k(len(item.completions), item.n_correct(options.correct_threshold), k)
+                for item in items
+            ]
+            with_ci(numbers, f"pass@{k}", scores)
+        item_means = [metrics.mean_at_k([c.metric for c in item.completions]) for item in items]
+        with_ci(numbers, f"mean@{options.samples}", item_means)
+    with_ci(numbers, "format_rate", [c.rewards.get(FORMAT_REWARD) or 0.0 for c in completions])
+    numbers["mean_length"] = metrics.mean([c.n_tokens for c in completions])
+    numbers["truncation_rate"] = metrics.mean([float(c.truncated) for c in completions])
+    return numbers
+
+
+def _interval_adder(options: EvalOptions) -> Callable[[dict[str, float], str, list[float]], None]:
+    """``add(numbers, name, values)``: store the mean of ``values`` and its interval bounds."""
+
+    def add(numbers: dict[str, float], name: str, values: list[float]) -> None:
+        low, high = metrics.confidence_interval(
+            values, confidence=options.confidence, resamples=options.bootstrap_resamples, seed=options.seed
+        )
+        numbers |= {name: metrics.mean(values), f"{name}_ci_low": low, f"{name}_ci_high": high}
+
+    return add
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` as plain JSON data (tuples become lists, unknown objects their ``str``)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _digest(pairs: list[tuple[str, Any]]) -> str:
+    payload = json.dumps(sorted(pairs, key=lambda pair: pair[0]), default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
