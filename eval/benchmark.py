@@ -12,8 +12,10 @@ import dataclasses
 import gc
 import logging
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -23,7 +25,7 @@ from eval.runner import evaluate_policy
 from mmgrpo.config import Config, DatasetConfig, ModelConfig, TaskConfig
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.rollout.base import ENGINES
-from mmgrpo.trainer.setup import load_samples, media_budgets, pick_device, resolve_model_path
+from mmgrpo.trainer.setup import SampleSet, load_samples, media_budgets, pick_device, resolve_model_path
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +37,7 @@ def run(
     datasets: Sequence[DatasetConfig],
     out_dir: str | Path,
     *,
-    options: EvalOptions = EvalOptions(),
+    options: EvalOptions | None = None,
     model: ModelConfig | None = None,
     task: TaskConfig | None = None,
     max_prompt_tokens: int = 1024,
@@ -57,27 +59,22 @@ def run(
         raise ValueError("run needs at least one model")
     out = Path(out_dir)
     cache = Path(cache_dir) if cache_dir is not None else out / CACHE_DIR_NAME
+    options = options or EvalOptions()
     model_config, task_config = model or ModelConfig(), task or TaskConfig()
     eval_set = load_samples(list(datasets), task_config, cache / "data", seed=data_seed)
+    engine_options = {"group_shared": group_shared, "max_prompt_len": max_prompt_tokens}
     results: dict[str, EvalResult] = {}
+    model_paths: dict[str, str] = {}
     for index, name in enumerate(_unique_names(models)):
-        logger.info("evaluating %s on %d items", name, len(eval_set.samples))
         config = dataclasses.replace(model_config, name_or_path=models[index])
-        path = resolve_model_path(config, cache / "models", options.seed)
-        policy, processor = load_model_and_processor(
-            path, dtype=config.dtype, attn_implementation=config.attn_implementation,
-            trust_remote_code=config.trust_remote_code, device=pick_device(device),
+        model_paths[name] = resolve_model_path(config, cache / "models", options.seed)
+        logger.info("evaluating %s on %d items", name, len(eval_set.samples))
+        results[name] = _evaluate_model(
+            model_paths[name], config, eval_set, options, device=pick_device(device), engine=engine, **engine_options
         )
-        rollout = ENGINES.get(engine)(
-            policy, processor, group_shared=group_shared, budgets=media_budgets(config),
-            max_prompt_len=max_prompt_tokens,
-        )
-        results[name] = evaluate_policy(rollout, eval_set.samples, eval_set.tasks, options, skipped=eval_set.skipped)
         results[name].write(out / "models" / f"{index + 1}-{_slug(name)}", model_name=name)
-        del policy, processor, rollout
-        _free_memory()
     settings = {
-        "models": list(models),
+        "models": model_paths,
         "datasets": [dataclasses.asdict(spec) for spec in datasets],
         "options": dataclasses.asdict(options),
         "model": dataclasses.asdict(model_config),
@@ -88,6 +85,27 @@ def run(
     }
     write_outputs(out, results, config=settings)
     return results
+
+
+def _evaluate_model(
+    path: str, config: ModelConfig, eval_set: SampleSet, options: EvalOptions, *,
+    device: torch.device, engine: str, **engine_options: Any,
+) -> EvalResult:
+    """Load one model, evaluate it, and free it again before the next one loads."""
+    started = time.perf_counter()
+    policy, processor = load_model_and_processor(
+        path, dtype=config.dtype, attn_implementation=config.attn_implementation,
+        trust_remote_code=config.trust_remote_code, device=device,
+    )
+    load_seconds = time.perf_counter() - started
+    rollout = ENGINES.get(engine)(policy, processor, budgets=media_budgets(config), **engine_options)
+    result = evaluate_policy(rollout, eval_set.samples, eval_set.tasks, options, skipped=eval_set.skipped)
+    result.timings["load_seconds"] = load_seconds
+    del policy, processor, rollout
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return result
 
 
 def run_config(config: Config, out_dir: str | Path, models: Sequence[str] | None = None) -> dict[str, EvalResult]:
@@ -135,9 +153,3 @@ def _slug(name: str) -> str:
 def _smaller(a: int | None, b: int | None) -> int | None:
     """The smaller of two optional limits (None = unlimited)."""
     return b if a is None else a if b is None else min(a, b)
-
-
-def _free_memory() -> None:
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()

@@ -30,7 +30,7 @@ def write_outputs(
     out.mkdir(parents=True, exist_ok=True)
     paths = {kind: out / file for kind, file in OUTPUT_FILES.items()}
     results_json = {"config": dict(config or {}), "models": {name: model_entry(r) for name, r in results.items()}}
-    paths["results"].write_text(json.dumps(results_json, indent=2, default=str, allow_nan=True))
+    paths["results"].write_text(json.dumps(_nan_to_null(results_json), indent=2, default=str, allow_nan=False))
     with paths["samples"].open("w") as handle:
         for name, result in results.items():
             for row in sample_rows(name, result):
@@ -94,14 +94,16 @@ def comparison_table(results: Mapping[str, EvalResult]) -> str:
 
 def markdown_report(results: Mapping[str, EvalResult], *, chart: str = OUTPUT_FILES["chart"]) -> str:
     """The report.md text: options, the comparison table, the chart, datasets, skipped rows, timings."""
-    first = next(iter(results.values()))
-    options = first.options
+    options = next(iter(results.values())).options
     decoding = "greedy" if options.temperature == 0 else f"temperature {options.temperature}"
     lines = [
         "# Evaluation report",
         "",
-        f"Models: {', '.join(f'`{name}`' for name in results)}. Decoding: {decoding}, "
-        f"{options.samples} completion(s) per item, at most {options.max_new_tokens} new tokens, seed {options.seed}.",
+        f"Models: {', '.join(f'`{name}`' for name in results)}.",
+        (
+            f"Decoding: {decoding}, {options.samples} completion(s) per item, "
+            f"at most {options.max_new_tokens} new tokens, seed {options.seed}."
+        ),
         f"Intervals: {options.confidence:.0%} (Wilson for 0/1 scores, percentile bootstrap otherwise).",
         "",
         "## Results",
@@ -152,10 +154,9 @@ def plot_comparison(results: Mapping[str, EvalResult], path: Path) -> Path:
     axis.set_xticks(positions + width * (len(summaries) - 1) / 2, [label for label, _ in groups])
     axis.set_ylim(0, 1.05)
     axis.set_ylabel("accuracy")
-    axis.legend(fontsize="small")
+    axis.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.15))  # below: names can be long paths
     axis.grid(axis="y", alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    figure.savefig(path, dpi=100, bbox_inches="tight")
     plt.close(figure)
     return path
 
@@ -170,3 +171,14 @@ def _cell(summary: Mapping[str, float], key: str) -> str:
     if low is None or high is None:
         return f"{value:.3g}"
     return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _nan_to_null(value: Any) -> Any:
+    """``value`` with NaN (e.g. the mean of an empty task) as None, so results.json is strict JSON."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {key: _nan_to_null(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_nan_to_null(item) for item in value]
+    return value

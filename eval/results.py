@@ -11,7 +11,8 @@ Summary definitions (per task under ``"<task>/..."`` and over all items without 
 - ``pass@j`` (j = 1, 2, 4, ... and k, with k > 1 samples): mean over items of the unbiased
   estimator, a completion being correct when its metric reaches ``correct_threshold``;
 - ``mean@k``: mean over items of the average metric of the k completions;
-- ``format_rate``, ``mean_length`` (tokens), ``truncation_rate``: over ALL completions;
+- ``format_rate``, ``mean_length`` (tokens), ``truncation_rate``: over ALL completions
+  (the format interval is over items, each an average of its k completions);
 - ``n``: items evaluated; ``skipped``: rows left out (bad data, prompts too long);
 - ``<metric>_ci_low`` / ``<metric>_ci_high``: the confidence interval of a mean.
 """
@@ -43,7 +44,9 @@ class EvalOptions:
     temperature: float = 0.0
     """0 = greedy decoding."""
     top_p: float = 1.0
+    """Nucleus sampling mass; 1.0 = off."""
     top_k: int = 0
+    """Keep the k most likely tokens; 0 = off."""
     batch_size: int = 64
     """Prompts per ``engine.generate`` call."""
     max_new_tokens: int = 256
@@ -181,7 +184,9 @@ def summarize_items(items: Sequence[ItemRecord], options: EvalOptions) -> dict[s
             with_ci(numbers, f"pass@{k}", scores)
         item_means = [metrics.mean_at_k([c.metric for c in item.completions]) for item in items]
         with_ci(numbers, f"mean@{options.samples}", item_means)
-    with_ci(numbers, "format_rate", [c.rewards.get(FORMAT_REWARD) or 0.0 for c in completions])
+    # Interval over items, not completions: an item's k completions are not independent.
+    format_per_item = [metrics.mean([c.rewards.get(FORMAT_REWARD) or 0.0 for c in item.completions]) for item in items]
+    with_ci(numbers, "format_rate", format_per_item)
     numbers["mean_length"] = metrics.mean([c.n_tokens for c in completions])
     numbers["truncation_rate"] = metrics.mean([float(c.truncated) for c in completions])
     return numbers

@@ -21,6 +21,7 @@ tokens, media tensors stacked per row).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ from transformers import PretrainedConfig, ProcessorMixin
 
 from mmgrpo.registry import Registry
 
-MODALITIES = ("image", "video", "audio")
+MEDIA_KINDS = ("image", "video", "audio")
 MediaCounts = Mapping[str, int]  # modality -> media items in one row
 # Position ids: [B, T] for 1-D rotary models, [3, B, T] for M-RoPE (temporal, height, width).
 PositionIds = torch.Tensor
@@ -75,7 +76,7 @@ class FamilyAdapter:
     # -- media -------------------------------------------------------------------
     def placeholder_token_ids(self, processor: ProcessorMixin) -> dict[str, int]:
         """Token id standing for each modality's features (``<|image_pad|>``...), where the processor has one."""
-        ids = {modality: getattr(processor, f"{modality}_token_id", None) for modality in MODALITIES}
+        ids = {modality: getattr(processor, f"{modality}_token_id", None) for modality in MEDIA_KINDS}
         return {modality: token_id for modality, token_id in ids.items() if token_id is not None}
 
     def expected_media_tokens(
@@ -127,7 +128,14 @@ class FamilyAdapter:
 
 
 class QwenVLAdapter(FamilyAdapter):
-    """Qwen2-VL, Qwen2.5-VL, Qwen3-VL: M-RoPE positions, patches of all items concatenated."""
+    """Qwen2-VL, Qwen2.5-VL, Qwen3-VL: M-RoPE positions, patches of all items concatenated.
+
+    Continuations start at the prompt's last position + 1, as ``get_rope_index`` numbers
+    text after text over a whole sequence. transformers' ``generate`` instead continues
+    at the largest position + 1 (``rope_deltas``); the two differ only for videos whose
+    temporal positions outrun their height and width, and training log-probs must use
+    the former to match the model's own full-sequence forward.
+    """
 
     per_item_keys = {"image_grid_thw": "image", "video_grid_thw": "video", "second_per_grid_ts": "video"}
     per_patch_keys = {"pixel_values": "image_grid_thw", "pixel_values_videos": "video_grid_thw"}
@@ -169,9 +177,8 @@ class QwenVLAdapter(FamilyAdapter):
             if grid_key not in encoded:
                 continue
             tokens = encoded[grid_key].prod(-1) // media_processor.merge_size**2  # [items]
-            for row in range(len(media_counts)):
-                items = _item_index(media_counts, modality, [row])
-                expected[row][modality] = int(tokens[items].sum())
+            for row, count in zip(expected, _tokens_per_row(tokens, media_counts, modality)):
+                row[modality] = count
         return expected
 
 
@@ -195,6 +202,19 @@ class AudioPerItemAdapter(FamilyAdapter):
     """Audio families whose features are stacked per clip (Qwen2-Audio), not per row."""
 
     per_item_keys = {"input_features": "audio", "feature_attention_mask": "audio"}
+
+    def expected_media_tokens(
+        self,
+        processor: ProcessorMixin,
+        encoded: Mapping[str, torch.Tensor],
+        media_counts: Sequence[MediaCounts],
+    ) -> list[dict[str, int]]:
+        """A clip of F feature frames needs one token per 4 frames (a stride-2 conv, then stride-2 pooling)."""
+        if "feature_attention_mask" not in encoded:
+            return [{"audio": 0} for _ in media_counts]
+        frames = encoded["feature_attention_mask"].sum(-1)  # [clips]
+        tokens = ((frames - 1) // 2 + 1 - 2) // 2 + 1  # [clips]
+        return [{"audio": count} for count in _tokens_per_row(tokens, media_counts, "audio")]
 
 
 FAMILY_ADAPTERS: Registry[FamilyAdapter] = Registry("model family adapter")
@@ -226,9 +246,14 @@ def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
 def _item_index(media_counts: Sequence[MediaCounts], modality: str, rows: Sequence[int]) -> torch.Tensor:
     """Indices of the ``modality`` items of ``rows``, items numbered in row order."""
     counts = [row.get(modality, 0) for row in media_counts]
-    starts = [sum(counts[:row]) for row in range(len(counts))]
+    starts = [0, *itertools.accumulate(counts)]
     index = [item for row in rows for item in range(starts[row], starts[row] + counts[row])]
     return torch.tensor(index, dtype=torch.long)
+
+
+def _tokens_per_row(item_tokens: torch.Tensor, media_counts: Sequence[MediaCounts], modality: str) -> list[int]:
+    """``item_tokens`` ``[items]`` summed over each row's ``modality`` items."""
+    return [int(item_tokens[_item_index(media_counts, modality, [row])].sum()) for row in range(len(media_counts))]
 
 
 def _patch_index(grids: torch.Tensor, items: torch.Tensor) -> torch.Tensor:

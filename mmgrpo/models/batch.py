@@ -21,7 +21,7 @@ from transformers import ProcessorMixin
 from transformers.video_utils import VideoMetadata
 
 from mmgrpo.models.adapters import FamilyAdapter, adapter_for
-from mmgrpo.models.media_check import check_media_tokens
+from mmgrpo.models.media_check import check_media_tokens, check_prompt_placeholders
 from mmgrpo.registry import Registry
 from mmgrpo.types import Sample
 from processors import MODALITIES, AudioClip, Budget, LoadedMedia, VideoClip
@@ -101,6 +101,20 @@ class PromptBatch:
             **self.token_inputs,
             **self.media_inputs,
         }
+
+    def to(self, device: torch.device | str) -> PromptBatch:
+        """The same batch with every tensor on ``device``."""
+
+        def move(value: Any) -> Any:
+            return value.to(device) if isinstance(value, torch.Tensor) else value
+
+        return replace(
+            self,
+            input_ids=move(self.input_ids),
+            attention_mask=move(self.attention_mask),
+            token_inputs={key: move(value) for key, value in self.token_inputs.items()},
+            media_inputs={key: move(value) for key, value in self.media_inputs.items()},
+        )
 
     def select(self, rows: Sequence[int]) -> PromptBatch:
         """Rows ``rows`` (repeats allowed), left padding shared by all of them trimmed."""
@@ -184,8 +198,8 @@ def build_prompt_batch(
     adapter = adapter_for(family)
     media = [_load_media(sample, budgets or {}) for sample in samples]
     media_counts = [{modality: len(items) for modality, items in row.items()} for row in media]
-    encoded = _encode(processor, samples, media)
     placeholder_ids = adapter.placeholder_token_ids(processor)
+    encoded = _encode(processor, samples, media, _placeholder_strings(processor, placeholder_ids))
     sample_ids = [sample.id for sample in samples]
     check_media_tokens(
         encoded["input_ids"],
@@ -242,7 +256,7 @@ def attach_completions(
     kept = [i for i, sample in enumerate(prompt_of) if sample in row_of_sample]
     prompt_rows = [row_of_sample[prompt_of[i]] for i in kept]
     completion_ids, completion_mask = pad_completions(
-        [completions_token_ids[i] for i in kept], pad_token_id=prompts.pad_token_id
+        [completions_token_ids[i] for i in kept], pad_token_id=prompts.pad_token_id, device=prompts.input_ids.device
     )  # [B, Tc]
     rows = prompts.select(prompt_rows)
     check_media_tokens(completion_ids, [{}] * len(kept), rows.placeholder_ids, rows.sample_ids)
@@ -256,16 +270,16 @@ def attach_completions(
 
 
 def pad_completions(
-    completions_token_ids: Sequence[TokenIds], *, pad_token_id: int
+    completions_token_ids: Sequence[TokenIds], *, pad_token_id: int, device: torch.device | str = "cpu"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded completion ids ``[N, Tc]`` and their 0/1 mask ``[N, Tc]`` (Tc >= 1)."""
+    """Right-padded completion ids ``[N, Tc]`` and their 0/1 mask ``[N, Tc]`` (Tc >= 1), on ``device``."""
     width = max([1, *map(len, completions_token_ids)])
     ids = torch.full((len(completions_token_ids), width), pad_token_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
     for row, tokens in enumerate(completions_token_ids):
         ids[row, : len(tokens)] = torch.as_tensor(tokens, dtype=torch.long)
         mask[row, : len(tokens)] = 1
-    return ids, mask
+    return ids.to(device), mask.to(device)
 
 
 def _load_media(sample: Sample, budgets: MediaBudgets) -> dict[str, list[LoadedMedia]]:
@@ -281,13 +295,18 @@ def _load_media(sample: Sample, budgets: MediaBudgets) -> dict[str, list[LoadedM
 
 
 def _encode(
-    processor: ProcessorMixin, samples: Sequence[Sample], media: Sequence[Mapping[str, list[LoadedMedia]]]
+    processor: ProcessorMixin,
+    samples: Sequence[Sample],
+    media: Sequence[Mapping[str, list[LoadedMedia]]],
+    placeholders: Mapping[str, str],
 ) -> dict[str, Any]:
     """The processor's tensors for the rendered prompts, left-padded, never truncated."""
     texts = [
         processor.apply_chat_template(sample.messages, tokenize=False, add_generation_prompt=True)
         for sample in samples
     ]
+    media_counts = [{modality: len(items) for modality, items in row.items()} for row in media]
+    check_prompt_placeholders(texts, media_counts, placeholders, [sample.id for sample in samples])
     media_args: dict[str, Any] = {}
     for modality in sorted({name for row in media for name in row}):
         media_args |= PROCESSOR_MEDIA_ARGS.get(modality)([list(row.get(modality, [])) for row in media])
@@ -304,6 +323,12 @@ def _drop_overlong(batch: PromptBatch, max_prompt_len: int | None) -> PromptBatc
     if not keep:
         raise ValueError(f"every prompt exceeds max_prompt_len={max_prompt_len}: {too_long}")
     return replace(batch.select(keep), dropped=batch.dropped + too_long)
+
+
+def _placeholder_strings(processor: ProcessorMixin, placeholder_ids: Mapping[str, int]) -> dict[str, str]:
+    """Each modality's placeholder as text, as the chat template writes it before expansion."""
+    tokenizer = getattr(processor, "tokenizer", processor)
+    return {modality: tokenizer.convert_ids_to_tokens(token_id) for modality, token_id in placeholder_ids.items()}
 
 
 def _first_real_column(attention_mask: torch.Tensor) -> int:

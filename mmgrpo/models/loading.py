@@ -9,8 +9,9 @@ auto class carries a speech generator) are mapped to the right class in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 import torch
 from transformers import (
@@ -27,6 +28,7 @@ from transformers import (
 from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.registry import Registry
 
+T = TypeVar("T")
 DType = Literal["float32", "bfloat16", "float16"]
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
@@ -116,7 +118,7 @@ def _resolve(name_or_path: str | Path) -> str:
     return text
 
 
-def _load(source: str, what: str, loader, **kwargs):  # noqa: ANN001, ANN202 (any from_pretrained)
+def _load(source: str, what: str, loader: Callable[..., T], **kwargs: Any) -> T:
     """Call a ``from_pretrained`` loader, turning its failures into one clear error."""
     try:
         return loader(source, **kwargs)

@@ -35,8 +35,13 @@ def sequence_logprobs(
     ``temperature`` divides the logits, as the sampler did.
     """
     parts = [
-        _forward_logprobs(model, batch if len(rows) == len(batch) else batch.select(rows),
-                          with_entropy=with_entropy, chunk_size=chunk_size, temperature=temperature)
+        _forward_logprobs(
+            model,
+            batch if len(rows) == len(batch) else batch.select(rows),
+            with_entropy=with_entropy,
+            chunk_size=chunk_size,
+            temperature=temperature,
+        )
         for rows in row_chunks(len(batch), micro_batch_size)
     ]
     logp = torch.cat([part[0] for part in parts])  # [B, Tc]
@@ -89,7 +94,8 @@ def token_logprobs(
     use_checkpoint = torch.is_grad_enabled() and states.requires_grad
     parts = []
     for start in range(0, len(tokens), chunk_size):
-        args = (head, states[start : start + chunk_size], tokens[start : start + chunk_size], temperature, with_entropy)
+        chunk = slice(start, start + chunk_size)
+        args = (head, states[chunk], tokens[chunk], temperature, with_entropy)
         parts.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False) if use_checkpoint else _chunk_logprobs(*args))
     rows = 2 if with_entropy else 1
     stats = torch.cat(parts, -1) if parts else states.new_zeros(rows, 0, dtype=torch.float32)  # [rows, n]

@@ -14,18 +14,32 @@ import torch
 
 
 class MediaTokenMismatchError(ValueError):
-    """A row's placeholder-token count differs from what its media features need."""
+    """A row's placeholder count differs from what its media need."""
 
-    def __init__(self, sample_id: str, modality: str, found: int, expected: int) -> None:
+    def __init__(self, sample_id: str, modality: str, found: int, expected: int, what: str) -> None:
         self.sample_id = sample_id
         self.modality = modality
         self.found = found
         self.expected = expected
-        super().__init__(
-            f"sample {sample_id!r}: {found} {modality} placeholder tokens but its {modality} features need "
-            f"{expected} (prompt truncated through media, a bad row, or placeholder tokens sampled in the "
-            "completion: forbid them during generation)"
-        )
+        super().__init__(f"sample {sample_id!r}: {found} {modality} placeholder tokens but {what} {expected}")
+
+
+def check_prompt_placeholders(
+    texts: Sequence[str],
+    media_counts: Sequence[Mapping[str, int]],
+    placeholders: Mapping[str, str],
+    sample_ids: Sequence[str],
+) -> None:
+    """Before encoding: each rendered prompt must hold one placeholder per media item.
+
+    ``placeholders`` maps a modality to its placeholder string (e.g. ``<|image_pad|>``);
+    a row whose text mentions media it does not carry (or the reverse) is a bad row.
+    """
+    for modality, placeholder in placeholders.items():
+        for sample_id, text, counts in zip(sample_ids, texts, media_counts):
+            found, needed = text.count(placeholder), counts.get(modality, 0)
+            if found != needed:
+                raise MediaTokenMismatchError(sample_id, modality, found, needed, f"{modality} inputs in the row:")
 
 
 def check_media_tokens(
@@ -40,9 +54,13 @@ def check_media_tokens(
     a modality to the placeholder tokens row ``b`` needs (a missing modality needs 0);
     ``placeholder_ids`` maps a modality to its token id.
     """
+    what = (
+        "its features need (prompt truncated through media, a bad row, or placeholder tokens sampled "
+        "in the completion: forbid them during generation):"
+    )
     for modality, token_id in placeholder_ids.items():
         found = (input_ids == token_id).sum(-1).tolist()  # [B]
         for sample_id, row_found, row_expected in zip(sample_ids, found, expected):
             needed = row_expected.get(modality, 0)
             if row_found != needed:
-                raise MediaTokenMismatchError(sample_id, modality, row_found, needed)
+                raise MediaTokenMismatchError(sample_id, modality, row_found, needed, what)

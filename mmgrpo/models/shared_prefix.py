@@ -19,8 +19,8 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from mmgrpo.models.batch import PromptBatch, TokenIds, attach_completions, pad_completions
-from mmgrpo.models.media_check import check_media_tokens
 from mmgrpo.models.logprobs import LogProbs, sequence_logprobs, token_logprobs
+from mmgrpo.models.media_check import check_media_tokens
 
 
 def completion_logprobs(
@@ -40,17 +40,14 @@ def completion_logprobs(
     ``group_shared_encoding`` picks :func:`grouped_logprobs`; off, every completion is
     a full prompt + completion row (:func:`~mmgrpo.models.logprobs.sequence_logprobs`).
     """
+    options = dict(
+        micro_batch_size=micro_batch_size, with_entropy=with_entropy, chunk_size=chunk_size, temperature=temperature
+    )
     if group_shared_encoding:
-        return grouped_logprobs(
-            model, prompts, completions, group_sizes, micro_batch_size=micro_batch_size,
-            with_entropy=with_entropy, chunk_size=chunk_size, temperature=temperature,
-        )
+        return grouped_logprobs(model, prompts, completions, group_sizes, **options)
     _check_groups(prompts, completions, group_sizes)
     batch = attach_completions(prompts, completions, [prompts.kept[row] for row in _group_rows(group_sizes)])
-    return sequence_logprobs(
-        model, batch, micro_batch_size=micro_batch_size,
-        with_entropy=with_entropy, chunk_size=chunk_size, temperature=temperature,
-    )
+    return sequence_logprobs(model, batch, **options)
 
 
 def grouped_logprobs(
@@ -71,11 +68,13 @@ def grouped_logprobs(
     forward covers whole groups, about ``micro_batch_size`` completions (at least one group).
     """
     _check_groups(prompts, completions, group_sizes)
-    completion_ids, completion_mask = pad_completions(completions, pad_token_id=prompts.pad_token_id)  # [N, Tc]
+    completion_ids, completion_mask = pad_completions(
+        completions, pad_token_id=prompts.pad_token_id, device=prompts.input_ids.device
+    )  # [N, Tc]
     sample_ids = [prompts.sample_ids[row] for row in _group_rows(group_sizes)]
     check_media_tokens(completion_ids, [{}] * len(completions), prompts.placeholder_ids, sample_ids)
     parts = []
-    for prompt_rows, completion_rows in _group_chunks(group_sizes, micro_batch_size):
+    for prompt_rows, completion_rows in group_chunks(group_sizes, micro_batch_size):
         parts.append(
             _shared_forward(
                 model,
@@ -116,8 +115,9 @@ def _shared_forward(
             "group-shared encoding needs the prompt KV cache, which transformers drops under gradient "
             "checkpointing: turn group_shared_encoding off or gradient checkpointing off"
         )
+    device = prompts.input_ids.device
     expand = torch.repeat_interleave(
-        torch.arange(len(prompts)), torch.as_tensor(list(group_sizes))
+        torch.arange(len(prompts), device=device), torch.as_tensor(list(group_sizes), device=device)
     )  # [n]: the prompt row of each completion
     cache.batch_select_indices(expand)  # indexing: the backward sums the group's gradients
     # The prompt's last state predicts the first completion token; the completion's own
@@ -135,8 +135,13 @@ def _shared_forward(
         _check_cache_grew(continued.cache, prompts.input_ids.shape[1] + width - 1)
         predicting = torch.cat([predicting, continued.last_hidden_state], 1)  # [n, Tc, D]
     return token_logprobs(
-        adapter.output_head(model), predicting, completion_ids, completion_mask,
-        with_entropy=with_entropy, chunk_size=chunk_size, temperature=temperature,
+        adapter.output_head(model),
+        predicting,
+        completion_ids,
+        completion_mask,
+        with_entropy=with_entropy,
+        chunk_size=chunk_size,
+        temperature=temperature,
     )
 
 
@@ -164,7 +169,7 @@ def _group_rows(group_sizes: Sequence[int]) -> list[int]:
     return [row for row, size in enumerate(group_sizes) for _ in range(size)]
 
 
-def _group_chunks(group_sizes: Sequence[int], micro_batch_size: int) -> Iterator[tuple[list[int], slice]]:
+def group_chunks(group_sizes: Sequence[int], micro_batch_size: int) -> Iterator[tuple[list[int], slice]]:
     """(prompt rows, completion slice) of consecutive whole groups, ~``micro_batch_size`` completions each."""
     if micro_batch_size < 1:
         raise ValueError(f"micro_batch_size must be >= 1, got {micro_batch_size}")

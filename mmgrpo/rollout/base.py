@@ -50,7 +50,7 @@ class SamplingParams:
     max_new_tokens: int = 256
     """Completion length cap; a completion that reaches it without a stop token is truncated."""
     seed: int | None = None
-    """Seed of the engine's own random generator (same seed, same completions); None uses torch's global RNG."""
+    """Seed of the engine's random generator: same seed, same completions. None: torch's global RNG."""
     stop_token_ids: tuple[int, ...] = ()
     """Extra ids that end a completion, besides the model's generation-config EOS ids."""
     logprobs_mode: LogprobsMode = "raw"
@@ -85,7 +85,11 @@ class RolloutEngine(Protocol):
     def generate(
         self, samples: Sequence[Sample], params: SamplingParams, group_sizes: Sequence[int] | None = None
     ) -> list[list[Completion]]:
-        """One list of completions per sample, ``group_sizes[i]`` (default ``params.n``) for sample i."""
+        """One list of completions per sample, ``group_sizes[i]`` (default ``params.n``) for sample i.
+
+        A sample the engine cannot take (e.g. its prompt exceeds the engine's prompt
+        length limit) gets an empty list; the caller drops that group.
+        """
         ...
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:

@@ -4,7 +4,8 @@ One forward encodes the P left-padded prompts, vision towers included, into a KV
 cache. The cache rows are then repeated, prompt i ``group_sizes[i]`` times, and an
 incremental loop decodes all N = sum(group_sizes) completions together, one token per
 row per step, with positions continued by the family's adapter
-(:mod:`mmgrpo.models.adapters`).
+(:mod:`mmgrpo.models.adapters`). Rows that emit a stop token leave the batch (and the
+cache), so late steps only pay for completions still running.
 Versus ``model.generate(num_return_sequences=G)``, the prompt and media are encoded P
 instead of N times.
 """
@@ -23,8 +24,8 @@ from mmgrpo.rollout.base import SamplingParams
 
 
 @dataclass(frozen=True)
-class StopRule:
-    """When a completion ends and what fills it afterwards."""
+class TokenRules:
+    """Which ids a completion may never contain, which end it, and what fills it after the end."""
 
     stop_ids: torch.Tensor
     """Ids that end a completion (kept as its last token)."""
@@ -39,7 +40,7 @@ class DecodedTokens:
     """Sampled tokens of N completions, padded to the longest."""
 
     token_ids: torch.Tensor  # [N, T], pad_id after each row's stop token
-    logprobs: torch.Tensor  # [N, T], float32; meaningless after the stop token
+    logprobs: torch.Tensor  # [N, T], float32; not meaningful after the stop token
 
 
 @torch.no_grad()
@@ -49,7 +50,7 @@ def decode_shared_prompts(
     group_sizes: Sequence[int],
     params: SamplingParams,
     *,
-    stop: StopRule,
+    rules: TokenRules,
     adapter: FamilyAdapter,
     generator: torch.Generator | None = None,
 ) -> DecodedTokens:
@@ -58,9 +59,52 @@ def decode_shared_prompts(
     ``prompt_inputs`` is one left-padded batch of P prompts (``input_ids``,
     ``attention_mask``, media tensors) as the model's forward takes it.
     """
+    cache = DynamicCache(config=model.config)
+    logits, attention_mask, next_positions = _prefill_groups(
+        model, prompt_inputs, group_sizes, cache, adapter
+    )
+    num_rows, device = len(attention_mask), attention_mask.device
+    token_ids = torch.full((num_rows, params.max_new_tokens), rules.pad_id, device=device)  # [N, T]
+    logprobs = torch.zeros(token_ids.shape, device=device)  # [N, T]
+    active = torch.arange(num_rows, device=device)  # [A]: completion rows still decoding
+    stop_ids = rules.stop_ids.to(device)
+    for step in range(params.max_new_tokens):
+        tokens, token_logprobs = _sample_step(logits, params, rules.forbidden_ids, generator)  # [A], [A]
+        token_ids[active, step] = tokens
+        logprobs[active, step] = token_logprobs
+        running = ~torch.isin(tokens, stop_ids)  # [A]
+        if step + 1 == params.max_new_tokens or not running.any():
+            break
+        if not running.all():  # drop finished rows so later steps only compute live ones
+            keep = running.nonzero().squeeze(-1)  # [A']
+            cache.reorder_cache(keep)
+            active, tokens = active[keep], tokens[keep]
+            attention_mask, next_positions = attention_mask[keep], next_positions[keep]
+        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(len(active), 1)], dim=-1)
+        logits = model(
+            input_ids=tokens[:, None],
+            attention_mask=attention_mask,
+            position_ids=adapter.continuation_positions(next_positions + step, 1),  # [..., A, 1]
+            cache=cache,
+            use_cache=True,
+        ).logits[:, -1]  # [A, V]
+    return DecodedTokens(token_ids[:, : step + 1], logprobs[:, : step + 1])
+
+
+def _prefill_groups(
+    model: torch.nn.Module,
+    prompt_inputs: Mapping[str, torch.Tensor],
+    group_sizes: Sequence[int],
+    cache: DynamicCache,
+    adapter: FamilyAdapter,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Encode the P prompts once into ``cache``, then repeat prompt i's cache row ``group_sizes[i]`` times.
+
+    Returns, per completion row: next-token logits ``[N, V]``, prompt attention mask
+    ``[N, L]`` and the position the first generated token takes ``[N]``.
+    """
     attention_mask = prompt_inputs["attention_mask"]  # [P, L]
     prefill_positions, next_positions = adapter.prompt_positions(model, prompt_inputs)  # [..., P, L], [P]
-    cache = DynamicCache(config=model.config)
     prefill = model(
         **prompt_inputs, position_ids=prefill_positions, cache=cache, use_cache=True, logits_to_keep=1
     )
@@ -69,34 +113,16 @@ def decode_shared_prompts(
         torch.tensor(group_sizes, device=attention_mask.device),
     )  # [N]: prompt index of each completion row
     cache.reorder_cache(rows)
-    logits = prefill.logits[:, -1][rows]  # [N, V]
-    attention_mask, next_positions = attention_mask[rows], next_positions[rows]  # [N, L], [N]
-
-    finished = torch.zeros(len(rows), dtype=torch.bool, device=rows.device)  # [N]
-    stop_ids = stop.stop_ids.to(rows.device)
-    step_tokens, step_logprobs = [], []
-    for step in range(params.max_new_tokens):
-        tokens, logprobs = _sample_step(logits, params, stop.forbidden_ids, generator)
-        tokens, finished = sampling.advance_finished(tokens, finished, stop_ids, stop.pad_id)
-        step_tokens.append(tokens)
-        step_logprobs.append(logprobs)
-        if finished.all() or step + 1 == params.max_new_tokens:
-            break
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(len(rows), 1)], dim=-1)
-        logits = model(
-            input_ids=tokens[:, None],
-            attention_mask=attention_mask,
-            position_ids=adapter.continuation_positions(next_positions + step, 1),  # [..., N, 1]
-            cache=cache,
-            use_cache=True,
-        ).logits[:, -1]  # [N, V]
-    return DecodedTokens(torch.stack(step_tokens, dim=1), torch.stack(step_logprobs, dim=1))
+    return prefill.logits[:, -1][rows], attention_mask[rows], next_positions[rows]
 
 
 def _sample_step(
-    logits: torch.Tensor, params: SamplingParams, forbidden_ids: Sequence[int], generator: torch.Generator | None
+    logits: torch.Tensor,
+    params: SamplingParams,
+    forbidden_ids: Sequence[int],
+    generator: torch.Generator | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Draw one token per row of raw ``logits`` ``[N, V]``; return (tokens ``[N]``, their log-probs ``[N]``)."""
+    """Draw one token per row of raw ``logits`` ``[N, V]``; return tokens ``[N]`` and their log-probs ``[N]``."""
     processed = sampling.processed_logits(logits, params, forbidden_ids)
     tokens = sampling.draw_tokens(processed, greedy=params.greedy, generator=generator)
     reported = logits if params.logprobs_mode == "raw" else processed

@@ -20,14 +20,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
-from transformers import GenerationConfig, ProcessorMixin
+from transformers import GenerationConfig, PreTrainedTokenizerBase, ProcessorMixin
 
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import MediaBudgets, PromptBatch, build_prompt_batch
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
 from mmgrpo.rollout import sampling
 from mmgrpo.rollout.base import ENGINES, SamplingParams, resolve_group_sizes
-from mmgrpo.rollout.decode import DecodedTokens, StopRule, decode_shared_prompts
+from mmgrpo.rollout.decode import DecodedTokens, TokenRules, decode_shared_prompts
 from mmgrpo.types import Completion, Sample
 
 
@@ -71,11 +71,13 @@ class HFEngine:
         A sample whose prompt exceeds ``max_prompt_len`` gets an empty list.
         """
         sizes = resolve_group_sizes(samples, params, group_sizes)
+        if not samples:
+            return []
         prompts = build_prompt_batch(
             self.processor, samples, self.budgets, family=self._family, max_prompt_len=self.max_prompt_len
         )
         kept_sizes = [sizes[i] for i in prompts.kept]
-        stop = self._stop_rule(params)
+        rules = self._token_rules(params)
         with _inference_mode(self.model), _seeded(params.seed, self._device) as generator:
             if self.group_shared:
                 decoded = decode_shared_prompts(
@@ -83,13 +85,13 @@ class HFEngine:
                     self._on_device(prompts),
                     kept_sizes,
                     params,
-                    stop=stop,
+                    rules=rules,
                     adapter=prompts.adapter,
                     generator=generator,
                 )
             else:
-                decoded = self._generate_plain(prompts, kept_sizes, params, stop)
-        completions = completions_from_tokens(decoded, stop.stop_ids, self.tokenizer)
+                decoded = self._generate_plain(prompts, kept_sizes, params, rules)
+        completions = completions_from_tokens(decoded, rules.stop_ids, self.tokenizer)
         groups: list[list[Completion]] = [[] for _ in samples]
         for sample_index, group in zip(prompts.kept, _split(completions, kept_sizes)):
             groups[sample_index] = group
@@ -120,18 +122,18 @@ class HFEngine:
             for key, value in prompts.model_inputs().items()
         }
 
-    def _stop_rule(self, params: SamplingParams) -> StopRule:
+    def _token_rules(self, params: SamplingParams) -> TokenRules:
         stop_ids = sorted({*self.eos_token_ids, *params.stop_token_ids})
         forbidden = tuple(i for i in self.forbidden_token_ids if i not in stop_ids)
-        return StopRule(torch.tensor(stop_ids, device=self._device), self.pad_token_id, forbidden)
+        return TokenRules(torch.tensor(stop_ids, device=self._device), self.pad_token_id, forbidden)
 
     def _generate_plain(
-        self, prompts: PromptBatch, sizes: Sequence[int], params: SamplingParams, stop: StopRule
+        self, prompts: PromptBatch, sizes: Sequence[int], params: SamplingParams, rules: TokenRules
     ) -> DecodedTokens:
         """``model.generate`` on each prompt repeated ``sizes[i]`` times (nothing shared)."""
         repeated = prompts.select([row for row, size in enumerate(sizes) for _ in range(size)])
         inputs = self._on_device(repeated)
-        output = self.model.generate(**inputs, generation_config=_plain_generation_config(params, stop))
+        output = self.model.generate(**inputs, generation_config=_plain_generation_config(params, rules))
         token_ids = output.sequences[:, inputs["input_ids"].shape[1] :]  # [N, T]
         step_logits = output.logits if params.logprobs_mode == "raw" else output.scores  # T x [N, V]
         logprobs = sampling.token_logprobs(
@@ -141,12 +143,10 @@ class HFEngine:
 
 
 def completions_from_tokens(
-    decoded: DecodedTokens, stop_ids: torch.Tensor, tokenizer: Any
+    decoded: DecodedTokens, stop_ids: torch.Tensor, tokenizer: PreTrainedTokenizerBase
 ) -> list[Completion]:
     """Cut each row after its first stop token; a row without one was truncated by the length cap."""
-    is_stop = torch.isin(decoded.token_ids, stop_ids.to(decoded.token_ids.device))  # [N, T]
-    has_stop = is_stop.any(dim=-1)  # [N]
-    lengths = torch.where(has_stop, is_stop.int().argmax(dim=-1) + 1, decoded.token_ids.shape[1])  # [N]
+    lengths, stopped = sampling.completion_lengths(decoded.token_ids, stop_ids)  # [N], [N]
     completions = []
     for row, length in enumerate(lengths.tolist()):
         token_ids = decoded.token_ids[row, :length].tolist()
@@ -155,7 +155,7 @@ def completions_from_tokens(
                 text=tokenizer.decode(token_ids, skip_special_tokens=True),
                 token_ids=token_ids,
                 logprobs=decoded.logprobs[row, :length].tolist(),
-                truncated=not bool(has_stop[row]),
+                truncated=not bool(stopped[row]),
             )
         )
     return completions
@@ -170,30 +170,37 @@ def _split(completions: list[Completion], sizes: Sequence[int]) -> list[list[Com
     return groups
 
 
-def _generation_eos_ids(model: torch.nn.Module, tokenizer: Any) -> tuple[int, ...]:
+def _generation_eos_ids(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
     """The generation config's EOS id(s), else the tokenizer's."""
     eos = model.generation_config.eos_token_id
     if eos is None:
         eos = tokenizer.eos_token_id
     if eos is None:
-        raise ValueError("the model's generation config and tokenizer define no EOS token; generation could not stop")
+        raise ValueError(
+            "the model's generation config and tokenizer define no EOS token; generation could not stop"
+        )
     return tuple(eos) if isinstance(eos, (list, tuple)) else (eos,)
 
 
-def _plain_generation_config(params: SamplingParams, stop: StopRule) -> GenerationConfig:
+def _plain_generation_config(params: SamplingParams, rules: TokenRules) -> GenerationConfig:
     """Exactly ``params``, returning per-step logits: no sampling knob (e.g. a checkpoint's
     repetition penalty) comes from the model's own generation config."""
     sampling_knobs = (
         {"do_sample": False}
         if params.greedy
-        else {"do_sample": True, "temperature": params.temperature, "top_k": params.top_k, "top_p": params.top_p}
+        else {
+            "do_sample": True,
+            "temperature": params.temperature,
+            "top_k": params.top_k,
+            "top_p": params.top_p,
+        }
     )
     return GenerationConfig(
         **sampling_knobs,
         max_new_tokens=params.max_new_tokens,
-        eos_token_id=stop.stop_ids.tolist(),
-        pad_token_id=stop.pad_id,
-        suppress_tokens=list(stop.forbidden_ids) or None,
+        eos_token_id=rules.stop_ids.tolist(),
+        pad_token_id=rules.pad_id,
+        suppress_tokens=list(rules.forbidden_ids) or None,
         repetition_penalty=1.0,
         num_beams=1,
         num_return_sequences=1,

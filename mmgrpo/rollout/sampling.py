@@ -3,6 +3,7 @@
 The order matches Hugging Face ``generate`` (and vLLM): forbidden ids are masked, then
 temperature, top-k and top-p reshape the distribution, then a token is drawn. Logits
 are ``[N, V]`` (one row per completion being decoded); filtered entries become -inf.
+A completion ends with (and keeps) its first stop token.
 """
 
 from __future__ import annotations
@@ -77,13 +78,12 @@ def token_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tenso
     return logprobs.gather(-1, token_ids.unsqueeze(-1)).squeeze(-1)
 
 
-def advance_finished(
-    tokens: torch.Tensor, finished: torch.Tensor, stop_ids: torch.Tensor, pad_id: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Pad the new ``tokens`` ``[N]`` of rows already ``finished`` ``[N]``; mark rows that just stopped.
+def completion_lengths(token_ids: torch.Tensor, stop_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tokens each row keeps (up to and including its first stop id) ``[N]``, and whether it stopped ``[N]``.
 
-    A stop token itself belongs to its completion (the policy must learn to emit it);
-    every later position of that row holds ``pad_id``. Returns (tokens, finished).
+    ``token_ids`` ``[N, T]``; a row without a stop id keeps all T tokens (it was truncated).
     """
-    tokens = tokens.masked_fill(finished, pad_id)
-    return tokens, finished | torch.isin(tokens, stop_ids)
+    is_stop = torch.isin(token_ids, stop_ids.to(token_ids.device))  # [N, T]
+    stopped = is_stop.any(dim=-1)  # [N]
+    first_stop = is_stop.int().argmax(dim=-1)  # [N], 0 where no stop
+    return torch.where(stopped, first_stop + 1, token_ids.shape[1]), stopped

@@ -104,7 +104,8 @@ class GRPOTrainer:
                 self.metrics.log(self.step_index, metrics)
                 progress.update(1)
                 progress.set_postfix(
-                    reward=f"{metrics['reward/total']:.3f}", kl=f"{metrics['kl']:.4f}", s=f"{metrics['time/step']:.2f}"
+                    reward=f"{metrics['reward/total']:.3f}", kl=f"{metrics.get('kl', 0.0):.4f}",
+                    s=f"{metrics['time/step']:.2f}",
                 )
                 every = cfg.checkpoint.every_n_steps
                 if every and self.step_index % every == 0 and self.step_index < cfg.train.steps:

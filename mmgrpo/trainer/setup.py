@@ -85,9 +85,10 @@ def load_policy(
 
 def scoring_rule(config: Config, task: Task) -> ScoringRule:
     """The task's weighted rewards (config weights, else the task's defaults) plus DAPO's overlong penalty."""
+    weights = config.task.rewards or dict(task.default_rewards)
     return ScoringRule(
-        weights=config.task.rewards or dict(task.default_rewards),
-        reward_options=task.reward_options(),
+        weights=weights,
+        reward_options=task.reward_options(weights),
         max_new_tokens=config.rollout.max_new_tokens,
         overlong_buffer=config.algo.overlong_buffer,
         overlong_penalty=config.algo.overlong_penalty,

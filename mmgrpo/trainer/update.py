@@ -161,11 +161,11 @@ def _accumulate_gradients(
             kl_clamp=loss_settings.kl_clamp, max_len=loss_settings.max_len,
         )
         (loss * weight).backward()
-        stats["loss"] += float(loss) * weight
+        stats["loss"] += float(loss.detach()) * weight
         for name, value in loss_stats.items():
             stats[name] += float(value) * weight
         if entropy is not None:
-            stats["entropy"] += float(masked_mean(entropy, mask.bool())) * weight
+            stats["entropy"] += float(masked_mean(entropy.detach(), mask.bool())) * weight
     return stats
 
 

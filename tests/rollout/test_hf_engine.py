@@ -9,7 +9,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import PreTrainedModel, ProcessorMixin
 
-from mmgrpo.models.batch import build_train_batch
+from mmgrpo.models.batch import build_prompt_batch, build_train_batch
 from mmgrpo.rollout import ENGINES, HFEngine, RolloutEngine, SamplingParams
 from mmgrpo.types import Completion, Sample
 
@@ -37,7 +37,9 @@ def teacher_forced_logprobs(
     )
     with torch.no_grad():
         logits = model(**batch.model_inputs()).logits  # [N, Tp + Tc, V]
-    completion_logits = logits[:, batch.prompt_length - 1 : -1].float()  # [N, Tc, V], position t predicts token t
+    completion_logits = logits[
+        :, batch.prompt_length - 1 : -1
+    ].float()  # [N, Tc, V], position t predicts token t
     completion_logits[..., list(forbidden_ids)] = float("-inf")
     completion_logits /= temperature
     logprobs = torch.log_softmax(completion_logits, -1).gather(-1, batch.completion_ids[..., None])
@@ -91,7 +93,7 @@ def test_processed_logprobs_follow_the_sampling_distribution(policy, samples) ->
 
 def test_completions_never_contain_forbidden_ids(policy, samples) -> None:
     model, processor = policy
-    params = SamplingParams(n=8, temperature=1.5, max_new_tokens=24, seed=0)
+    params = SamplingParams(n=4, temperature=1.5, max_new_tokens=16, seed=0)
     engine = HFEngine(model, processor)
     forbidden = set(engine.forbidden_token_ids)
     assert processor.tokenizer.convert_tokens_to_ids("<|image_pad|>") in forbidden
@@ -144,7 +146,7 @@ def test_same_seed_same_completions(policy, samples, group_shared: bool) -> None
     engine = HFEngine(*policy, group_shared=group_shared)
 
     def run(seed: int) -> list[list[list[int]]]:
-        return token_ids(engine.generate(samples, SamplingParams(n=3, max_new_tokens=8, seed=seed)))
+        return token_ids(engine.generate(samples, SamplingParams(n=3, max_new_tokens=6, seed=seed)))
 
     first = run(5)
     torch.manual_seed(123)  # the global RNG must not matter when a seed is given
@@ -168,7 +170,8 @@ def test_unequal_group_sizes(peaked_model, policy, samples) -> None:
 
 def test_lora_model_generates_and_keeps_its_training_mode(peaked_model, policy, samples) -> None:
     lora = get_peft_model(
-        copy.deepcopy(peaked_model), LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+        copy.deepcopy(peaked_model),
+        LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
     )
     lora.train()
     shared = HFEngine(lora, policy[1]).generate(samples, GREEDY)
@@ -185,3 +188,13 @@ def test_update_weights_loads_a_state_dict(peaked_model, policy, samples) -> Non
     engine.update_weights(peaked_model.state_dict())
     expected = HFEngine(peaked_model, policy[1]).generate(samples, GREEDY)
     assert token_ids(engine.generate(samples, GREEDY)) == token_ids(expected)
+
+
+def test_an_overlong_prompt_gets_no_completions(policy, samples) -> None:
+    model, processor = policy
+    lengths = build_prompt_batch(processor, samples, family=model.config.model_type).attention_mask.sum(-1)
+    shortest = int(lengths.argmin())
+    engine = HFEngine(model, processor, max_prompt_len=int(lengths.min()))
+    groups = engine.generate(samples, SamplingParams(n=2, max_new_tokens=3, seed=0))
+    assert [len(group) for group in groups] == [2 if i == shortest else 0 for i in range(len(samples))]
+    assert engine.generate([], SamplingParams()) == []

@@ -92,10 +92,8 @@ def test_token_logprobs_gathers_the_log_softmax() -> None:
     torch.testing.assert_close(result, expected)
 
 
-def test_advance_finished_keeps_the_stop_token_then_pads() -> None:
-    stop_ids, pad = torch.tensor([7, 8]), 0
-    tokens, finished = sampling.advance_finished(
-        torch.tensor([7, 3, 8]), torch.tensor([False, False, True]), stop_ids, pad
-    )
-    assert tokens.tolist() == [7, 3, 0]
-    assert finished.tolist() == [True, False, True]
+def test_completion_lengths_keep_the_first_stop_token() -> None:
+    token_ids = torch.tensor([[5, 7, 3, 7], [1, 2, 3, 4], [8, 0, 0, 0]])
+    lengths, stopped = sampling.completion_lengths(token_ids, torch.tensor([7, 8]))
+    assert lengths.tolist() == [2, 4, 1]
+    assert stopped.tolist() == [True, False, True]

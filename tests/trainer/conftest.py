@@ -22,11 +22,18 @@ def share_of_threes(completions, **_):
 '''
 
 
-@pytest.fixture()
-def small_config(tmp_path: Path, tiny_qwen25vl: Path) -> Callable[..., Config]:
-    """``small_config(*overrides)``: a fast GRPO config writing under ``tmp_path``."""
-    plugin = tmp_path / "digit_reward.py"
+@pytest.fixture(scope="session")
+def digit_reward_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One plugin file per session: a reward name can be registered only once per process."""
+    plugin = tmp_path_factory.mktemp("plugins") / "digit_reward.py"
     plugin.write_text(DIGIT_REWARD_PLUGIN)
+    return plugin
+
+
+@pytest.fixture()
+def small_config(tmp_path: Path, tiny_qwen25vl: Path, digit_reward_plugin: Path) -> Callable[..., Config]:
+    """``small_config(*overrides)``: a fast GRPO config writing under ``tmp_path``."""
+    plugin = digit_reward_plugin
 
     def make(*overrides: str) -> Config:
         base = [

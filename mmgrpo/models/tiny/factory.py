@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import torch
 
 from mmgrpo.models.tiny.families import TINY_FAMILIES, TinySpec
+
+# Moved into place last, so its presence marks a complete checkpoint.
+COMPLETION_MARKER = "config.json"
 
 
 def make_tiny(family: str, out_dir: str | Path, *, seed: int = 0, **overrides: object) -> Path:
@@ -24,6 +29,12 @@ def make_tiny(family: str, out_dir: str | Path, *, seed: int = 0, **overrides: o
         model, processor = builder(spec)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    processor.save_pretrained(out)
+    # Saved beside the target then moved file by file: concurrent builders (e.g. two
+    # ranks) and readers never see a half-written checkpoint.
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as staging:
+        model.save_pretrained(staging)
+        processor.save_pretrained(staging)
+        names = sorted(os.listdir(staging), key=lambda name: name == COMPLETION_MARKER)
+        for name in names:
+            os.replace(Path(staging) / name, out / name)
     return out

@@ -95,10 +95,17 @@ def qwen_text_config(spec: TinySpec, tokenizer: Qwen2Tokenizer, **rope_extras: A
     }
 
 
+VISION_TOKEN_CONFIG_KEYS = {
+    "image_token_id": "<|image_pad|>",
+    "video_token_id": "<|video_pad|>",
+    "vision_start_token_id": "<|vision_start|>",
+    "vision_end_token_id": "<|vision_end|>",
+}
+
+
 def vision_token_ids(tokenizer: Qwen2Tokenizer) -> dict[str, int]:
-    names = ("image_pad", "video_pad", "vision_start", "vision_end")
-    keys = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
-    return {key: tokenizer.convert_tokens_to_ids(f"<|{name}|>") for key, name in zip(keys, names)}
+    """The placeholder ids a Qwen-VL config names, looked up in this tokenizer."""
+    return {key: tokenizer.convert_tokens_to_ids(token) for key, token in VISION_TOKEN_CONFIG_KEYS.items()}
 
 
 def _assemble(
@@ -132,7 +139,10 @@ def _assemble(
 
 def _qwen2_video_processor(spec: TinySpec, patch_size: int) -> Qwen2VLVideoProcessor:
     min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
-    return Qwen2VLVideoProcessor(min_pixels=min_pixels, max_pixels=max_pixels, max_frames=spec.max_frames)
+    # cap_pixels_per_frame: qwen-vl-utils semantics, the future transformers default.
+    return Qwen2VLVideoProcessor(
+        min_pixels=min_pixels, max_pixels=max_pixels, max_frames=spec.max_frames, cap_pixels_per_frame=True
+    )
 
 
 def _qwen2_image_processor(spec: TinySpec, patch_size: int, **kwargs: Any) -> Qwen2VLImageProcessor:
@@ -207,7 +217,7 @@ def build_qwen3_vl(spec: TinySpec) -> TinyModel:
     video_processor = Qwen3VLVideoProcessor(
         size={"shortest_edge": min_pixels, "longest_edge": max_pixels * spec.max_frames},
         max_frames=spec.max_frames,
-        cap_pixels_per_frame=True,  # qwen-vl-utils semantics, the future transformers default
+        cap_pixels_per_frame=True,
         **half_grey,
     )
     return _assemble(

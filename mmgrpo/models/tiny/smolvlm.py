@@ -26,6 +26,7 @@ TILE_SIZE = 64  # vision tower input side; every image tile is resized to it
 PATCH_SIZE = 16
 SCALE_FACTOR = 2  # pixel-shuffle factor: (64/16)^2 / 2^2 = 4 tokens per tile
 DEFAULT_TILES_PER_SIDE = 2
+VIDEO_FPS = 1
 CHAT_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<end_of_utterance>")
 IMAGE_TOKENS = ("<fake_token_around_image>", "<image>", "<global-img>")
 STOP_TOKENS = ("<end_of_utterance>",)
@@ -85,10 +86,12 @@ def build_smolvlm(spec: TinySpec) -> TinyModel:
         pad_token_id=tokenizer.pad_token_id,
     )
     sizes = {"size": {"longest_edge": longest_edge}, "max_image_size": {"longest_edge": TILE_SIZE}}
+    # As in real SmolVLM checkpoints; used when the caller asks the processor to sample frames.
+    video_sampling = {"fps": VIDEO_FPS, "max_frames": spec.max_frames, "video_size": sizes["size"]}
     processor = SmolVLMProcessor(
         image_processor=SmolVLMImageProcessor(**sizes),
         tokenizer=tokenizer,
-        video_processor=SmolVLMVideoProcessor(**sizes, num_frames=spec.max_frames),
+        video_processor=SmolVLMVideoProcessor(**sizes, video_sampling=video_sampling),
         image_seq_len=(TILE_SIZE // PATCH_SIZE) ** 2 // SCALE_FACTOR**2,
         chat_template=tokenizer.chat_template,
     )

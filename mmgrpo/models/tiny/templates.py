@@ -29,8 +29,7 @@ def chat_template(
     ``default_system`` is inserted when the conversation has no system turn.
     """
     media = "".join(
-        f"{{%- elif part['type'] == {kind!r} -%}}{{{{ {markup!r} }}}}"
-        for kind, markup in media_markup.items()
+        f"{{%- elif part['type'] == {kind!r} -%}}{{{{ {markup!r} }}}}" for kind, markup in media_markup.items()
     )
     system = (
         f"{{%- if messages[0]['role'] != 'system' -%}}"

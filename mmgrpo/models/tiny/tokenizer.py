@@ -26,9 +26,10 @@ _PRETOKENIZE_REGEX = (
 )
 
 _NUMBER_WORDS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen twenty"
-).split()
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
+    "nineteen", "twenty",
+)  # fmt: skip
 _OBJECTS = ("objects", "cubes", "spheres", "cylinders", "squares", "circles", "beeps", "tones")
 _COLOURS = ("red", "green", "blue", "yellow", "purple", "cyan", "gray", "brown", "orange", "pink")
 _FILLER = (
@@ -47,10 +48,7 @@ _FILLER = (
 
 def tiny_corpus() -> list[str]:
     """The built-in training text: deterministic, a few hundred short lines."""
-    counting = [
-        f"How many {colour} {obj} are there?"
-        for colour, obj in itertools.product(_COLOURS, _OBJECTS)
-    ]
+    counting = [f"How many {colour} {obj} are there?" for colour, obj in itertools.product(_COLOURS, _OBJECTS)]
     numbers = [
         f"<think>I count {word} {obj}.</think><answer>{n}</answer>"
         for (n, word), obj in itertools.product(enumerate(_NUMBER_WORDS), _OBJECTS[:3])
@@ -59,9 +57,7 @@ def tiny_corpus() -> list[str]:
     return [*_FILLER, *counting, *numbers, *arithmetic]
 
 
-def train_byte_level_bpe(
-    corpus: Sequence[str], *, vocab_size: int
-) -> tuple[dict[str, int], list[tuple[str, str]]]:
+def train_byte_level_bpe(corpus: Sequence[str], *, vocab_size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
     """Train a byte-level BPE (Qwen-style pre-tokenisation) and return its vocab and merges.
 
     ``vocab_size`` counts the 256 byte symbols plus the learned merges; special and

@@ -1,0 +1,140 @@
+"""evaluate_policy with a scripted engine: every summary number against a hand computation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+
+from data_recipes.loading import SkippedRow
+from eval import EvalOptions, EvalResult, comparison_table, evaluate_policy
+from eval.runner import PROMPT_TOO_LONG
+from mmgrpo.rollout.base import SamplingParams
+from mmgrpo.types import Completion, Sample
+from tasks import get_task
+
+# sample id -> (task, true count, its four completions)
+SCRIPT = {
+    "q0": ("clevr_count", 1, ["<answer>1</answer>"] * 4),
+    "q1": ("clevr_count", 2, ["<answer>3</answer>", "<answer>2</answer>", "2", "<answer>2</answer>"]),
+    "q2": ("clevr_count", 3, ["no idea"] * 4),
+    "v0": ("video_count", 2, ["<answer>2</answer>", "<answer>5</answer>", "<answer>2</answer>", "<answer>2</answer>"]),
+}
+MEDIA_COLUMN = {"clevr_count": "image", "video_count": "video"}
+
+
+class ScriptedEngine:
+    """Answers each prompt with its scripted completions; a completion without a closing
+    answer tag is marked truncated. Records every generate call."""
+
+    def __init__(self, dropped: Sequence[str] = ()) -> None:
+        self.dropped = set(dropped)
+        self.calls: list[tuple[list[str], SamplingParams]] = []
+
+    def generate(self, samples, params, group_sizes=None) -> list[list[Completion]]:
+        self.calls.append(([sample.id for sample in samples], params))
+        return [[] if sample.id in self.dropped else self._group(sample.id, params.n) for sample in samples]
+
+    def update_weights(self, model_or_state_dict) -> None:
+        pass
+
+    @staticmethod
+    def _group(sample_id: str, n: int) -> list[Completion]:
+        texts = SCRIPT[sample_id][2][:n]
+        return [Completion(t, token_ids=list(range(len(t))), truncated=not t.endswith("</answer>")) for t in texts]
+
+
+@pytest.fixture(scope="module")
+def tasks():
+    return {name: get_task(name) for name in MEDIA_COLUMN}
+
+
+@pytest.fixture(scope="module")
+def samples(tasks) -> list[Sample]:
+    rows = {
+        sample_id: {"id": sample_id, "problem": "How many objects are there?", "answer": count, MEDIA_COLUMN[task]: f"/media/{sample_id}"}
+        for sample_id, (task, count, _) in SCRIPT.items()
+    }
+    return [tasks[SCRIPT[sample_id][0]].to_sample(row, think=False) for sample_id, row in rows.items()]
+
+
+def run_scripted(samples, tasks, *, samples_per_item=4, batch_size=64, dropped=(), skipped=()):
+    engine = ScriptedEngine(dropped)
+    options = EvalOptions(samples=samples_per_item, temperature=1.0, batch_size=batch_size, seed=7, progress=False)
+    return engine, evaluate_policy(engine, samples, tasks, options, skipped=list(skipped))
+
+
+def test_summary_matches_hand_computation(samples, tasks):
+    _, result = run_scripted(samples, tasks)
+    summary = result.summary()
+    # correct completions per item: q0 4/4, q1 2/4 (a bare "2" has no answer tag), q2 0/4, v0 3/4
+    assert summary["n"] == 4 and summary["skipped"] == 0
+    assert summary["accuracy"] == pytest.approx(2 / 4)  # first completions: q0 and v0 right
+    assert summary["pass@1"] == pytest.approx((1 + 0.5 + 0 + 0.75) / 4)
+    assert summary["pass@2"] == pytest.approx((1 + (1 - 1 / 6) + 0 + 1) / 4)  # q1: 1 - C(2,2)/C(4,2)
+    assert summary["pass@4"] == pytest.approx(3 / 4)
+    assert summary["mean@4"] == pytest.approx((1 + 0.5 + 0 + 0.75) / 4)
+    assert summary["format_rate"] == pytest.approx((4 + 3 + 0 + 4) / 16)
+    assert summary["truncation_rate"] == pytest.approx(5 / 16)
+    lengths = [len(text) for _, _, texts in SCRIPT.values() for text in texts]
+    assert summary["mean_length"] == pytest.approx(sum(lengths) / len(lengths))
+    assert summary["clevr_count/accuracy"] == pytest.approx(1 / 3)
+    assert summary["video_count/accuracy"] == 1.0
+    assert summary["video_count/pass@1"] == pytest.approx(0.75)
+    assert summary["accuracy_ci_low"] < summary["accuracy"] < summary["accuracy_ci_high"]
+
+
+def test_items_keep_parsed_answers_rewards_and_media(samples, tasks):
+    _, result = run_scripted(samples, tasks)
+    q1 = next(item for item in result.items if item.sample_id == "q1")
+    assert q1.media == ["/media/q1"] and q1.answer == 2
+    assert [c.parsed_answer for c in q1.completions] == [3, 2, 2, 2]  # read leniently, even untagged
+    assert [c.metric for c in q1.completions] == [0.0, 1.0, 0.0, 1.0]  # but scored strictly
+    assert [c.rewards["count_accuracy"] for c in q1.completions] == [0.0, 1.0, 0.0, 1.0]
+    assert q1.completions[1].reward == pytest.approx(1.0 + 0.1)  # the task's weights: accuracy 1, format 0.1
+
+
+def test_prompts_go_in_batches_with_per_batch_seeds(samples, tasks):
+    engine, _ = run_scripted(samples, tasks, batch_size=3)
+    assert [ids for ids, _ in engine.calls] == [["q0", "q1", "q2"], ["v0"]]
+    assert [params.seed for _, params in engine.calls] == [7, 8]
+    assert all(params.n == 4 and params.temperature == 1.0 for _, params in engine.calls)
+
+
+def test_dropped_prompts_and_bad_rows_are_skipped_and_counted(samples, tasks):
+    bad_row = SkippedRow("r9", "data.jsonl", "missing media", "media/r9.png not found")
+    _, result = run_scripted(samples, tasks, dropped=["q2"], skipped=[bad_row])
+    summary = result.summary()
+    assert summary["n"] == 3 and summary["skipped"] == 2
+    assert result.skipped_by_reason() == {"missing media": 1, PROMPT_TOO_LONG: 1}
+    assert summary["accuracy"] == pytest.approx(2 / 3)  # a dropped prompt is not scored as a failure
+
+
+def test_unknown_task_is_a_clear_error(samples, tasks):
+    with pytest.raises(KeyError, match="video_count"):
+        evaluate_policy(ScriptedEngine(), samples, {"clevr_count": tasks["clevr_count"]}, EvalOptions(progress=False))
+
+
+def test_greedy_options_refuse_several_samples():
+    with pytest.raises(ValueError, match="temperature"):
+        EvalOptions(samples=4, temperature=0.0)
+
+
+def test_result_round_trips_through_json(samples, tasks):
+    _, result = run_scripted(samples, tasks, skipped=[SkippedRow("r9", "data.jsonl", "missing media")])
+    restored = EvalResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert restored == result
+    assert restored.summary() == result.summary()
+
+
+def test_comparison_table_has_a_column_per_model_with_intervals(samples, tasks):
+    _, four = run_scripted(samples, tasks)
+    _, one = run_scripted(samples, tasks, samples_per_item=1)
+    lines = comparison_table({"before GRPO": one, "after GRPO": four}).splitlines()
+    assert lines[0] == "| metric | before GRPO | after GRPO |"
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in lines[2:]}
+    accuracy_cells = rows["accuracy"].strip("| ").split(" | ")[1:]
+    assert len(accuracy_cells) == 2 and all(cell.startswith("0.500 [") for cell in accuracy_cells)
+    assert rows["pass@4"].split(" | ")[1] == "-"  # the one-sample result has no pass@4
+    assert "clevr_count/accuracy" in rows and "video_count/accuracy" in rows

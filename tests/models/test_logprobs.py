@@ -1,0 +1,113 @@
+"""Per-token log-probs of the plain path equal one unbatched HF forward, for every tiny family."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mmgrpo.models.batch import build_train_batch
+from mmgrpo.models.logprobs import sequence_logprobs, token_logprobs
+from mmgrpo.models.tiny import TINY_FAMILIES
+
+ATOL = 1e-5
+COMPLETION_LENGTHS = (4, 1, 6, 3)
+PROMPT_OF = (0, 1, 2, 0)  # completion i continues prompt PROMPT_OF[i]; prompt 0 twice
+
+
+def random_completions(lengths=COMPLETION_LENGTHS, seed: int = 0) -> list[list[int]]:
+    """Byte-level token ids: never a special or placeholder token."""
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, 256, (length,), generator=generator).tolist() for length in lengths]
+
+
+@pytest.mark.parametrize("family", TINY_FAMILIES.names())
+def test_logprobs_equal_unbatched_reference(family, load_tiny, media_samples, reference) -> None:
+    model, processor = load_tiny(family)
+    samples = [media_samples(family)[p] for p in PROMPT_OF]
+    completions = random_completions()
+    batch = build_train_batch(processor, samples, completions, family=model.config.model_type)
+
+    with torch.no_grad():
+        logp, _ = sequence_logprobs(model, batch, micro_batch_size=len(samples))
+
+    assert logp.shape == (len(samples), max(COMPLETION_LENGTHS))
+    for row, (sample, completion) in enumerate(zip(samples, completions)):
+        expected = reference(model, processor, sample, completion)
+        torch.testing.assert_close(logp[row, : len(completion)], expected, atol=ATOL, rtol=0)
+        assert not logp[row, len(completion) :].any()  # padding stays 0
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "smolvlm"])
+def test_logprobs_invariant_to_batch_composition_and_padding(family, load_tiny, media_samples) -> None:
+    model, processor = load_tiny(family)
+    samples = media_samples(family)
+    completions = random_completions((5, 2, 3))
+    full = build_train_batch(processor, samples, completions, family=family)
+    with torch.no_grad():
+        together, _ = sequence_logprobs(model, full, micro_batch_size=3)
+        one_by_one, _ = sequence_logprobs(model, full, micro_batch_size=1)
+        # The shortest prompt alone has no left padding; in the full batch it has plenty.
+        alone, _ = sequence_logprobs(
+            model, build_train_batch(processor, samples[1:2], completions[1:2], family=family), micro_batch_size=1
+        )
+    torch.testing.assert_close(together, one_by_one, atol=ATOL, rtol=0)
+    torch.testing.assert_close(together[1, :2], alone[0], atol=ATOL, rtol=0)
+
+
+def test_entropy_chunks_and_temperature_match_reference(load_tiny, media_samples, reference_distribution) -> None:
+    model, processor = load_tiny("qwen2_5_vl")
+    samples = media_samples("qwen2_5_vl")[:2]
+    completions = random_completions((5, 3))
+    batch = build_train_batch(processor, samples, completions, family="qwen2_5_vl")
+    temperature = 0.7
+    with torch.no_grad():
+        logp, entropy = sequence_logprobs(
+            model, batch, micro_batch_size=2, with_entropy=True, chunk_size=3, temperature=temperature
+        )
+    for row, (sample, completion) in enumerate(zip(samples, completions)):
+        log_probs = reference_distribution(model, processor, sample, completion)  # [Tc, V] at temperature 1
+        tempered = (log_probs / temperature).log_softmax(-1)  # log_softmax(logits / T)
+        expected_logp = tempered.gather(-1, torch.tensor(completion)[:, None]).squeeze(-1)
+        expected_entropy = -(tempered.exp() * tempered).sum(-1)
+        torch.testing.assert_close(logp[row, : len(completion)], expected_logp, atol=ATOL, rtol=0)
+        torch.testing.assert_close(entropy[row, : len(completion)], expected_entropy, atol=ATOL, rtol=0)
+
+
+def test_video_logprobs_through_qwen2_5_vl(load_tiny, media_samples, video_sample, video_budgets, reference) -> None:
+    model, processor = load_tiny("qwen2_5_vl")
+    samples = [video_sample, media_samples("qwen2_5_vl")[0]]  # a video row batched with an image row
+    completions = random_completions((4, 2))
+    batch = build_train_batch(processor, samples, completions, video_budgets, family="qwen2_5_vl")
+    assert "pixel_values_videos" in batch.prompt.media_inputs
+    with torch.no_grad():
+        logp, _ = sequence_logprobs(model, batch, micro_batch_size=1)  # micro-batches split video from image
+    for row, (sample, completion) in enumerate(zip(samples, completions)):
+        expected = reference(model, processor, sample, completion, video_budgets)
+        torch.testing.assert_close(logp[row, : len(completion)], expected, atol=ATOL, rtol=0)
+
+
+def test_gradients_flow_into_vision_tower(load_tiny, media_samples) -> None:
+    model, processor = load_tiny("qwen2_5_vl")
+    batch = build_train_batch(
+        processor, media_samples("qwen2_5_vl")[:2], random_completions((3, 2)), family="qwen2_5_vl"
+    )
+    model.zero_grad(set_to_none=True)
+    logp, _ = sequence_logprobs(model, batch, micro_batch_size=2, chunk_size=2)
+    logp.sum().backward()
+    vision_grads = [p.grad for name, p in model.named_parameters() if ".visual." in f".{name}"]
+    assert vision_grads and all(g is not None for g in vision_grads)
+    assert any(g.abs().sum() > 0 for g in vision_grads)
+    model.zero_grad(set_to_none=True)
+
+
+def test_token_logprobs_only_computes_masked_positions() -> None:
+    torch.manual_seed(0)
+    head = torch.nn.Linear(8, 11, bias=False)
+    hidden = torch.randn(2, 4, 8)
+    targets = torch.randint(0, 11, (2, 4))
+    mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
+    logp, entropy = token_logprobs(head, hidden, targets, mask, with_entropy=True, chunk_size=2)
+    log_probs = head(hidden).log_softmax(-1)  # [2, 4, 11]
+    expected = log_probs.gather(-1, targets[..., None]).squeeze(-1) * mask
+    torch.testing.assert_close(logp, expected)
+    torch.testing.assert_close(entropy, -(log_probs.exp() * log_probs).sum(-1) * mask)

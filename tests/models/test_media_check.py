@@ -1,0 +1,75 @@
+"""Placeholder tokens must match media features; a mismatch names the sample before any forward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from PIL import Image
+
+from mmgrpo.models.adapters import adapter_for
+from mmgrpo.models.batch import build_prompt_batch, build_train_batch
+from mmgrpo.models.media_check import MediaTokenMismatchError, check_media_tokens
+from mmgrpo.models.shared_prefix import grouped_logprobs
+from mmgrpo.types import Sample
+
+
+def encoded_prompts(processor, samples) -> dict[str, torch.Tensor]:
+    """What the family's processor returns for ``samples`` (no truncation)."""
+    texts = [processor.apply_chat_template(s.messages, tokenize=False, add_generation_prompt=True) for s in samples]
+    images = [[Image.open(path) for path in s.media("image")] for s in samples]
+    return dict(processor(text=texts, images=images, padding=True, padding_side="left", return_tensors="pt"))
+
+
+def test_truncated_image_tokens_raise_naming_the_sample(load_tiny, media_samples) -> None:
+    _, processor = load_tiny("qwen2_5_vl")
+    samples = media_samples("qwen2_5_vl")
+    encoded = encoded_prompts(processor, samples)
+    adapter = adapter_for("qwen2_5_vl")
+    counts = [{"image": 1}] * 3
+    expected = adapter.expected_media_tokens(processor, encoded, counts)
+    image_id = processor.image_token_id
+    # 112 x 112 pixels = 8 x 8 patches of 14 px, merged 2 x 2 -> 16 tokens.
+    assert expected[0]["image"] == 16
+    check_media_tokens(encoded["input_ids"], expected, {"image": image_id}, [s.id for s in samples])  # intact: fine
+
+    truncated = encoded["input_ids"].clone()
+    cut = (truncated[1] == image_id).nonzero()[-3:, 0]  # drop row 1's last three image tokens
+    truncated[1, cut] = processor.tokenizer.pad_token_id
+    with pytest.raises(MediaTokenMismatchError, match=rf"sample '{samples[1].id}'.*image") as error:
+        check_media_tokens(truncated, expected, {"image": image_id}, [s.id for s in samples])
+    assert (error.value.found, error.value.expected) == (expected[1]["image"] - 3, expected[1]["image"])
+
+
+def test_prompt_placeholders_without_media_are_rejected(load_tiny) -> None:
+    """A bad row: its text holds a placeholder token but it carries no image."""
+    _, processor = load_tiny("qwen2_5_vl")
+    content = [{"type": "text", "text": f"look {processor.image_token} here"}]
+    sample = Sample(id="row-17", task="test", messages=[{"role": "user", "content": content}])
+    with pytest.raises(MediaTokenMismatchError, match="sample 'row-17': 1 image placeholder tokens but image inputs"):
+        build_prompt_batch(processor, [sample], family="qwen2_5_vl")
+
+
+def test_placeholder_sampled_in_a_completion_is_rejected(load_tiny, media_samples) -> None:
+    model, processor = load_tiny("qwen2_5_vl")
+    samples = media_samples("qwen2_5_vl")[:2]
+    image_id = processor.image_token_id
+    completions = [[5, 6], [7, image_id, 8]]
+    with pytest.raises(MediaTokenMismatchError, match=f"sample '{samples[1].id}'"):
+        build_train_batch(processor, samples, completions, family="qwen2_5_vl")
+    prompts = build_prompt_batch(processor, samples, family="qwen2_5_vl")
+    with pytest.raises(MediaTokenMismatchError, match=f"sample '{samples[1].id}'"):
+        grouped_logprobs(model, prompts, completions, (1, 1), micro_batch_size=2)
+
+
+@pytest.mark.parametrize("family", ["smolvlm", "qwen2_audio", "qwen3_vl"])
+def test_feature_token_formulas_match_processor_expansion(family, load_tiny, media_samples) -> None:
+    """Each family adapter's features -> tokens formula agrees with what its processor wrote."""
+    _, processor = load_tiny(family)
+    batch = build_prompt_batch(processor, media_samples(family), family=family)  # runs the check
+    adapter = adapter_for(family)
+    inputs = batch.model_inputs()
+    expected = adapter.expected_media_tokens(processor, inputs, batch.media_counts)
+    for modality, token_id in adapter.placeholder_token_ids(processor).items():
+        found = (batch.input_ids == token_id).sum(-1).tolist()
+        assert [row.get(modality, 0) for row in expected] == found
+    assert all(sum(row.values()) > 0 for row in expected)

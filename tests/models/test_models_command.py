@@ -1,0 +1,41 @@
+"""``mmgrpo models``: make-tiny writes a loadable checkpoint; list shows families and options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from transformers import AutoConfig
+
+from mmgrpo.cli import main
+
+
+def test_make_tiny_applies_seed_and_options(tmp_path: Path, tiny_qwen25vl: Path) -> None:
+    out = tmp_path / "tiny"
+    assert main(["models", "make-tiny", "--family", "qwen2_5_vl", "--out", str(out), "--seed", "0"]) == 0
+    assert (out / "model.safetensors").read_bytes() == (tiny_qwen25vl / "model.safetensors").read_bytes()
+
+    resized = tmp_path / "resized"
+    argv = ["models", "make-tiny", "--family", "qwen2_5_vl", "--out", str(resized), "--set", "num_layers=1"]
+    assert main(argv) == 0
+    assert AutoConfig.from_pretrained(resized).text_config.num_hidden_layers == 1
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--family", "qwen25"], "unknown tiny model family 'qwen25'. Did you mean 'qwen2_5_vl'"),
+        (["--family", "qwen2_5_vl", "--set", "hidden_size"], "--set expects NAME=INT, got 'hidden_size'"),
+        (["--family", "qwen2_5_vl", "--set", "width=3"], "unknown tiny-model option"),
+    ],
+)
+def test_bad_arguments_exit_2_with_the_reason(tmp_path: Path, capsys, extra: list[str], message: str) -> None:
+    assert main(["models", "make-tiny", "--out", str(tmp_path), *extra]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_list_shows_families_and_options(capsys) -> None:
+    assert main(["models", "list"]) == 0
+    printed = capsys.readouterr().out
+    for name in ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "qwen2_audio", "hidden_size", "max_pixels"):
+        assert name in printed
