@@ -255,6 +255,7 @@ def test_invalid_yaml_and_non_mapping_files_name_the_file(tmp_path: Path) -> Non
         ),
         (["eval.samples=4", "eval.temperature=0"], "eval.samples=4 needs eval.temperature > 0"),
         (["lora.enabled=true", "lora.target_modules=[]"], "lora.target_modules is empty"),
+        (["train.gradient_checkpointing=true"], "train.gradient_checkpointing=true needs train.group_shared_encoding=false"),
         (
             ["distributed.offload_params=true", "distributed.backend=deepspeed"],
             "distributed.offload_params needs distributed.backend='deepspeed' and distributed.zero_stage=3 "

@@ -88,16 +88,27 @@ class DatasetConfig:
     check_media: bool = option(True, "Check each media file decodes at load time (bad rows are skipped and counted).")
 
 
+# The embedded default's data: "how many objects" only, two shapes of one size, on the
+# processor's mean colour (measured: on white, a tiny VLM does not learn to count).
+DEFAULT_COUNTING_DATA = {
+    "n": 2000,
+    "attribute_question_prob": 0.0,
+    "shapes": ["square", "circle"],
+    "small_px": 14,
+    "large_px": 14,
+}
+
+
 @dataclass
 class DataConfig:
     """Training and evaluation data."""
 
     train: list[DatasetConfig] = option(
-        [DatasetConfig(recipe="clevr_count", recipe_args={"n": 2000}, split="train")],
+        [DatasetConfig(recipe="clevr_count", recipe_args=DEFAULT_COUNTING_DATA, split="train")],
         "Datasets prompts are drawn from, mixed by weight.",
     )
     test: list[DatasetConfig] = option(
-        [DatasetConfig(recipe="clevr_count", recipe_args={"n": 2000}, split="test")],
+        [DatasetConfig(recipe="clevr_count", recipe_args=DEFAULT_COUNTING_DATA, split="test")],
         "Held-out datasets for eval.",
     )
     dir: str | None = option(None, "Where generated datasets are written; None = <run dir>/data.")
@@ -154,7 +165,7 @@ class RolloutConfig:
     )
     top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off (TRL default, DAPO).", gt=0, le=1)
     top_k: int = option(0, "Keep the k most likely tokens; 0 = off (overrides transformers' default of 50).", ge=0)
-    max_new_tokens: int = option(16, "Most tokens per completion; longer ones are truncated and flagged.", ge=1)
+    max_new_tokens: int = option(6, "Most tokens per completion; longer ones are truncated and flagged.", ge=1)
     vllm: VLLMConfig = option(VLLMConfig(), "vLLM engine options.")
 
 
@@ -264,7 +275,7 @@ class EvalConfig:
     before: bool = option(True, "Evaluate before GRPO (after SFT).")
     after: bool = option(True, "Evaluate after GRPO.")
     every_n_steps: int = option(0, "Also evaluate every N GRPO steps; 0 = never.", ge=0)
-    limit: int | None = option(200, "Evaluate on at most this many held-out items; None = all.", ge=1)
+    limit: int | None = option(300, "Evaluate on at most this many held-out items; None = all.", ge=1)
     samples: int = option(1, "Completions per item; > 1 reports pass@k and mean@k.", ge=1)
     temperature: float = option(0.0, "0 = greedy decoding.", ge=0)
     batch_size: int = option(64, "Prompts per generate call.", ge=1)

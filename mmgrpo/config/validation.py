@@ -103,6 +103,14 @@ def _distributed(config: Config) -> Iterator[str]:
         )
 
 
+def _checkpointing(config: Config) -> Iterator[str]:
+    if config.train.gradient_checkpointing and config.train.group_shared_encoding:
+        yield (
+            "train.gradient_checkpointing=true needs train.group_shared_encoding=false: transformers drops the "
+            "prompt KV cache under gradient checkpointing, and group-shared encoding is built on it"
+        )
+
+
 def _vllm(config: Config) -> Iterator[str]:
     vllm = config.rollout.vllm
     if vllm.mode == "server" and not vllm.server_url.startswith(("http://", "https://")):
@@ -159,6 +167,7 @@ RULES: list[Rule] = [
     _eval_sampling,
     _lora,
     _distributed,
+    _checkpointing,
     _vllm,
     _media,
     _datasets,

@@ -53,7 +53,7 @@ def processed_logits(
 ) -> torch.Tensor:
     """The logits actually sampled from: forbidden ids masked, then temperature, top-k, top-p.
 
-    Greedy decoding (temperature 0) only masks: the argmax is unaffected by the rest.
+    Greedy decoding (temperature 0 or top_k 1) only masks: the argmax is unaffected by the rest.
     """
     logits = mask_token_ids(logits.float(), forbidden_ids)
     if params.greedy:

@@ -35,6 +35,7 @@ class MetricsLogger:
         config: dict[str, Any] | None = None,
         resume_step: int | None = None,
     ) -> None:
+        run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / "metrics.jsonl"
         if resume_step is not None:
             kept = [row for row in read_metrics(self.path) if row.get("step", 0) <= resume_step]

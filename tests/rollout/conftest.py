@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -39,15 +39,27 @@ def policy(tiny_qwen25vl: Path) -> tuple[PreTrainedModel, ProcessorMixin]:
     return load_model_and_processor(tiny_qwen25vl)
 
 
-@pytest.fixture(scope="module")
-def peaked_model(policy: tuple[PreTrainedModel, ProcessorMixin]) -> PreTrainedModel:
-    """A copy of the policy with ``PEAKED_WEIGHT_SCALE`` x its language-model matrices."""
-    model = copy.deepcopy(policy[0])
+def peaked_copy(model: PreTrainedModel) -> PreTrainedModel:
+    """A copy of ``model`` with ``PEAKED_WEIGHT_SCALE`` x the matrices of its language model."""
+    model = copy.deepcopy(model)
+    weights = [*model.get_decoder().parameters(), model.get_output_embeddings().weight]
     with torch.no_grad():
-        for name, weight in model.named_parameters():
-            if weight.dim() == 2 and "visual" not in name:
+        for weight in {id(w): w for w in weights}.values():  # a tied head is scaled once
+            if weight.dim() == 2:
                 weight.mul_(PEAKED_WEIGHT_SCALE)
     return model
+
+
+@pytest.fixture(scope="session")
+def make_peaked() -> Callable[[PreTrainedModel], PreTrainedModel]:
+    """:func:`peaked_copy`, for tests that build their own models."""
+    return peaked_copy
+
+
+@pytest.fixture(scope="module")
+def peaked_model(policy: tuple[PreTrainedModel, ProcessorMixin]) -> PreTrainedModel:
+    """The policy made peaked (see :func:`peaked_copy`)."""
+    return peaked_copy(policy[0])
 
 
 def image_sample(sample_id: str, size: tuple[int, int], question: str, seed: int) -> Sample:
