@@ -118,12 +118,10 @@ def test_apply_overrides_leaves_the_base_config_unchanged() -> None:
         ("algo.kl_clamp=null", lambda c: c.algo.kl_clamp, None),
         ("checkpoint.resume=none", lambda c: c.checkpoint.resume, None),
         ("log.run_name=2024", lambda c: c.log.run_name, "2024"),
-        ("distributed.zero_stage=3", lambda c: c.distributed.zero_stage, 3),
         ("lora.target_modules=[q_proj,v_proj]", lambda c: c.lora.target_modules, ["q_proj", "v_proj"]),
         ("task.rewards.format=0.5", lambda c: c.task.rewards, {"format": 0.5}),
         ("task.rewards={accuracy: 1, format: 0.1}", lambda c: c.task.rewards, {"accuracy": 1.0, "format": 0.1}),
         ("data.train.0.limit=7", lambda c: c.data.train[0].limit, 7),
-        ("rollout.vllm.mode=server", lambda c: c.rollout.vllm.mode, "server"),
     ],
 )
 def test_override_values_are_parsed_and_coerced_to_the_field_type(
@@ -256,12 +254,7 @@ def test_invalid_yaml_and_non_mapping_files_name_the_file(tmp_path: Path) -> Non
         (["eval.samples=4", "eval.temperature=0"], "eval.samples=4 needs eval.temperature > 0"),
         (["lora.enabled=true", "lora.target_modules=[]"], "lora.target_modules is empty"),
         (["train.gradient_checkpointing=true"], "train.gradient_checkpointing=true needs train.group_shared_encoding=false"),
-        (
-            ["distributed.offload_params=true", "distributed.backend=deepspeed"],
-            "distributed.offload_params needs distributed.backend='deepspeed' and distributed.zero_stage=3 "
-            "(got backend='deepspeed', zero_stage=2)",
-        ),
-        (["rollout.vllm.mode=server", "rollout.vllm.server_url=localhost:8000"], "must start with http:// or https://"),
+        (["rollout.engine=vllm"], "rollout.engine: unknown rollout engine 'vllm'"),
         (["model.min_pixels=20000"], "model.min_pixels=20000 is larger than model.max_pixels=12544"),
         (
             ["data.train.0.path=/data/x"],
@@ -284,10 +277,9 @@ def test_every_problem_is_reported_at_once() -> None:
 def test_a_valid_variant_passes() -> None:
     config = load_config(None, [
         "algo.eps_high=0.28", "algo.dual_clip=3", "algo.loss_agg=seq-mean-token-sum-norm", "algo.scale_std=false",
-        "algo.dynamic_sampling=true", "algo.overlong_buffer=4", "distributed.backend=deepspeed",
-        "distributed.zero_stage=3", "distributed.offload_params=true", "eval.samples=4", "eval.temperature=0.7",
+        "algo.dynamic_sampling=true", "algo.overlong_buffer=4", "eval.samples=4", "eval.temperature=0.7",
     ])
-    assert config.algo.dual_clip == 3.0 and config.distributed.zero_stage == 3
+    assert config.algo.dual_clip == 3.0 and config.eval.samples == 4
 
 
 def test_registered_names_are_checked_against_their_registry(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -314,7 +306,7 @@ def test_a_registry_module_that_does_not_exist_yet_is_skipped(monkeypatch: pytes
 CHANGED = [
     "seed=5", "algo.beta=0.04", "algo.dual_clip=3", "train.lr=1e-6", "task.rewards={accuracy: 1.0, format: 0.25}",
     "lora.enabled=true", "lora.target_modules=[q_proj]", "data.train=[{path: /d/clevr, adapter: clevr70k, limit: 9}]",
-    "checkpoint.keep_last=null", "distributed.zero_stage=3", "model.tiny_options={hidden_size: 64}",
+    "checkpoint.keep_last=null", "model.tiny_options={hidden_size: 64}",
 ]
 
 

@@ -16,7 +16,6 @@ from mmgrpo.config.schema import (
     Config,
     DataConfig,
     DatasetConfig,
-    DistributedConfig,
     EvalConfig,
     LogConfig,
     LoraConfig,
@@ -25,7 +24,6 @@ from mmgrpo.config.schema import (
     SFTConfig,
     TaskConfig,
     TrainConfig,
-    VLLMConfig,
 )
 
 __all__ = [
@@ -36,7 +34,6 @@ __all__ = [
     "ConfigError",
     "DataConfig",
     "DatasetConfig",
-    "DistributedConfig",
     "EvalConfig",
     "LogConfig",
     "LoraConfig",
@@ -45,7 +42,6 @@ __all__ = [
     "SFTConfig",
     "TaskConfig",
     "TrainConfig",
-    "VLLMConfig",
     "apply_overrides",
     "describe_config",
     "list_recipes",

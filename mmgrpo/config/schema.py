@@ -134,24 +134,10 @@ class TaskConfig:
 
 
 @dataclass
-class VLLMConfig:
-    """vLLM rollout engine options (engine: vllm; GPU only)."""
-
-    mode: Literal["colocate", "server"] = option(
-        "colocate", "colocate: vLLM shares the training GPUs; server: a separate vLLM server generates."
-    )
-    server_url: str = option("http://localhost:8000", "Base URL of the vLLM server (mode: server).")
-    gpu_memory_utilization: float = option(
-        0.3, "GPU memory share vLLM may take (TRL's colocate default 0.3).", gt=0, le=1
-    )
-    tensor_parallel_size: int = option(1, "GPUs each vLLM model replica is split over.", ge=1)
-
-
-@dataclass
 class RolloutConfig:
     """How completions are sampled: P prompts x G completions per step."""
 
-    engine: Literal["hf", "vllm"] = option("hf", "Generation back end: hf (transformers generate) or vllm.")
+    engine: str = option("hf", "Registered rollout engine (mmgrpo.rollout.ENGINES): hf = in-process transformers.")
     prompts_per_step: int = option(
         32, "P: prompts per training step (DAPO: 512).", ge=1
     )
@@ -166,7 +152,6 @@ class RolloutConfig:
     top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off (TRL default, DAPO).", gt=0, le=1)
     top_k: int = option(0, "Keep the k most likely tokens; 0 = off (overrides transformers' default of 50).", ge=0)
     max_new_tokens: int = option(6, "Most tokens per completion; longer ones are truncated and flagged.", ge=1)
-    vllm: VLLMConfig = option(VLLMConfig(), "vLLM engine options.")
 
 
 @dataclass
@@ -250,6 +235,9 @@ class TrainConfig:
         True, "Encode each group's prompt and media once (rollout and log-probs); false = the plain per-sample path."
     )
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
+    num_threads: int | None = option(
+        None, "torch CPU threads; None = torch's default. Tiny models on a small CPU run fastest with 1.", ge=1
+    )
 
 
 @dataclass
@@ -310,19 +298,6 @@ class CheckpointConfig:
 
 
 @dataclass
-class DistributedConfig:
-    """Multi-process training back end (launched with torchrun / deepspeed)."""
-
-    backend: Literal["none", "deepspeed", "fsdp"] = option(
-        "none", "none: one process; deepspeed: ZeRO; fsdp: PyTorch FSDP2."
-    )
-    zero_stage: Literal[0, 1, 2, 3] = option(2, "DeepSpeed ZeRO stage.")
-    offload_optimizer: bool = option(False, "DeepSpeed: keep optimizer state in CPU memory.")
-    offload_params: bool = option(False, "DeepSpeed ZeRO-3: keep parameters in CPU memory.")
-    fsdp_reshard_after_forward: bool = option(True, "FSDP2: free gathered parameters after forward (ZeRO-3-like).")
-
-
-@dataclass
 class Config:
     """A whole mmgrpo run. Load with ``mmgrpo.config.load_config``."""
 
@@ -338,7 +313,6 @@ class Config:
     eval: EvalConfig = option(EvalConfig(), "Evaluation.")
     log: LogConfig = option(LogConfig(), "Logging.")
     checkpoint: CheckpointConfig = option(CheckpointConfig(), "Checkpointing.")
-    distributed: DistributedConfig = option(DistributedConfig(), "Distributed back end.")
 
     @classmethod
     def from_dict(cls, mapping: dict[str, Any]) -> Config:

@@ -25,6 +25,7 @@ Rule = Callable[["Config"], Iterator[str]]
 REGISTERED_KEYS: dict[str, tuple[str, str]] = {
     "algo.advantage_estimator": ("mmgrpo.algos", "ADVANTAGE_ESTIMATORS"),
     "task.name": ("tasks", "TASKS"),
+    "rollout.engine": ("mmgrpo.rollout", "ENGINES"),
 }
 
 
@@ -94,27 +95,12 @@ def _lora(config: Config) -> Iterator[str]:
         yield "lora.target_modules is empty: LoRA needs at least one layer name"
 
 
-def _distributed(config: Config) -> Iterator[str]:
-    dist = config.distributed
-    if dist.offload_params and (dist.backend, dist.zero_stage) != ("deepspeed", 3):
-        yield (
-            "distributed.offload_params needs distributed.backend='deepspeed' and distributed.zero_stage=3 "
-            f"(got backend={dist.backend!r}, zero_stage={dist.zero_stage})"
-        )
-
-
 def _checkpointing(config: Config) -> Iterator[str]:
     if config.train.gradient_checkpointing and config.train.group_shared_encoding:
         yield (
             "train.gradient_checkpointing=true needs train.group_shared_encoding=false: transformers drops the "
             "prompt KV cache under gradient checkpointing, and group-shared encoding is built on it"
         )
-
-
-def _vllm(config: Config) -> Iterator[str]:
-    vllm = config.rollout.vllm
-    if vllm.mode == "server" and not vllm.server_url.startswith(("http://", "https://")):
-        yield f"rollout.vllm.server_url={vllm.server_url!r} must start with http:// or https://"
 
 
 def _media(config: Config) -> Iterator[str]:
@@ -166,9 +152,7 @@ RULES: list[Rule] = [
     _overlong,
     _eval_sampling,
     _lora,
-    _distributed,
     _checkpointing,
-    _vllm,
     _media,
     _datasets,
     _registered_names,

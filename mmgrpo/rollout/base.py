@@ -29,6 +29,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
+from mmgrpo.models.batch import PromptBatch
 from mmgrpo.registry import Registry
 from mmgrpo.types import Completion, Sample
 
@@ -83,12 +84,19 @@ class RolloutEngine(Protocol):
     """Samples completions from the current policy."""
 
     def generate(
-        self, samples: Sequence[Sample], params: SamplingParams, group_sizes: Sequence[int] | None = None
+        self,
+        samples: Sequence[Sample],
+        params: SamplingParams,
+        group_sizes: Sequence[int] | None = None,
+        *,
+        prompts: PromptBatch | None = None,
     ) -> list[list[Completion]]:
         """One list of completions per sample, ``group_sizes[i]`` (default ``params.n``) for sample i.
 
         A sample the engine cannot take (e.g. its prompt exceeds the engine's prompt
-        length limit) gets an empty list; the caller drops that group.
+        length limit) gets an empty list; the caller drops that group. ``prompts`` is
+        ``samples`` already encoded by the caller (``build_prompt_batch``): an in-process
+        engine reuses it rather than encoding twice; a remote engine ignores it.
         """
         ...
 

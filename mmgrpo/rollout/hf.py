@@ -64,18 +64,24 @@ class HFEngine:
         self.pad_token_id = pad_id if pad_id is not None else self.tokenizer.pad_token_id
 
     def generate(
-        self, samples: Sequence[Sample], params: SamplingParams, group_sizes: Sequence[int] | None = None
+        self,
+        samples: Sequence[Sample],
+        params: SamplingParams,
+        group_sizes: Sequence[int] | None = None,
+        *,
+        prompts: PromptBatch | None = None,
     ) -> list[list[Completion]]:
         """``group_sizes[i]`` (default ``params.n``) completions of sample i, in sample order.
 
-        A sample whose prompt exceeds ``max_prompt_len`` gets an empty list.
+        ``prompts``, when given, is ``samples`` already encoded by ``build_prompt_batch``
+        (the trainer encodes once for rollout and training). A sample whose prompt exceeds
+        ``max_prompt_len`` gets an empty list.
         """
         sizes = resolve_group_sizes(samples, params, group_sizes)
         if not samples:
             return []
-        prompts = build_prompt_batch(
-            self.processor, samples, self.budgets, family=self._family, max_prompt_len=self.max_prompt_len
-        )
+        if prompts is None:
+            prompts = self.encode(samples)
         kept_sizes = [sizes[i] for i in prompts.kept]
         rules = self._token_rules(params)
         with _inference_mode(self.model), _seeded(params.seed, self._device) as generator:
@@ -96,6 +102,12 @@ class HFEngine:
         for sample_index, group in zip(prompts.kept, _split(completions, kept_sizes)):
             groups[sample_index] = group
         return groups
+
+    def encode(self, samples: Sequence[Sample]) -> PromptBatch:
+        """``samples`` as the left-padded prompt batch this engine decodes from."""
+        return build_prompt_batch(
+            self.processor, samples, self.budgets, family=self._family, max_prompt_len=self.max_prompt_len
+        )
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Sample from new weights: a module replaces the engine's, a state dict is loaded into it.

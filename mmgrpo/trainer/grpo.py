@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from mmgrpo.algos import group_advantages
 from mmgrpo.config import Config
 from mmgrpo.models.adapters import unwrap_model
-from mmgrpo.models.batch import build_prompt_batch
+from mmgrpo.models.batch import PromptBatch, build_prompt_batch
 from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
 from mmgrpo.trainer.checkpoint import TrainerState, capture_rng_state, load_trainer_state, restore_rng_state, save_checkpoint
 from mmgrpo.trainer.group_sizes import GroupSizeTracker
@@ -131,7 +131,7 @@ class GRPOTrainer:
         started = time.perf_counter()
         self.model.eval()
         rollouts = collect_rollouts(
-            self.engine, self.sampler_take, self._group_sizes_for, self.scoring, self._sampling_params(),
+            self.engine, self._encode, self.sampler_take, self._group_sizes_for, self.scoring, self._sampling_params(),
             num_prompts=cfg.rollout.prompts_per_step, dynamic_sampling=cfg.algo.dynamic_sampling,
             max_resample_rounds=cfg.algo.max_resample_rounds,
         )
@@ -160,6 +160,12 @@ class GRPOTrainer:
     def sampler_take(self, count: int) -> list:
         return [self.samples[i] for i in self.sampler.take(count)]
 
+    def _encode(self, samples: list) -> PromptBatch:
+        return build_prompt_batch(
+            self.processor, samples, self.budgets, family=_model_type(self.model),
+            max_prompt_len=self.config.data.max_prompt_tokens,
+        )
+
     def _group_sizes_for(self, samples: list) -> list[int]:
         if self.config.algo.dynamic_group_size:
             return self.group_sizes.sizes(samples)
@@ -181,9 +187,7 @@ class GRPOTrainer:
         )  # [N]
         completions = rollouts.completions
         token_ids = [c.token_ids for c in completions]
-        prompts = build_prompt_batch(
-            self.processor, rollouts.samples, self.budgets, family=_model_type(self.model),
-        )
+        prompts = rollouts.prompt_batch(self._encode)
         include = [not (cfg.algo.mask_truncated and c.truncated) for c in completions]
         return StepBatch(
             prompts=prompts.to(_device(self.model)),

@@ -59,6 +59,8 @@ def run_training(config: Config) -> dict[str, Any]:
     config.save_yaml(paths.root / "config.yaml")
     _log_to_file(paths.root / "train.log")
     seed_everything(config.seed)
+    if config.train.num_threads:
+        torch.set_num_threads(config.train.num_threads)
     device = pick_device(config.train.device)
     data_dir = Path(config.data.dir) if config.data.dir else paths.shared / "data"
     train_set = load_samples(config.data.train, config.task, data_dir, seed=config.data.seed)

@@ -16,6 +16,7 @@ import torch
 
 from mmgrpo.algos import overlong_penalty
 from mmgrpo.algos.filtering import informative_groups
+from mmgrpo.models.batch import PromptBatch
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.types import Completion, Sample
 from tasks.scoring import RewardBreakdown, score_completions
@@ -29,6 +30,8 @@ class Group:
     completions: list[Completion]
     rewards: list[float]  # weighted total (+ overlong penalty) per completion
     components: dict[str, list[float | None]]
+    prompts: PromptBatch | None = None  # the encoded batch this group's prompt is a row of
+    prompt_row: int = 0
 
 
 @dataclass
@@ -57,6 +60,14 @@ class Rollouts:
     def rewards(self) -> torch.Tensor:
         return torch.tensor([r for group in self.groups for r in group.rewards], dtype=torch.float32)  # [N]
 
+    def prompt_batch(self, encode: Callable[[list[Sample]], PromptBatch]) -> PromptBatch:
+        """The groups' prompts, one row each: rows of the rollout's own encoding when they all
+        come from one batch (no second pass through the processor), else encoded anew."""
+        batches = {id(group.prompts) for group in self.groups}
+        if len(batches) == 1 and self.groups[0].prompts is not None:
+            return self.groups[0].prompts.select([group.prompt_row for group in self.groups])
+        return encode(self.samples)
+
 
 @dataclass(frozen=True)
 class ScoringRule:
@@ -84,6 +95,7 @@ class ScoringRule:
 
 def collect_rollouts(
     engine: RolloutEngine,
+    encode: Callable[[list[Sample]], PromptBatch],
     next_samples: Callable[[int], list[Sample]],
     group_sizes_for: Callable[[list[Sample]], list[int]],
     scoring: ScoringRule,
@@ -99,12 +111,15 @@ def collect_rollouts(
         samples = next_samples(num_prompts)
         sizes = group_sizes_for(samples)
         round_params = _with_seed(params, result.rounds)
-        for sample, completions in zip(samples, engine.generate(samples, round_params, sizes)):
+        prompts = encode(samples)
+        row_of = {index: row for row, index in enumerate(prompts.kept)}
+        generated = engine.generate(samples, round_params, sizes, prompts=prompts)
+        for index, (sample, completions) in enumerate(zip(samples, generated)):
             if not completions:
                 result.dropped_prompts += 1
                 continue
             rewards, breakdown = scoring.score(sample, completions)
-            group = Group(sample, completions, rewards, breakdown.components)
+            group = Group(sample, completions, rewards, breakdown.components, prompts, row_of[index])
             result.sampled_groups += 1
             informative = bool(informative_groups(torch.tensor(rewards), [len(rewards)])[0])
             result.zero_variance_groups += not informative

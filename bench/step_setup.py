@@ -1,0 +1,110 @@
+"""What both GRPO step benchmarks share: flags, the tiny model and counting prompts, timing summaries.
+
+``grpo_step.py`` (mmgrpo) and ``trl_grpo_step.py`` (TRL) build the same tiny Qwen2.5-VL
+and the same generated ``clevr_count`` prompts from one mmgrpo config, so their step
+times compare like for like.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mmgrpo.config import Config, load_config
+from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.models.tiny import make_tiny
+from mmgrpo.trainer.setup import SampleSet, load_samples
+
+MODEL_FAMILY = "qwen2_5_vl"
+DATASET_SIZE = 64  # generated clevr_count examples; prompts are drawn from the train split
+LEARNING_RATE = 5e-4
+
+
+def parse_args(description: str) -> argparse.Namespace:
+    """The flags both benchmarks take (same names, same defaults)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--prompts", type=int, default=1, help="P: prompts per step")
+    parser.add_argument("--generations", type=int, default=8, help="G: completions per prompt")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
+    parser.add_argument("--beta", type=float, default=0.04, help="KL weight; 0 skips the reference model")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed steps before the timed ones")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--no-group-shared", action="store_true",
+                        help="mmgrpo only: the plain per-sample path instead of group-shared prompt encoding")
+    return parser.parse_args()
+
+
+def bench_config(args: argparse.Namespace, work_dir: Path) -> Config:
+    """The mmgrpo config of the benchmark: tiny model, small counting set, fixed P/G/lengths, no logging."""
+    return load_config(None, [
+        f"model.name_or_path={work_dir / 'model'}",
+        f"data.dir={work_dir / 'data'}",
+        f"data.train.0.recipe_args.n={DATASET_SIZE}",
+        "task.name=clevr_count",
+        f"rollout.prompts_per_step={args.prompts}",
+        f"rollout.num_generations={args.generations}",
+        f"rollout.max_new_tokens={args.max_new_tokens}",
+        "rollout.temperature=1.0",
+        f"algo.beta={args.beta}",
+        f"train.steps={args.warmup + args.steps}",
+        f"train.lr={LEARNING_RATE}",
+        "train.lr_schedule=constant",
+        f"train.micro_batch_size={args.prompts * args.generations}",
+        f"train.group_shared_encoding={not args.no_group_shared}",
+        "train.device=cpu",
+        "sft.enabled=false",
+        f"log.output_dir={work_dir / 'runs'}",
+        "log.run_name=bench",
+        "log.tensorboard=false",
+        "log.progress_bar=false",
+        "log.log_completions_every=0",
+        "checkpoint.every_n_steps=0",
+    ])
+
+
+@dataclass
+class BenchInputs:
+    config: Config
+    model: torch.nn.Module
+    processor: Any
+    train_set: SampleSet
+
+
+def build_inputs(args: argparse.Namespace, work_dir: Path) -> BenchInputs:
+    """Seeded tiny model (built into ``work_dir``), its processor and the generated prompts."""
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    config = bench_config(args, work_dir)
+    make_tiny(MODEL_FAMILY, config.model.name_or_path, seed=0)
+    model, processor = load_model_and_processor(config.model.name_or_path, dtype="float32", device="cpu")
+    train_set = load_samples(config.data.train, config.task, Path(config.data.dir), seed=config.data.seed)
+    return BenchInputs(config, model, processor, train_set)
+
+
+@dataclass
+class StepRecord:
+    """One timed step: seconds per phase (``step`` is the total) and completion tokens."""
+
+    seconds: dict[str, float]
+    completion_tokens: float
+    completions: int
+
+
+def print_summary(title: str, args: argparse.Namespace, records: list[StepRecord]) -> None:
+    """Median step time, its split, tokens/s and mean completion length over ``records``."""
+    print(f"\n{title}: P={args.prompts} G={args.generations} max_new_tokens={args.max_new_tokens} "
+          f"beta={args.beta} threads={args.threads}, median of {len(records)} steps after {args.warmup} warm-up")
+    phases = [phase for phase in records[0].seconds if phase != "step"]
+    for phase in ["step", *phases]:
+        print(f"  {phase:<14} {statistics.median(r.seconds[phase] for r in records):8.3f} s")
+    print(f"  {'tokens/s':<14} {statistics.median(r.completion_tokens / r.seconds['step'] for r in records):8.1f}")
+    mean_length = sum(r.completion_tokens for r in records) / sum(r.completions for r in records)
+    print(f"  {'mean length':<14} {mean_length:8.1f} tokens (max {args.max_new_tokens})")
+    steps = " ".join(f"{r.seconds['step']:.3f}" for r in records)
+    print(f"  step times     {steps}")
