@@ -39,8 +39,9 @@ def run(args: argparse.Namespace) -> int:
     model, processor = load_policy(
         config, resolve_model_path(config.model, paths.shared / "models", config.seed), pick_device(config.train.device)
     )
-    if args.data:
-        examples = [example for path in args.data for example in load_sft_file(path)]
+    data_files = args.data or [spec.path for spec in config.sft.data]
+    if data_files:
+        examples = [example for path in data_files for example in load_sft_file(path)]
     else:
         data_dir = Path(config.data.dir) if config.data.dir else paths.shared / "data"
         train_set = load_samples(config.data.train, config.task, data_dir, seed=config.data.seed)

@@ -210,7 +210,7 @@ class AlgoConfig:
 class TrainConfig:
     """Optimisation of the GRPO phase."""
 
-    steps: int = option(500, "GRPO steps (one rollout batch each).", ge=0)
+    steps: int = option(600, "GRPO steps (one rollout batch each).", ge=0)
     lr: float = option(
         5e-4, "Peak AdamW learning rate. Tiny default; 1e-6 is usual for 3B-7B VLMs (DAPO, EasyR1).", gt=0
     )
@@ -236,7 +236,8 @@ class TrainConfig:
     )
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
     num_threads: int | None = option(
-        None, "torch CPU threads; None = torch's default. Tiny models on a small CPU run fastest with 1.", ge=1
+        1, "torch CPU threads; None = torch's default. Tiny models on a small CPU run fastest with 1; "
+        "set None (or more) for real models.", ge=1
     )
 
 

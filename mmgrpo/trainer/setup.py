@@ -148,7 +148,10 @@ def load_samples(
         task_name = spec.task or task_config.name
         task = result.tasks.setdefault(task_name, get_task(task_name))
         path = spec.path or str(generate_dataset(spec, data_dir, seed))
-        loaded = load_rows(path, split=split or spec.split, adapter=spec.adapter, limit=spec.limit)
+        loaded = load_rows(
+            path, split=split or spec.split, adapter=spec.adapter, limit=spec.limit,
+            media_root=spec.media_root, media_cache=spec.media_cache, check_media=spec.check_media,
+        )
         result.skipped.extend(loaded.skipped)
         kept = []
         for row in loaded.rows:
