@@ -8,7 +8,7 @@ random EOS, so compare tokens/s, or step times at similar lengths).
 ``bench/trl_grpo_step.py`` times TRL's GRPOTrainer at the same settings.
 
     python3 bench/grpo_step.py [--prompts 1] [--generations 8] [--max-new-tokens 32]
-        [--beta 0.04] [--steps 5] [--warmup 1] [--threads 2] [--no-group-shared]
+        [--beta 0.04] [--steps 5] [--warmup 1] [--threads 1] [--no-group-shared]
 """
 
 from __future__ import annotations

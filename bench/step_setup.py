@@ -34,7 +34,8 @@ def parse_args(description: str) -> argparse.Namespace:
     parser.add_argument("--beta", type=float, default=0.04, help="KL weight; 0 skips the reference model")
     parser.add_argument("--steps", type=int, default=5, help="timed steps")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps before the timed ones")
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (1, the trainer's train.num_threads default, is fastest for tiny models)")
     parser.add_argument("--no-group-shared", action="store_true",
                         help="mmgrpo only: the plain per-sample path instead of group-shared prompt encoding")
     return parser.parse_args()

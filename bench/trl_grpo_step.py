@@ -11,7 +11,7 @@ the step), completion tokens/s and the mean completion length.
 Needs TRL (``pip install -e ".[bench]"``); exits with a message when it is missing.
 
     python3 bench/trl_grpo_step.py [--prompts 1] [--generations 8] [--max-new-tokens 32]
-        [--beta 0.04] [--steps 5] [--warmup 1] [--threads 2]
+        [--beta 0.04] [--steps 5] [--warmup 1] [--threads 1]
 """
 
 from __future__ import annotations

@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import torch
+
+# Tiny models run many small ops: torch's intra-op threads cost more in synchronisation
+# than they save, and on a shared 2-core CPU they contend with other processes.
+TEST_THREADS = 1
+
+
+@pytest.fixture(scope="session", autouse=True)
+def single_torch_thread() -> Iterator[None]:
+    """Run the suite with ``TEST_THREADS`` torch threads, restoring the setting after."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(TEST_THREADS)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="session")

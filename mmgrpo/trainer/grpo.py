@@ -56,19 +56,18 @@ class GRPOTrainer:
     ) -> None:
         self.config, self.run_dir, self.model, self.processor = config, run_dir, model, processor
         self.samples = train_set.samples
-        self.task = next(iter(train_set.tasks.values()))
         self.evaluate = evaluate
         self.budgets = media_budgets(config.model, processor)
         self.engine: RolloutEngine = ENGINES.get(config.rollout.engine)(
             model, processor, group_shared=config.train.group_shared_encoding,
             budgets=self.budgets, max_prompt_len=config.data.max_prompt_tokens,
         )
-        self.sampler = PromptSampler(len(self.samples), config.data.seed)
+        self.sampler = PromptSampler(len(self.samples), config.data.seed, weights=train_set.weights)
         self.group_sizes = GroupSizeTracker(
             g_min=config.algo.group_size_min, g_max=config.algo.group_size_max,
             budget_per_prompt=config.rollout.num_generations,
         )
-        self.scoring = scoring_rule(config, self.task)
+        self.scoring = {name: scoring_rule(config, task) for name, task in train_set.tasks.items()}
         self.reference = self._make_reference()
         self.optimizer = build_optimizer(
             model, lr=config.train.lr, weight_decay=config.train.weight_decay,
@@ -137,7 +136,7 @@ class GRPOTrainer:
         )
         self._record_successes(rollouts)
         rollout_done = time.perf_counter()
-        metrics = rollout_metrics(rollouts, self.task.metric_reward)
+        metrics = rollout_metrics(rollouts)
         if not rollouts.groups:
             logger.warning("step %d: no informative group to train on", self.step_index + 1)
             return metrics | _timing(started, rollout_done, rollout_done, time.perf_counter())
@@ -210,14 +209,12 @@ class GRPOTrainer:
         return UpdateSettings(
             num_iterations=self.config.algo.num_iterations, micro_batch_size=train.micro_batch_size,
             mini_batch_size=train.mini_batch_size, max_grad_norm=train.max_grad_norm,
-            group_shared_encoding=train.group_shared_encoding,
+            group_shared_encoding=train.group_shared_encoding, precision=train.precision,
         )
 
     def _record_successes(self, rollouts: Rollouts) -> None:
-        metric = self.task.metric_reward
         for group in [*rollouts.groups, *rollouts.filtered]:
-            values = group.components.get(metric) or group.rewards
-            self.group_sizes.record(group.sample.id, [bool(v and v > 0.5) for v in values])
+            self.group_sizes.record(group.sample.id, group.successes())
 
     def _maybe_log_completions(self, rollouts: Rollouts) -> None:
         every = self.config.log.log_completions_every

@@ -2,33 +2,45 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
 
 class PromptSampler:
-    """Visits ``num_items`` indices in a fresh seeded permutation each epoch.
+    """Draws prompt indices reproducibly; its whole state is two integers.
 
-    The state is two integers (epoch, position), so a resumed run draws exactly the
-    prompts the uninterrupted run would have drawn.
+    Equal weights: a fresh seeded permutation each epoch, every prompt once per epoch.
+    Unequal weights (a dataset mixture): each index drawn with probability proportional
+    to its weight, with replacement, from a generator seeded by the draw position. Either
+    way a resumed run draws exactly the prompts the uninterrupted run would have drawn.
     """
 
-    def __init__(self, num_items: int, seed: int) -> None:
+    def __init__(self, num_items: int, seed: int, weights: Sequence[float] | None = None) -> None:
         if num_items <= 0:
             raise ValueError("the training set is empty (after skipping bad rows)")
+        if weights is not None and len(weights) != num_items:
+            raise ValueError(f"{len(weights)} weights for {num_items} prompts")
         self.num_items = num_items
         self.seed = seed
+        uniform = weights is None or len(set(weights)) <= 1
+        self.weights = None if uniform else torch.tensor(list(weights), dtype=torch.float64)
         self.epoch = 0
         self.position = 0
         self._order = self._permutation(0)
 
+    def _generator(self, salt: int) -> torch.Generator:
+        return torch.Generator().manual_seed(self.seed * 1_000_003 + salt)
+
     def _permutation(self, epoch: int) -> list[int]:
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-        return torch.randperm(self.num_items, generator=generator).tolist()
+        return torch.randperm(self.num_items, generator=self._generator(epoch)).tolist()
 
     def take(self, count: int) -> list[int]:
-        """The next ``count`` indices, crossing epoch boundaries as needed."""
+        """The next ``count`` indices."""
+        if self.weights is not None:
+            drawn = torch.multinomial(self.weights, count, replacement=True, generator=self._generator(self.position))
+            self.position += count
+            return drawn.tolist()
         taken: list[int] = []
         while len(taken) < count:
             if self.position == self.num_items:

@@ -10,7 +10,7 @@ resample budget is spent. Everything here is orchestration; the math is in
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 
@@ -30,8 +30,14 @@ class Group:
     completions: list[Completion]
     rewards: list[float]  # weighted total (+ overlong penalty) per completion
     components: dict[str, list[float | None]]
+    metric: str = ""  # the component that is the task's accuracy (e.g. count_accuracy)
     prompts: PromptBatch | None = None  # the encoded batch this group's prompt is a row of
     prompt_row: int = 0
+
+    def successes(self) -> list[bool]:
+        """Whether each completion got the task's accuracy (reward > 0.5 when the task has no metric)."""
+        values = self.components.get(self.metric) or self.rewards
+        return [value is not None and value > 0.5 for value in values]
 
 
 @dataclass
@@ -76,6 +82,7 @@ class ScoringRule:
     weights: dict[str, float]
     reward_options: dict[str, dict]
     max_new_tokens: int
+    metric: str = ""  # the reward that is the task's accuracy
     overlong_buffer: int = 0
     overlong_penalty: float = 1.0
 
@@ -98,14 +105,17 @@ def collect_rollouts(
     encode: Callable[[list[Sample]], PromptBatch],
     next_samples: Callable[[int], list[Sample]],
     group_sizes_for: Callable[[list[Sample]], list[int]],
-    scoring: ScoringRule,
+    scoring: Mapping[str, ScoringRule],
     params: SamplingParams,
     *,
     num_prompts: int,
     dynamic_sampling: bool = False,
     max_resample_rounds: int = 0,
 ) -> Rollouts:
-    """Sample and score ``num_prompts`` groups (fewer if dynamic sampling runs out of rounds)."""
+    """Sample and score ``num_prompts`` groups (fewer if dynamic sampling runs out of rounds).
+
+    ``scoring`` maps a task name to its rule: each group is scored by its sample's task.
+    """
     result = Rollouts(groups=[], rounds=0)
     while True:
         samples = next_samples(num_prompts)
@@ -118,8 +128,9 @@ def collect_rollouts(
             if not completions:
                 result.dropped_prompts += 1
                 continue
-            rewards, breakdown = scoring.score(sample, completions)
-            group = Group(sample, completions, rewards, breakdown.components, prompts, row_of[index])
+            rule = scoring[sample.task]
+            rewards, breakdown = rule.score(sample, completions)
+            group = Group(sample, completions, rewards, breakdown.components, rule.metric, prompts, row_of[index])
             result.sampled_groups += 1
             informative = bool(informative_groups(torch.tensor(rewards), [len(rewards)])[0])
             result.zero_variance_groups += not informative

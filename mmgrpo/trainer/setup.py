@@ -89,6 +89,7 @@ def scoring_rule(config: Config, task: Task) -> ScoringRule:
     return ScoringRule(
         weights=weights,
         reward_options=task.reward_options(weights),
+        metric=task.metric_reward,
         max_new_tokens=config.rollout.max_new_tokens,
         overlong_buffer=config.algo.overlong_buffer,
         overlong_penalty=config.algo.overlong_penalty,

@@ -7,7 +7,7 @@ import statistics
 from mmgrpo.trainer.rollouts import Rollouts
 
 
-def rollout_metrics(rollouts: Rollouts, metric_reward: str) -> dict[str, float]:
+def rollout_metrics(rollouts: Rollouts) -> dict[str, float]:
     """Means and spreads over the groups the step trains on (plus filtering counts)."""
     groups = rollouts.groups
     completions = rollouts.completions
@@ -34,8 +34,7 @@ def rollout_metrics(rollouts: Rollouts, metric_reward: str) -> dict[str, float]:
         values = [v for group in groups for v in group.components.get(name, []) if v is not None]
         metrics[f"reward/{name}"] = _mean(values)
         metrics[f"reward/{name}_std"] = statistics.pstdev(values) if values else 0.0
-    if f"reward/{metric_reward}" in metrics:
-        metrics["accuracy"] = metrics[f"reward/{metric_reward}"]
+    metrics["accuracy"] = _mean([float(ok) for group in groups for ok in group.successes()])
     return metrics
 
 

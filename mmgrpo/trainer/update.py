@@ -49,6 +49,10 @@ class UpdateSettings:
     max_grad_norm: float = 1.0
     group_shared_encoding: bool = True
     with_entropy: bool = True
+    precision: str = "fp32"  # "bf16": forward/backward under bfloat16 autocast (log-probs stay float32)
+
+    def autocast(self, device: torch.device) -> ContextManager:
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16")
 
 
 @dataclass
@@ -87,7 +91,7 @@ def batch_logprobs(
     context: Callable[[], ContextManager] = nullcontext,
 ) -> torch.Tensor:
     """Log-probs ``[N, Tc]`` of every completion without grad (reference or old policy)."""
-    with torch.no_grad(), context():
+    with torch.no_grad(), context(), settings.autocast(batch.advantages.device):
         logp, _ = completion_logprobs(
             model, batch.prompts, batch.completions, batch.group_sizes,
             group_shared_encoding=settings.group_shared_encoding,
@@ -145,11 +149,12 @@ def _accumulate_gradients(
         weight = _normaliser(micro.loss_mask, loss_settings.agg) / normaliser
         if weight == 0:
             continue
-        logp, entropy = completion_logprobs(
-            model, micro.prompts, micro.completions, micro.group_sizes,
-            group_shared_encoding=settings.group_shared_encoding, micro_batch_size=len(micro.completions),
-            with_entropy=settings.with_entropy, temperature=loss_settings.temperature,
-        )  # [n, Tc]
+        with settings.autocast(micro.advantages.device):
+            logp, entropy = completion_logprobs(
+                model, micro.prompts, micro.completions, micro.group_sizes,
+                group_shared_encoding=settings.group_shared_encoding, micro_batch_size=len(micro.completions),
+                with_entropy=settings.with_entropy, temperature=loss_settings.temperature,
+            )  # [n, Tc]
         width = logp.shape[1]
         mask = micro.loss_mask[:, :width]
         old = logp.detach() if old_logp is None else old_logp[part][:, :width]

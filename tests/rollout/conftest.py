@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,22 +15,9 @@ from transformers import PreTrainedModel, ProcessorMixin
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.types import Sample
 
-# On the shared 2-core CPU, torch's intra-op threads contend with other processes and make
-# tiny-model decoding (many small ops) several times slower than one thread.
-TEST_THREADS = 1
-
 # Random tiny weights give a near-uniform policy whose greedy path stops after a token or
 # two; scaling the language model's matrices makes greedy paths long and prompt-dependent.
 PEAKED_WEIGHT_SCALE = 8.0
-
-
-@pytest.fixture(scope="module", autouse=True)
-def single_thread() -> Iterator[None]:
-    """Run this package's tests with ``TEST_THREADS`` torch threads, restoring the setting after."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(TEST_THREADS)
-    yield
-    torch.set_num_threads(previous)
 
 
 @pytest.fixture(scope="module")

@@ -71,7 +71,7 @@ def test_checkpoint_loads_in_plain_transformers(small_config, tmp_path):
 
 
 def test_lora_with_kl_to_adapter_free_base(small_config, tmp_path):
-    config = small_config("lora.enabled=true", "lora.r=4", "algo.beta=0.04", "train.steps=2")
+    config = small_config("lora.enabled=true", "lora.r=4", "algo.beta=0.04", "train.steps=2", "train.precision=bf16")
     trainer = train(config, tmp_path / "run")
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert trainer.reference.module is trainer.model  # no second copy: adapters are switched off instead
