@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 import yaml
+
+if TYPE_CHECKING:
+    from mmgrpo.config import Config
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -19,16 +23,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmgrpo.config import ConfigError, describe_config, load_config
+    from mmgrpo.config import describe_config
 
     if args.describe:
         print(describe_config())
         return 0
-    recipe, overrides = split_recipe(args.recipe, args.overrides)
-    try:
-        config = load_config(recipe, overrides)
-    except ConfigError as error:
-        print(f"mmgrpo config: {error}", file=sys.stderr)
+    config = config_from_args("config", args.recipe, args.overrides)
+    if config is None:
         return 2
     print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
     return 0
@@ -39,3 +40,15 @@ def split_recipe(first: str | None, rest: list[str]) -> tuple[str | None, list[s
     if first is not None and "=" in first:
         return None, [first, *rest]
     return first, rest
+
+
+def config_from_args(command: str, recipe: str | None, overrides: list[str]) -> Config | None:
+    """The validated config of a command's recipe + overrides; None (error printed) if invalid."""
+    from mmgrpo.config import ConfigError, load_config
+
+    recipe, overrides = split_recipe(recipe, overrides)
+    try:
+        return load_config(recipe, overrides)
+    except ConfigError as error:
+        print(f"mmgrpo {command}: {error}", file=sys.stderr)
+        return None

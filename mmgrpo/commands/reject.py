@@ -8,9 +8,8 @@ reaches ``--threshold``, and writes them as JSON lines for ``mmgrpo sft --data``
 from __future__ import annotations
 
 import argparse
-import sys
 
-from mmgrpo.commands.config import split_recipe
+from mmgrpo.commands.config import config_from_args
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -23,42 +22,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from mmgrpo.config import ConfigError, load_config
-    from mmgrpo.rollout.base import ENGINES, SamplingParams
-    from mmgrpo.trainer.pipeline import RunPaths, seed_everything
+    from mmgrpo.trainer.pipeline import load_run_policy
     from mmgrpo.trainer.reject import RejectionRule, rejection_sample, write_jsonl
-    from mmgrpo.trainer.setup import (
-        load_policy, load_samples, media_budgets, pick_device, resolve_model_path, scoring_rule,
-    )
+    from mmgrpo.trainer.setup import build_engine, load_samples, sampling_params, scoring_rule
 
-    recipe, overrides = split_recipe(args.recipe, args.overrides)
-    try:
-        config = load_config(recipe, overrides)
-    except ConfigError as error:
-        print(f"mmgrpo reject: {error}", file=sys.stderr)
+    config = config_from_args("reject", args.recipe, args.overrides)
+    if config is None:
         return 2
-    seed_everything(config.seed)
-    paths = RunPaths.for_config(config)
-    model, processor = load_policy(
-        config, resolve_model_path(config.model, paths.shared / "models", config.seed), pick_device(config.train.device)
-    )
-    data_dir = Path(config.data.dir) if config.data.dir else paths.shared / "data"
-    train_set = load_samples(config.data.train, config.task, data_dir, seed=config.data.seed)
-    engine = ENGINES.get(config.rollout.engine)(
-        model, processor, group_shared=config.train.group_shared_encoding,
-        budgets=media_budgets(config.model, processor), max_prompt_len=config.data.max_prompt_tokens,
-    )
-    rollout = config.rollout
-    params = SamplingParams(
-        n=rollout.num_generations, temperature=rollout.temperature, top_p=rollout.top_p, top_k=rollout.top_k,
-        max_new_tokens=rollout.max_new_tokens, seed=config.seed,
-    )
+    model, processor, paths = load_run_policy(config)
+    train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed)
     scoring = {name: scoring_rule(config, task) for name, task in train_set.tasks.items()}
     rows = rejection_sample(
-        engine, train_set.samples, scoring, params, RejectionRule(args.threshold, args.keep),
-        batch_size=args.batch_size, progress_bar=config.log.progress_bar,
+        build_engine(config, model, processor), train_set.samples, scoring, sampling_params(config, config.seed),
+        RejectionRule(args.threshold, args.keep), batch_size=args.batch_size, progress_bar=config.log.progress_bar,
     )
     write_jsonl(rows, args.out)
     accepted = len({row["id"] for row in rows})

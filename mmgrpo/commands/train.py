@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from mmgrpo.commands.config import split_recipe
+from mmgrpo.commands.config import config_from_args
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -19,17 +18,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmgrpo.config import ConfigError, load_config
     from mmgrpo.trainer.pipeline import run_training
 
-    recipe, overrides = split_recipe(args.recipe, args.overrides)
-    if args.resume:
-        overrides.append(f"checkpoint.resume={args.resume}")
-    try:
-        config = load_config(recipe, overrides)
-    except ConfigError as error:
-        print(f"mmgrpo train: {error}", file=sys.stderr)
+    overrides = [*args.overrides, *([f"checkpoint.resume={args.resume}"] if args.resume else [])]
+    config = config_from_args("train", args.recipe, overrides)
+    if config is None:
         return 2
-    summary = run_training(config)
-    print(json.dumps(summary, indent=2))
+    print(json.dumps(run_training(config), indent=2))
     return 0

@@ -252,8 +252,11 @@ class SFTConfig:
     warmup_ratio: float = option(0.0, "Share of SFT steps with linear warm-up.", ge=0, lt=1)
     batch_size: int = option(64, "Examples per SFT optimizer step.", ge=1)
     micro_batch_size: int = option(64, "Examples per forward/backward.", ge=1)
+    weight_decay: float = option(0.0, "AdamW weight decay of SFT.", ge=0)
+    max_grad_norm: float = option(1.0, "Clip the SFT gradient norm to this.", gt=0)
     data: list[DatasetConfig] = option(
-        [], "Chat datasets with target completions; empty = data.train with the task's answers."
+        [], "JSON-lines files (path) of prompt messages + completion, as `mmgrpo reject` writes; "
+        "empty = data.train with the task's reference answers."
     )
 
 

@@ -116,6 +116,9 @@ def _datasets(config: Config) -> Iterator[str]:
     for key, specs in dataset_lists.items():
         for index, spec in enumerate(specs):
             yield from _dataset_source(spec, f"{key}[{index}]")
+    for index, spec in enumerate(config.sft.data):
+        if spec.path is None:
+            yield f"sft.data[{index}] needs a path: a JSON-lines file of prompt messages + completion"
 
 
 def _dataset_source(spec: DatasetConfig, key: str) -> Iterator[str]:

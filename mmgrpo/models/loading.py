@@ -29,8 +29,9 @@ from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.registry import Registry
 
 T = TypeVar("T")
-DType = Literal["float32", "bfloat16", "float16"]
-DTYPES: dict[str, torch.dtype] = {
+DType = Literal["auto", "float32", "bfloat16", "float16"]
+DTYPES: dict[str, torch.dtype | str] = {
+    "auto": "auto",  # the checkpoint's own dtype (config.dtype)
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,
     "float16": torch.float16,

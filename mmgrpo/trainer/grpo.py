@@ -24,14 +24,14 @@ from mmgrpo.algos import group_advantages
 from mmgrpo.config import Config
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import PromptBatch, build_prompt_batch
-from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
+from mmgrpo.rollout.base import RolloutEngine
 from mmgrpo.trainer.checkpoint import TrainerState, capture_rng_state, load_trainer_state, restore_rng_state, save_checkpoint
 from mmgrpo.trainer.group_sizes import GroupSizeTracker
 from mmgrpo.trainer.metrics import MetricsLogger
 from mmgrpo.trainer.optim import build_optimizer, build_scheduler
 from mmgrpo.trainer.prompt_sampler import PromptSampler
 from mmgrpo.trainer.rollouts import Rollouts, collect_rollouts
-from mmgrpo.trainer.setup import SampleSet, media_budgets, scoring_rule
+from mmgrpo.trainer.setup import SampleSet, build_engine, media_budgets, sampling_params, scoring_rule
 from mmgrpo.trainer.step_metrics import rollout_metrics
 from mmgrpo.trainer.update import LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, policy_update
 
@@ -58,11 +58,10 @@ class GRPOTrainer:
         self.samples = train_set.samples
         self.evaluate = evaluate
         self.budgets = media_budgets(config.model, processor)
-        self.engine: RolloutEngine = ENGINES.get(config.rollout.engine)(
-            model, processor, group_shared=config.train.group_shared_encoding,
-            budgets=self.budgets, max_prompt_len=config.data.max_prompt_tokens,
+        self.engine: RolloutEngine = build_engine(config, model, processor)
+        self.sampler = PromptSampler(
+            len(self.samples), config.data.seed, weights=train_set.weights, shuffle=config.data.shuffle
         )
-        self.sampler = PromptSampler(len(self.samples), config.data.seed, weights=train_set.weights)
         self.group_sizes = GroupSizeTracker(
             g_min=config.algo.group_size_min, g_max=config.algo.group_size_max,
             budget_per_prompt=config.rollout.num_generations,
@@ -82,7 +81,7 @@ class GRPOTrainer:
             self._restore(resume_from)
         self.metrics = MetricsLogger(
             run_dir, tensorboard=config.log.tensorboard, wandb=config.log.wandb,
-            run_name=run_dir.name, config=config.to_dict(),
+            wandb_project=config.log.wandb_project, run_name=run_dir.name, config=config.to_dict(),
             resume_step=self.step_index if resume_from is not None else None,
         )
         self.interrupted = False
@@ -130,7 +129,8 @@ class GRPOTrainer:
         started = time.perf_counter()
         self.model.eval()
         rollouts = collect_rollouts(
-            self.engine, self._encode, self.sampler_take, self._group_sizes_for, self.scoring, self._sampling_params(),
+            self.engine, self._encode, self.sampler_take, self._group_sizes_for, self.scoring,
+            sampling_params(cfg, seed=cfg.seed * 100_003 + self.step_index),
             num_prompts=cfg.rollout.prompts_per_step, dynamic_sampling=cfg.algo.dynamic_sampling,
             max_resample_rounds=cfg.algo.max_resample_rounds,
         )
@@ -169,13 +169,6 @@ class GRPOTrainer:
         if self.config.algo.dynamic_group_size:
             return self.group_sizes.sizes(samples)
         return [self.config.rollout.num_generations] * len(samples)
-
-    def _sampling_params(self) -> SamplingParams:
-        cfg = self.config.rollout
-        return SamplingParams(
-            n=cfg.num_generations, temperature=cfg.temperature, top_p=cfg.top_p, top_k=cfg.top_k,
-            max_new_tokens=cfg.max_new_tokens, seed=self.config.seed * 100_003 + self.step_index,
-        )
 
     def _step_batch(self, rollouts: Rollouts) -> StepBatch:
         cfg = self.config

@@ -31,6 +31,7 @@ class MetricsLogger:
         *,
         tensorboard: bool = True,
         wandb: bool = False,
+        wandb_project: str = "mmgrpo",
         run_name: str = "",
         config: dict[str, Any] | None = None,
         resume_step: int | None = None,
@@ -42,7 +43,7 @@ class MetricsLogger:
             self.path.write_text("".join(json.dumps(row) + "\n" for row in kept))
         self._file = open(self.path, "a", encoding="utf-8")
         self._tensorboard = _open_tensorboard(run_dir / "tensorboard") if tensorboard else None
-        self._wandb = _open_wandb(run_name, config) if wandb else None
+        self._wandb = _open_wandb(wandb_project, run_name, config) if wandb else None
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         row = {"step": step, **metrics}
@@ -72,10 +73,10 @@ def _open_tensorboard(log_dir: Path):
     return SummaryWriter(str(log_dir))
 
 
-def _open_wandb(run_name: str, config: dict[str, Any] | None):
+def _open_wandb(project: str, run_name: str, config: dict[str, Any] | None):
     try:
         import wandb
     except ImportError:
         logger.warning("wandb is not installed; skipping W&B logging (pip install 'mmgrpo[wandb]')")
         return None
-    return wandb.init(name=run_name or None, config=config)
+    return wandb.init(project=project, name=run_name or None, config=config)

@@ -15,8 +15,8 @@ def build_optimizer(
     *,
     lr: float,
     weight_decay: float,
-    betas: tuple[float, float],
-    eps: float,
+    betas: tuple[float, float] = (0.9, 0.999),  # PyTorch's defaults
+    eps: float = 1e-8,
 ) -> torch.optim.AdamW:
     """AdamW over the trainable parameters; biases and norm weights (1-D) get no weight decay."""
     trainable = [p for p in model.parameters() if p.requires_grad]

@@ -20,13 +20,14 @@ import torch
 
 from eval import EvalOptions, EvalResult, comparison_table, evaluate_policy
 from mmgrpo.config import Config
-from mmgrpo.rollout.base import ENGINES
 from mmgrpo.trainer.checkpoint import latest_checkpoint
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.metrics import MetricsLogger, read_metrics
 from mmgrpo.trainer.report import write_report
-from mmgrpo.trainer.setup import SampleSet, load_policy, load_samples, media_budgets, pick_device, resolve_model_path
-from mmgrpo.trainer.sft import load_sft_file, reference_examples, run_sft
+from mmgrpo.trainer.setup import (
+    SampleSet, build_engine, load_policy, load_samples, media_budgets, pick_device, resolve_model_path,
+)
+from mmgrpo.trainer.sft import run_sft, sft_examples
 
 logger = logging.getLogger(__name__)
 
@@ -38,17 +39,33 @@ class RunPaths:
     root: Path  # <output_dir>/<run_name>
     shared: Path  # <output_dir>/_cache: generated data and tiny models, reused across runs
 
+    data: Path  # where generated datasets go
+
     @classmethod
     def for_config(cls, config: Config) -> RunPaths:
         output = Path(config.log.output_dir)
         name = config.log.run_name or time.strftime("run-%Y%m%d-%H%M%S")
-        return cls(root=output / name, shared=output / "_cache")
+        shared = output / "_cache"
+        data = Path(config.data.dir) if config.data.dir else shared / "data"
+        return cls(root=output / name, shared=shared, data=data)
 
 
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
+def prepare_process(config: Config) -> None:
+    """Seed every generator and set torch's CPU threads, as every command does first."""
+    random.seed(config.seed)
+    np.random.seed(config.seed)
+    torch.manual_seed(config.seed)
+    if config.train.num_threads:
+        torch.set_num_threads(config.train.num_threads)
+
+
+def load_run_policy(config: Config, *, checkpoint: Path | None = None) -> tuple[torch.nn.Module, Any, RunPaths]:
+    """Prepare the process, then load the policy of ``config.model`` (tiny models built once under the cache)."""
+    prepare_process(config)
+    paths = RunPaths.for_config(config)
+    base_path = resolve_model_path(config.model, paths.shared / "models", config.seed)
+    model, processor = load_policy(config, base_path, pick_device(config.train.device), checkpoint=checkpoint)
+    return model, processor, paths
 
 
 def run_training(config: Config) -> dict[str, Any]:
@@ -58,17 +75,11 @@ def run_training(config: Config) -> dict[str, Any]:
     paths.root.mkdir(parents=True, exist_ok=True)
     config.save_yaml(paths.root / "config.yaml")
     _log_to_file(paths.root / "train.log")
-    seed_everything(config.seed)
-    if config.train.num_threads:
-        torch.set_num_threads(config.train.num_threads)
-    device = pick_device(config.train.device)
-    data_dir = Path(config.data.dir) if config.data.dir else paths.shared / "data"
-    train_set = load_samples(config.data.train, config.task, data_dir, seed=config.data.seed)
-    test_set = load_samples(config.data.test, config.task, data_dir, seed=config.data.seed)
+    train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed)
+    test_set = load_samples(config.data.test, config.task, paths.data, seed=config.data.seed)
     test_set.samples = test_set.samples[: config.eval.limit]
-    base_path = resolve_model_path(config.model, paths.shared / "models", config.seed)
     resume_from = _resume_checkpoint(config, paths.root)
-    model, processor = load_policy(config, base_path, device, checkpoint=resume_from)
+    model, processor, _ = load_run_policy(config, checkpoint=resume_from)
 
     evaluations = _load_evaluations(paths.root) if resume_from else {}
     if resume_from is None:
@@ -99,10 +110,7 @@ def run_training(config: Config) -> dict[str, Any]:
 
 def _cold_start(config: Config, model, processor, train_set: SampleSet, run_dir: Path) -> None:  # noqa: ANN001
     """Supervised warm-up on SFT files, or on the task's reference completions of the training prompts."""
-    if config.sft.data:
-        examples = [example for spec in config.sft.data for example in load_sft_file(spec.path)]
-    else:
-        examples = reference_examples(train_set.samples, train_set.tasks)
+    examples = sft_examples([spec.path for spec in config.sft.data], train_set)
     (run_dir / "sft").mkdir(parents=True, exist_ok=True)
     sft_log = MetricsLogger(run_dir / "sft", tensorboard=config.log.tensorboard)
     try:
@@ -115,10 +123,7 @@ def _cold_start(config: Config, model, processor, train_set: SampleSet, run_dir:
 
 
 def _evaluate(config: Config, model, processor, test_set: SampleSet, out_dir: Path) -> EvalResult:  # noqa: ANN001
-    engine = ENGINES.get(config.rollout.engine)(
-        model, processor, group_shared=config.train.group_shared_encoding,
-        budgets=media_budgets(config.model, processor), max_prompt_len=config.data.max_prompt_tokens,
-    )
+    engine = build_engine(config, model, processor)
     options = EvalOptions(
         samples=config.eval.samples, temperature=config.eval.temperature, batch_size=config.eval.batch_size,
         max_new_tokens=config.eval.max_new_tokens or config.rollout.max_new_tokens, seed=config.seed,

@@ -10,19 +10,23 @@ import torch
 class PromptSampler:
     """Draws prompt indices reproducibly; its whole state is two integers.
 
-    Equal weights: a fresh seeded permutation each epoch, every prompt once per epoch.
+    Equal weights: a fresh seeded permutation each epoch (dataset order without
+    ``shuffle``), every prompt once per epoch.
     Unequal weights (a dataset mixture): each index drawn with probability proportional
     to its weight, with replacement, from a generator seeded by the draw position. Either
     way a resumed run draws exactly the prompts the uninterrupted run would have drawn.
     """
 
-    def __init__(self, num_items: int, seed: int, weights: Sequence[float] | None = None) -> None:
+    def __init__(
+        self, num_items: int, seed: int, weights: Sequence[float] | None = None, *, shuffle: bool = True
+    ) -> None:
         if num_items <= 0:
             raise ValueError("the training set is empty (after skipping bad rows)")
         if weights is not None and len(weights) != num_items:
             raise ValueError(f"{len(weights)} weights for {num_items} prompts")
         self.num_items = num_items
         self.seed = seed
+        self.shuffle = shuffle
         uniform = weights is None or len(set(weights)) <= 1
         self.weights = None if uniform else torch.tensor(list(weights), dtype=torch.float64)
         self.epoch = 0
@@ -33,6 +37,8 @@ class PromptSampler:
         return torch.Generator().manual_seed(self.seed * 1_000_003 + salt)
 
     def _permutation(self, epoch: int) -> list[int]:
+        if not self.shuffle:
+            return list(range(self.num_items))
         return torch.randperm(self.num_items, generator=self._generator(epoch)).tolist()
 
     def take(self, count: int) -> list[int]:

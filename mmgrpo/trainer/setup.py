@@ -23,6 +23,7 @@ from mmgrpo.config import Config, DatasetConfig, ModelConfig, TaskConfig
 from mmgrpo.models.batch import MediaBudgets
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.models.tiny import make_tiny
+from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
 from mmgrpo.trainer.rollouts import ScoringRule
 from mmgrpo.types import Sample
 from processors import AudioBudget, ImageBudget, VideoBudget
@@ -81,6 +82,23 @@ def load_policy(
             ),
         )
     return model, processor
+
+
+def build_engine(config: Config, model: torch.nn.Module, processor: Any) -> RolloutEngine:
+    """The configured rollout engine around ``model``."""
+    return ENGINES.get(config.rollout.engine)(
+        model, processor, group_shared=config.train.group_shared_encoding,
+        budgets=media_budgets(config.model, processor), max_prompt_len=config.data.max_prompt_tokens,
+    )
+
+
+def sampling_params(config: Config, seed: int) -> SamplingParams:
+    """The rollout section as engine sampling parameters."""
+    rollout = config.rollout
+    return SamplingParams(
+        n=rollout.num_generations, temperature=rollout.temperature, top_p=rollout.top_p, top_k=rollout.top_k,
+        max_new_tokens=rollout.max_new_tokens, seed=seed,
+    )
 
 
 def scoring_rule(config: Config, task: Task) -> ScoringRule:

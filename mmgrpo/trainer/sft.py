@@ -14,7 +14,7 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -28,6 +28,9 @@ from mmgrpo.trainer.metrics import MetricsLogger
 from mmgrpo.trainer.optim import build_optimizer, build_scheduler
 from mmgrpo.types import Sample
 from tasks.base import Task
+
+if TYPE_CHECKING:
+    from mmgrpo.trainer.setup import SampleSet
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,15 @@ class SFTExample:
 def reference_examples(samples: Sequence[Sample], tasks: dict[str, Task]) -> list[SFTExample]:
     """Each sample paired with its task's reference completion."""
     return [SFTExample(s, tasks[s.task].reference_completion(s)) for s in samples]
+
+
+def sft_examples(files: Sequence[str | Path], train_set: SampleSet | None) -> list[SFTExample]:
+    """Examples from SFT files when any are given, else the reference completions of ``train_set``."""
+    if files:
+        return [example for path in files for example in load_sft_file(path)]
+    if train_set is None:
+        raise ValueError("SFT needs data files or a training set")
+    return reference_examples(train_set.samples, train_set.tasks)
 
 
 def load_sft_file(path: str | Path) -> list[SFTExample]:
@@ -85,7 +97,7 @@ def run_sft(
     """Train for ``config.steps`` optimizer steps of ``config.batch_size`` examples; returns per-step metrics."""
     if not examples:
         raise ValueError("SFT needs at least one example")
-    optimizer = build_optimizer(model, lr=config.lr, weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8)
+    optimizer = build_optimizer(model, lr=config.lr, weight_decay=config.weight_decay)
     scheduler = build_scheduler(
         optimizer, total_steps=config.steps, warmup_ratio=config.warmup_ratio, schedule=config.lr_schedule
     )
@@ -109,8 +121,10 @@ def run_sft(
             _, mask = pad_completions(targets[part], pad_token_id=0)  # [n, Tc]
             token_nll = -(logp * mask.to(device)).sum()
             (token_nll / total_tokens).backward()
-            loss_sum += float(token_nll)
-        grad_norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+            loss_sum += float(token_nll.detach())
+        grad_norm = torch.nn.utils.clip_grad_norm_(
+            [p for p in model.parameters() if p.requires_grad], config.max_grad_norm
+        )
         row = {"sft/loss": loss_sum / total_tokens, "sft/grad_norm": float(grad_norm), "sft/lr": scheduler.get_last_lr()[0]}
         optimizer.step()
         scheduler.step()
