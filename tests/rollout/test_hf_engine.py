@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import collections
 import copy
+import dataclasses
 
 import pytest
 import torch
@@ -11,6 +13,8 @@ from transformers import PreTrainedModel, ProcessorMixin
 
 from mmgrpo.models.batch import build_prompt_batch, build_train_batch
 from mmgrpo.rollout import ENGINES, HFEngine, RolloutEngine, SamplingParams
+from mmgrpo.rollout.decode import DecodedTokens
+from mmgrpo.rollout.hf import completions_from_tokens
 from mmgrpo.types import Completion, Sample
 
 GREEDY = SamplingParams(n=2, temperature=0, max_new_tokens=16)
@@ -52,10 +56,20 @@ def test_engine_is_registered_and_satisfies_the_protocol(policy) -> None:
     assert isinstance(engine, RolloutEngine)
 
 
+def token_in_some_rows(groups: list[list[Completion]]) -> int:
+    """A token that some completions contain (at a position > 0) and others do not."""
+    rows = [set(c.token_ids[1:]) for group in groups for c in group]
+    counts = collections.Counter(token for row in rows for token in row)
+    return next(token for token, count in counts.most_common() if count < len(rows))
+
+
 def test_group_shared_greedy_equals_plain_generate(peaked_model, policy, samples) -> None:
     processor = policy[1]
-    shared = HFEngine(peaked_model, processor, group_shared=True).generate(samples, GREEDY)
-    plain = HFEngine(peaked_model, processor, group_shared=False).generate(samples, GREEDY)
+    unstopped = HFEngine(peaked_model, processor, group_shared=False).generate(samples, GREEDY)
+    # Stopping on a token some greedy paths contain gives both stopped and truncated rows to compare.
+    params = dataclasses.replace(GREEDY, stop_token_ids=(token_in_some_rows(unstopped),))
+    shared = HFEngine(peaked_model, processor, group_shared=True).generate(samples, params)
+    plain = HFEngine(peaked_model, processor, group_shared=False).generate(samples, params)
     assert token_ids(shared) == token_ids(plain)
     assert len({tuple(group[0].token_ids) for group in shared}) == len(samples)  # prompts really differ
     assert {c.truncated for group in shared for c in group} == {True, False}  # some rows stopped early
@@ -108,8 +122,10 @@ def test_max_new_tokens_and_truncation_flag(peaked_model, policy, samples, group
     engine = HFEngine(peaked_model, policy[1], group_shared=group_shared)
     max_new = 6
     params = SamplingParams(n=1, temperature=0, max_new_tokens=max_new)
+    stop = token_in_some_rows(engine.generate(samples, params))  # so that some rows end before the cap
+    params = dataclasses.replace(params, stop_token_ids=(stop,))
     completions = [c for group in engine.generate(samples, params) for c in group]
-    eos = set(engine.eos_token_ids)
+    eos = {*engine.eos_token_ids, stop}
     assert all(len(c.token_ids) <= max_new for c in completions)
     assert [c.truncated for c in completions] == [c.token_ids[-1] not in eos for c in completions]
     assert all(len(c.token_ids) == max_new for c in completions if c.truncated)
@@ -133,12 +149,17 @@ def test_a_stop_token_ends_its_row_and_is_kept(peaked_model, policy, samples, gr
     assert len(stopped[1][0].token_ids) == 4
 
 
-def test_eos_text_is_stripped_of_special_tokens(policy, samples) -> None:
+def test_eos_ends_the_completion_and_is_stripped_from_its_text(policy) -> None:
     engine = HFEngine(*policy)
-    completion = engine.generate(samples[:1], SamplingParams(n=1, temperature=0, max_new_tokens=8))[0][0]
-    assert completion.token_ids[-1] in engine.eos_token_ids and not completion.truncated
-    assert completion.text == policy[1].tokenizer.decode(completion.token_ids[:-1])
-    assert "<|im_end|>" not in completion.text
+    tokenizer = policy[1].tokenizer
+    eos, pad = engine.eos_token_ids[0], engine.pad_token_id
+    words = tokenizer("<answer>3</answer>", add_special_tokens=False).input_ids
+    rows = torch.tensor([[*words, eos, pad, pad], [*words, *words[:3]]])  # [2, T]: stopped, truncated
+    decoded = DecodedTokens(token_ids=rows, logprobs=torch.zeros(rows.shape))
+    stopped, truncated = completions_from_tokens(decoded, torch.tensor(engine.eos_token_ids), tokenizer)
+    assert stopped.token_ids == [*words, eos] and not stopped.truncated
+    assert stopped.text == "<answer>3</answer>" and "<|im_end|>" not in stopped.text
+    assert truncated.truncated and len(truncated.token_ids) == rows.shape[1]
 
 
 @pytest.mark.parametrize("group_shared", [True, False])

@@ -46,6 +46,20 @@ _FILLER = (
 )
 
 
+# Text every prompt carries (chat roles, the default system prompt, the tasks' format
+# instructions). Repeated in the corpus so BPE merges it into few tokens: short prompts
+# make every forward of a tiny model cheaper.
+_PROMPT_BOILERPLATE = (
+    "system\nYou are a helpful assistant.",
+    "user\nHow many objects are there?",
+    "assistant\n",
+    "Give only the final answer inside <answer> </answer> tags.",
+    "First think about the question step by step inside <think> </think> tags, "
+    "then give the final answer inside <answer> </answer> tags.",
+)
+_BOILERPLATE_REPEATS = 30
+
+
 def tiny_corpus() -> list[str]:
     """The built-in training text: deterministic, a few hundred short lines."""
     counting = [f"How many {colour} {obj} are there?" for colour, obj in itertools.product(_COLOURS, _OBJECTS)]
@@ -54,7 +68,7 @@ def tiny_corpus() -> list[str]:
         for (n, word), obj in itertools.product(enumerate(_NUMBER_WORDS), _OBJECTS[:3])
     ]
     arithmetic = [f"{a} + {b} = {a + b}" for a, b in itertools.product(range(10), repeat=2)]
-    return [*_FILLER, *counting, *numbers, *arithmetic]
+    return [*_FILLER, *counting, *numbers, *arithmetic, *_PROMPT_BOILERPLATE * _BOILERPLATE_REPEATS]
 
 
 def train_byte_level_bpe(corpus: Sequence[str], *, vocab_size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
