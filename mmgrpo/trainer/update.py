@@ -11,9 +11,9 @@ aggregation defines over the whole mini-batch.
 from __future__ import annotations
 
 from collections import defaultdict
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Callable, ContextManager, Sequence
+from typing import Callable, ContextManager, Iterator, Sequence
 
 import torch
 
@@ -90,8 +90,9 @@ def batch_logprobs(
     temperature: float,
     context: Callable[[], ContextManager] = nullcontext,
 ) -> torch.Tensor:
-    """Log-probs ``[N, Tc]`` of every completion without grad (reference or old policy)."""
-    with torch.no_grad(), context(), settings.autocast(batch.advantages.device):
+    """Log-probs ``[N, Tc]`` of every completion without grad, in eval mode (no dropout):
+    the reference policy's, or the sampling policy's before an update."""
+    with torch.no_grad(), context(), settings.autocast(batch.advantages.device), _eval_mode(model):
         logp, _ = completion_logprobs(
             model, batch.prompts, batch.completions, batch.group_sizes,
             group_shared_encoding=settings.group_shared_encoding,
@@ -184,3 +185,12 @@ def _normaliser(loss_mask: torch.Tensor, agg: str) -> float:
 def _single_mini_batch(batch: StepBatch, settings: UpdateSettings) -> bool:
     return settings.mini_batch_size is None or settings.mini_batch_size >= len(batch.completions)
 
+
+@contextmanager
+def _eval_mode(model: torch.nn.Module) -> Iterator[None]:
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)

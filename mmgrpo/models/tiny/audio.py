@@ -15,7 +15,7 @@ from transformers import (
     WhisperFeatureExtractor,
 )
 
-from mmgrpo.models.tiny.families import TINY_FAMILIES, TinyModel, TinySpec, generation_config
+from mmgrpo.models.tiny.families import TINY_FAMILIES, TinyModel, TinySpec, decoder_config, generation_config
 from mmgrpo.models.tiny.templates import chat_template
 from mmgrpo.models.tiny.tokenizer import build_tokenizer
 
@@ -40,19 +40,7 @@ def build_qwen2_audio(spec: TinySpec) -> TinyModel:
         pad_token="<|endoftext|>",
         unk_token=None,
     )
-    text = {
-        "model_type": "qwen2",
-        "vocab_size": len(tokenizer),
-        "hidden_size": spec.hidden_size,
-        "intermediate_size": spec.intermediate_size,
-        "num_hidden_layers": spec.num_layers,
-        "num_attention_heads": spec.num_heads,
-        "num_key_value_heads": spec.num_kv_heads,
-        "max_position_embeddings": spec.max_position_embeddings,
-        "bos_token_id": None,
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
-    }
+    text = decoder_config(spec, tokenizer, model_type="qwen2")
     audio = {
         "num_mel_bins": spec.audio_num_mel_bins,
         "encoder_layers": spec.audio_layers,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase, ProcessorMixin
 
@@ -87,3 +87,20 @@ def generation_config(tokenizer: PreTrainedTokenizerBase, stop_tokens: Sequence[
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
     )
+
+
+def decoder_config(spec: TinySpec, tokenizer: PreTrainedTokenizerBase, **overrides: Any) -> dict[str, Any]:
+    """The language-model sizes and token ids every family's text config shares, plus ``overrides``."""
+    return {
+        "vocab_size": len(tokenizer),
+        "hidden_size": spec.hidden_size,
+        "intermediate_size": spec.intermediate_size,
+        "num_hidden_layers": spec.num_layers,
+        "num_attention_heads": spec.num_heads,
+        "num_key_value_heads": spec.num_kv_heads,
+        "max_position_embeddings": spec.max_position_embeddings,
+        "bos_token_id": None,
+        "eos_token_id": tokenizer.eos_token_id,
+        "pad_token_id": tokenizer.pad_token_id,
+        **overrides,
+    }

@@ -25,7 +25,7 @@ from transformers import (
     Qwen3VLVideoProcessor,
 )
 
-from mmgrpo.models.tiny.families import TINY_FAMILIES, TinyModel, TinySpec, generation_config
+from mmgrpo.models.tiny.families import TINY_FAMILIES, TinyModel, TinySpec, decoder_config, generation_config
 from mmgrpo.models.tiny.templates import chat_template
 from mmgrpo.models.tiny.tokenizer import build_tokenizer
 
@@ -79,20 +79,7 @@ def qwen_text_config(spec: TinySpec, tokenizer: Qwen2Tokenizer, **rope_extras: A
     """The language-model half of a Qwen-VL config (M-RoPE over ``head_dim``)."""
     head_dim = spec.hidden_size // spec.num_heads
     rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": mrope_section(head_dim), **rope_extras}
-    return {
-        "vocab_size": len(tokenizer),
-        "hidden_size": spec.hidden_size,
-        "intermediate_size": spec.intermediate_size,
-        "num_hidden_layers": spec.num_layers,
-        "num_attention_heads": spec.num_heads,
-        "num_key_value_heads": spec.num_kv_heads,
-        "head_dim": head_dim,
-        "max_position_embeddings": spec.max_position_embeddings,
-        "rope_parameters": rope,
-        "bos_token_id": None,
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
-    }
+    return decoder_config(spec, tokenizer, head_dim=head_dim, rope_parameters=rope)
 
 
 VISION_TOKEN_CONFIG_KEYS = {

@@ -18,7 +18,7 @@ from transformers import (
     SmolVLMVideoProcessor,
 )
 
-from mmgrpo.models.tiny.families import TINY_FAMILIES, TinyModel, TinySpec, generation_config
+from mmgrpo.models.tiny.families import TINY_FAMILIES, TinyModel, TinySpec, decoder_config, generation_config
 from mmgrpo.models.tiny.templates import chat_template
 from mmgrpo.models.tiny.tokenizer import build_tokenizer
 
@@ -57,19 +57,7 @@ def build_smolvlm(spec: TinySpec) -> TinyModel:
         pad_token="<|im_end|>",
         unk_token="<|endoftext|>",
     )
-    text = {
-        "model_type": "llama",
-        "vocab_size": len(tokenizer),
-        "hidden_size": spec.hidden_size,
-        "intermediate_size": spec.intermediate_size,
-        "num_hidden_layers": spec.num_layers,
-        "num_attention_heads": spec.num_heads,
-        "num_key_value_heads": spec.num_kv_heads,
-        "max_position_embeddings": spec.max_position_embeddings,
-        "bos_token_id": tokenizer.bos_token_id,
-        "eos_token_id": tokenizer.eos_token_id,
-        "pad_token_id": tokenizer.pad_token_id,
-    }
+    text = decoder_config(spec, tokenizer, model_type="llama", bos_token_id=tokenizer.bos_token_id)
     vision = {
         "hidden_size": spec.vision_hidden_size,
         "intermediate_size": spec.vision_intermediate_size,
