@@ -9,11 +9,13 @@ auto class carries a speech generator) are mapped to the right class in
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import torch
+from peft import PeftModel
 from transformers import (
     AutoConfig,
     AutoModelForImageTextToText,
@@ -45,6 +47,9 @@ MODEL_CLASSES.add("qwen2_5_omni", Qwen2_5OmniThinkerForConditionalGeneration)
 AUTO_MODEL_CLASSES = (AutoModelForImageTextToText, AutoModelForMultimodalLM)
 
 
+ADAPTER_CONFIG = "adapter_config.json"  # what PEFT writes beside a saved adapter
+
+
 class ModelLoadError(RuntimeError):
     """A checkpoint could not be loaded as a VLM policy; the message names the path or id."""
 
@@ -67,6 +72,15 @@ def load_model_and_processor(
     source = _resolve(name_or_path)
     if dtype not in DTYPES:
         raise ModelLoadError(f"{source}: unknown dtype {dtype!r}; choose one of {sorted(DTYPES)}")
+    adapter_config = Path(source) / ADAPTER_CONFIG
+    if adapter_config.is_file():  # a LoRA checkpoint: its base model plus the saved adapter
+        base = json.loads(adapter_config.read_text())["base_model_name_or_path"]
+        model, _ = load_model_and_processor(
+            base, dtype=dtype, attn_implementation=attn_implementation,
+            trust_remote_code=trust_remote_code, device=device,
+        )
+        adapted = _load(source, "LoRA adapter", lambda path: PeftModel.from_pretrained(model, path))
+        return adapted.to(device), load_processor(source, trust_remote_code=trust_remote_code)
     processor = load_processor(source, trust_remote_code=trust_remote_code)
     config = _load(source, "config", AutoConfig.from_pretrained, trust_remote_code=trust_remote_code)
     model_class = model_class_for(config, source)

@@ -9,6 +9,7 @@ import pytest
 import torch
 from transformers import AutoModelForImageTextToText
 
+from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.trainer.checkpoint import latest_checkpoint
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.metrics import read_metrics
@@ -78,6 +79,9 @@ def test_lora_with_kl_to_adapter_free_base(small_config, tmp_path):
     assert all(r["kl"] >= 0 for r in rows) and rows[-1]["kl"] > 0  # the policy moved away from the base
     trainable = [n for n, p in trainer.model.named_parameters() if p.requires_grad]
     assert trainable and all("lora_" in n for n in trainable)
+    reloaded, _ = load_model_and_processor(latest_checkpoint(tmp_path / "run" / "checkpoints"))
+    saved = dict(reloaded.named_parameters())
+    assert all(torch.equal(p.detach(), saved[n]) for n, p in trainer.model.named_parameters() if "lora_" in n)
 
 
 def test_dynamic_sampling_drops_zero_variance_groups(small_config, tmp_path):
