@@ -76,7 +76,8 @@ def wilson_interval(
     shrink = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / shrink
     half_width = z / shrink * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return max(0.0, centre - half_width), min(1.0, centre + half_width)
+    # The interval contains p; clamping keeps rounding (e.g. a 1e-17 lower bound at p = 0) out.
+    return max(0.0, min(p, centre - half_width)), min(1.0, max(p, centre + half_width))
 
 
 def bootstrap_interval(

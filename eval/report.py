@@ -149,7 +149,7 @@ def plot_comparison(results: Mapping[str, EvalResult], path: Path) -> Path:
         values = np.array([summary.get(key, math.nan) for _, key in groups])  # [G]
         lows = np.array([summary.get(f"{key}_ci_low", math.nan) for _, key in groups])
         highs = np.array([summary.get(f"{key}_ci_high", math.nan) for _, key in groups])
-        errors = np.nan_to_num(np.stack([values - lows, highs - values]))  # [2, G]
+        errors = np.clip(np.nan_to_num(np.stack([values - lows, highs - values])), 0, None)  # [2, G]
         axis.bar(positions + index * width, values, width, yerr=errors, capsize=3, label=name)
     axis.set_xticks(positions + width * (len(summaries) - 1) / 2, [label for label, _ in groups])
     axis.set_ylim(0, 1.05)
