@@ -35,7 +35,7 @@ def parse_args(description: str) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=5, help="timed steps")
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps before the timed ones")
     parser.add_argument("--threads", type=int, default=1,
-                        help="torch CPU threads (1, the trainer's train.num_threads default, is fastest for tiny models)")
+                        help="torch CPU threads (the trainer defaults to 1: more do not help tiny models)")
     parser.add_argument("--no-group-shared", action="store_true",
                         help="mmgrpo only: the plain per-sample path instead of group-shared prompt encoding")
     return parser.parse_args()

@@ -69,11 +69,11 @@ def trl_reward(name: str, options: dict[str, Any], samples: list[Sample]) -> Cal
 
 
 class StepTimer(TrainerCallback):
-    """Wall time and completion tokens of each optimizer step (TRL generates inside the step)."""
+    """Wall time per phase of each optimizer step (TRL generates inside the step) and its mean completion length."""
 
     def __init__(self, phase_seconds: dict[str, float]) -> None:
         self.phase_seconds = phase_seconds  # filled by the timed trainer methods during a step
-        self.steps: list[StepRecord] = []
+        self.step_seconds: list[dict[str, float]] = []
         self.mean_lengths: list[float] = []
         self.started = 0.0
 
@@ -84,12 +84,19 @@ class StepTimer(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         total = time.perf_counter() - self.started
         scored, reference = self.phase_seconds["generate_and_score"], self.phase_seconds["reference"]
-        seconds = {"step": total, "rollout": scored - reference, "reference": reference, "update": total - scored}
-        self.steps.append(StepRecord(seconds, completion_tokens=0.0, completions=0))
+        self.step_seconds.append(
+            {"step": total, "rollout": scored - reference, "reference": reference, "update": total - scored}
+        )
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if logs and "completions/mean_length" in logs:
             self.mean_lengths.append(logs["completions/mean_length"])
+
+    def records(self, completions_per_step: int) -> list[StepRecord]:
+        return [
+            StepRecord(seconds, completion_tokens=length * completions_per_step, completions=completions_per_step)
+            for seconds, length in zip(self.step_seconds, self.mean_lengths, strict=True)
+        ]
 
 
 def time_method(obj: Any, name: str, bucket: str, seconds: dict[str, float], when: Callable[..., bool]) -> None:
@@ -140,11 +147,7 @@ def main() -> None:
         time_method(trainer, "_get_per_token_logps_and_entropies", "reference", phase_seconds,
                     lambda model, *_: model is trainer.ref_model)
         trainer.train()
-    records = [
-        StepRecord(record.seconds, completion_tokens=length * batch, completions=batch)
-        for record, length in zip(timer.steps, timer.mean_lengths)
-    ][args.warmup:]
-    print_summary("TRL GRPOTrainer", args, records)
+    print_summary("TRL GRPOTrainer", args, timer.records(batch)[args.warmup :])
 
 
 if __name__ == "__main__":

@@ -135,12 +135,13 @@ class GRPOTrainer:
             max_resample_rounds=cfg.algo.max_resample_rounds,
         )
         self._record_successes(rollouts)
-        rollout_done = time.perf_counter()
         metrics = rollout_metrics(rollouts)
         if not rollouts.groups:
             logger.warning("step %d: no informative group to train on", self.step_index + 1)
-            return metrics | _timing(started, rollout_done, rollout_done, time.perf_counter())
-        batch = self._step_batch(rollouts)
+            rollout_done = time.perf_counter()
+            return metrics | _timing(started, rollout_done, rollout_done, rollout_done)
+        batch = self._step_batch(rollouts)  # advantages and the training batch count as rollout time
+        rollout_done = time.perf_counter()
         if self.reference is not None:
             batch.ref_logp = batch_logprobs(
                 self.reference.module, batch, self._update_settings(), cfg.rollout.temperature, self.reference.context
