@@ -143,6 +143,19 @@ def _vision_grid(patch_size: int) -> dict[str, int]:
     return {"patch_size": patch_size, "spatial_merge_size": MERGE_SIZE, "temporal_patch_size": TEMPORAL_PATCH_SIZE}
 
 
+def _vision_tower(spec: TinySpec, patch_size: int, **extras: Any) -> dict[str, Any]:
+    """The vision config Qwen2.5-VL and Qwen3-VL share (Qwen2-VL names its fields differently)."""
+    return {
+        "depth": spec.vision_depth,
+        "hidden_size": spec.vision_hidden_size,
+        "intermediate_size": spec.vision_intermediate_size,
+        "num_heads": spec.vision_heads,
+        "out_hidden_size": spec.hidden_size,
+        **_vision_grid(patch_size),
+        **extras,
+    }
+
+
 @TINY_FAMILIES.register("qwen2_vl")
 def build_qwen2_vl(spec: TinySpec) -> TinyModel:
     patch_size = 14
@@ -166,17 +179,10 @@ def build_qwen2_vl(spec: TinySpec) -> TinyModel:
 @TINY_FAMILIES.register("qwen2_5_vl")
 def build_qwen2_5_vl(spec: TinySpec) -> TinyModel:
     patch_size = 14
-    vision = {
-        "depth": spec.vision_depth,
-        "hidden_size": spec.vision_hidden_size,
-        "intermediate_size": spec.vision_intermediate_size,
-        "num_heads": spec.vision_heads,
-        "out_hidden_size": spec.hidden_size,
-        # One attention window covers a whole tiny image; the last block attends fully.
-        "window_size": patch_size * MERGE_SIZE * 4,
-        "fullatt_block_indexes": [spec.vision_depth - 1],
-        **_vision_grid(patch_size),
-    }
+    # One attention window covers a whole tiny image; the last block attends fully.
+    vision = _vision_tower(
+        spec, patch_size, window_size=patch_size * MERGE_SIZE * 4, fullatt_block_indexes=[spec.vision_depth - 1]
+    )
     return _assemble(
         spec,
         classes=(Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor),
@@ -190,16 +196,9 @@ def build_qwen2_5_vl(spec: TinySpec) -> TinyModel:
 def build_qwen3_vl(spec: TinySpec) -> TinyModel:
     patch_size = 16
     min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
-    vision = {
-        "depth": spec.vision_depth,
-        "hidden_size": spec.vision_hidden_size,
-        "intermediate_size": spec.vision_intermediate_size,
-        "num_heads": spec.vision_heads,
-        "out_hidden_size": spec.hidden_size,
-        "num_position_embeddings": QWEN3_POSITION_GRID**2,
-        "deepstack_visual_indexes": [0],
-        **_vision_grid(patch_size),
-    }
+    vision = _vision_tower(
+        spec, patch_size, num_position_embeddings=QWEN3_POSITION_GRID**2, deepstack_visual_indexes=[0]
+    )
     half_grey = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
     video_processor = Qwen3VLVideoProcessor(
         size={"shortest_edge": min_pixels, "longest_edge": max_pixels * spec.max_frames},
