@@ -131,6 +131,21 @@ class TaskConfig:
         {}, "Reward name -> weight, e.g. {accuracy: 1.0, format: 0.1}; empty = the task's defaults."
     )
     reward_plugins: list[str] = option([], "Python files whose @register'ed reward functions become usable in rewards.")
+    options: dict[str, Any] = option(
+        {}, "Task constructor options, e.g. {coords: relative1000} for grounding; reach every task of the run."
+    )
+    guards: dict[str, Any] = option(
+        {}, "Reward-hacking guard settings (tasks.guards.Guards fields), e.g. {max_tokens: null, prompt_copy: false}; "
+        "empty = the task's defaults."
+    )
+    reward_errors: Literal["raise", "skip"] = option(
+        "skip", "A reward call that raises, times out or returns NaN/inf: skip = score that reward None for "
+        "those completions, count and name it (reward/<name>/errors); raise = stop the run."
+    )
+    reward_timeout: float | None = option(
+        60.0, "Seconds one reward call may take before it counts as an error; None = no limit.", gt=0
+    )
+    reward_workers: int = option(4, "Reward calls run in parallel across groups on this many worker threads.", ge=1)
 
 
 @dataclass
