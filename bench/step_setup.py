@@ -18,7 +18,7 @@ import torch
 from mmgrpo.config import Config, load_config
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.models.tiny import make_tiny
-from mmgrpo.trainer.setup import SampleSet, load_samples
+from mmgrpo.trainer.setup import SampleSet, load_samples, task_model_info
 
 MODEL_FAMILY = "qwen2_5_vl"
 DATASET_SIZE = 64  # generated clevr_count examples; prompts are drawn from the train split
@@ -84,7 +84,8 @@ def build_inputs(args: argparse.Namespace, work_dir: Path) -> BenchInputs:
     config = bench_config(args, work_dir)
     make_tiny(MODEL_FAMILY, config.model.name_or_path, seed=0)
     model, processor = load_model_and_processor(config.model.name_or_path, dtype="float32", device="cpu")
-    train_set = load_samples(config.data.train, config.task, Path(config.data.dir), seed=config.data.seed)
+    train_set = load_samples(config.data.train, config.task, Path(config.data.dir), seed=config.data.seed,
+                             model=task_model_info(config.model, config.model.name_or_path))
     return BenchInputs(config, model, processor, train_set)
 
 

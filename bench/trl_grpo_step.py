@@ -31,7 +31,7 @@ from step_setup import BenchInputs, StepRecord, build_inputs, parse_args, print_
 from mmgrpo.trainer.setup import media_budgets, scoring_rule
 from mmgrpo.types import Sample
 from processors.image import load_image
-from tasks.scoring import reward_fields, run_reward
+from tasks.scoring import score_completions
 
 try:
     from datasets import Dataset
@@ -62,7 +62,9 @@ def trl_reward(name: str, options: dict[str, Any], samples: list[Sample]) -> Cal
 
     def reward(completions: list[list[dict[str, str]]], sample_index: list[int], **_: Any) -> list[float | None]:
         texts = [completion[0]["content"] for completion in completions]
-        return run_reward(name, texts, reward_fields([samples[i] for i in sample_index]), **options)
+        breakdown = score_completions(texts, [samples[i] for i in sample_index], {name: 1.0},
+                                      reward_options={name: options} if options else None)
+        return breakdown.components[name]
 
     reward.__name__ = name  # TRL names the reward's metrics after it
     return reward

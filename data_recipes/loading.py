@@ -19,6 +19,7 @@ from data_recipes.adapters import ADAPTERS, Adapter, BadRow, detect_adapter
 from data_recipes.media import MediaResolver
 from data_recipes.reading import open_split
 from data_recipes.writer import read_info
+from mmgrpo.skipped_rows import SkippedRow
 
 logger = logging.getLogger(__name__)
 
@@ -40,16 +41,6 @@ class DatasetSpec:
     """Folder where embedded media bytes are written; None keeps them in the rows as bytes."""
     check_media: bool = True
     """Check that every media file decodes (cheap header checks)."""
-
-
-@dataclass(frozen=True)
-class SkippedRow:
-    """A row left out, with the reason category (e.g. "missing media") and the specifics."""
-
-    row_id: str
-    source: str
-    reason: str
-    detail: str = ""
 
 
 @dataclass

@@ -18,7 +18,7 @@ from PIL import Image
 
 from data_recipes.adapters.base import BadRow
 from data_recipes.media_checks import CHECKS
-from processors.errors import CorruptMediaError, EmptyMediaError, MediaError, MediaShapeError, MissingMediaError
+from processors.errors import MediaError
 from processors.sources import local_path
 
 # canonical media column -> media kind
@@ -29,14 +29,6 @@ MEDIA_COLUMNS: dict[str, str] = {
     "videos": "video",
     "audio": "audio",
     "audios": "audio",
-}
-
-# typed media error -> the skip reason counted in load summaries
-_REASONS: dict[type[MediaError], str] = {
-    MissingMediaError: "missing media",
-    CorruptMediaError: "corrupt media",
-    EmptyMediaError: "empty media",
-    MediaShapeError: "bad media shape",
 }
 
 
@@ -82,7 +74,7 @@ class MediaResolver:
             try:
                 CHECKS[kind](resolved)
             except MediaError as error:
-                raise BadRow(_REASONS.get(type(error), "bad media"), str(error)) from error
+                raise BadRow(error.category, str(error)) from error
         return resolved
 
     def _find(self, ref: str) -> str:

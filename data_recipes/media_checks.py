@@ -1,6 +1,6 @@
 """Cheap "does this media file decode?" checks run on every loaded row.
 
-Images: Pillow's header/checksum ``verify()`` (no full decode). Video: the container opens,
+Images: Pillow's header/checksum ``verify()`` (no full decode) and a usable size. Video: the container opens,
 has a video stream and its first frame decodes. Audio: libsndfile reads the header and finds
 samples. Failures raise the typed ``processors.errors.MediaError`` subclasses, naming the
 source, so the loader can skip and count the row with a precise reason.
@@ -16,7 +16,9 @@ import av
 import soundfile
 from PIL import Image
 
+from processors.budgets import ImageBudget
 from processors.errors import CorruptMediaError, EmptyMediaError
+from processors.sizing import check_image_shape
 from processors.sources import existing_file
 
 MediaSource = str | bytes
@@ -34,12 +36,19 @@ def _opened(ref: MediaSource) -> Iterator[tuple[BinaryIO | str, str]]:
 
 
 def check_image(ref: MediaSource) -> None:
+    """Header and checksums verify, and the size is usable (not zero, aspect ratio in bounds).
+
+    A damaged pixel stream behind a valid header (truncated JPEG, corrupt zlib data) passes
+    here; the batch builder catches it on full decode and skips the row then.
+    """
     with _opened(ref) as (file, source):
         try:
             with Image.open(file) as image:
+                height, width = image.height, image.width
                 image.verify()
         except (OSError, SyntaxError, ValueError) as error:  # Pillow raises all three for bad data
             raise CorruptMediaError(source, f"cannot decode image: {error}") from error
+        check_image_shape(height, width, max_aspect_ratio=ImageBudget().max_aspect_ratio, source=source)
 
 
 def check_video(ref: MediaSource) -> None:

@@ -2,7 +2,8 @@
 
 Each model is loaded the way the trainer loads its policy, wrapped in a rollout engine
 and evaluated on the same samples; per-model outputs go to ``OUT/models/<i>-<name>/``,
-the side-by-side comparison to ``OUT/`` (see :mod:`eval.report`). ``run_config`` does the
+the side-by-side comparison to ``OUT/`` (see :mod:`eval.report`), every item left out (at
+load or by the batch builder) to ``OUT/skipped_rows.jsonl``. ``run_config`` does the
 same from an mmgrpo :class:`~mmgrpo.config.Config` (what ``mmgrpo eval`` builds).
 """
 
@@ -23,9 +24,13 @@ from eval.report import write_outputs
 from eval.results import EvalOptions, EvalResult
 from eval.runner import evaluate_policy
 from mmgrpo.config import Config, DatasetConfig, ModelConfig, TaskConfig
+from mmgrpo.models.budget_limits import require_budgets_fit
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.rollout.base import ENGINES
-from mmgrpo.trainer.setup import SampleSet, load_samples, media_budgets, pick_device, resolve_model_path
+from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
+from mmgrpo.trainer.setup import (
+    SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, task_model_info,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -61,18 +66,24 @@ def run(
     cache = Path(cache_dir) if cache_dir is not None else out / CACHE_DIR_NAME
     options = options or EvalOptions()
     model_config, task_config = model or ModelConfig(), task or TaskConfig()
-    eval_set = load_samples(list(datasets), task_config, cache / "data", seed=data_seed)
+    ledger = SkipLedger(out / LEDGER_FILE)
     engine_options = {"group_shared": group_shared, "max_prompt_len": max_prompt_tokens}
     results: dict[str, EvalResult] = {}
     model_paths: dict[str, str] = {}
     for index, name in enumerate(_unique_names(models)):
         config = dataclasses.replace(model_config, name_or_path=models[index])
         model_paths[name] = resolve_model_path(config, cache / "models", options.seed)
+        # Built per model: a task sees images at the size this model sees them, in its coordinate system.
+        eval_set = load_samples(list(datasets), task_config, cache / "data", seed=data_seed,
+                                model=task_model_info(config, model_paths[name]))
+        if index == 0:
+            ledger.add(eval_set.skipped, split="test", stage="load")
         logger.info("evaluating %s on %d items", name, len(eval_set.samples))
         results[name] = _evaluate_model(
             model_paths[name], config, eval_set, options, device=pick_device(device), engine=engine, **engine_options
         )
         results[name].write(out / "models" / f"{index + 1}-{_slug(name)}", model_name=name)
+        ledger.add(results[name].skipped, split="test", stage="eval")
     settings = {
         "models": model_paths,
         "datasets": [dataclasses.asdict(spec) for spec in datasets],
@@ -98,7 +109,8 @@ def _evaluate_model(
         trust_remote_code=config.trust_remote_code, device=device,
     )
     load_seconds = time.perf_counter() - started
-    rollout = ENGINES.get(engine)(policy, processor, budgets=media_budgets(config), **engine_options)
+    require_budgets_fit(config, policy, processor)
+    rollout = ENGINES.get(engine)(policy, processor, budgets=media_budgets(config, processor), **engine_options)
     result = evaluate_policy(rollout, eval_set.samples, eval_set.tasks, options, skipped=eval_set.skipped)
     result.timings["load_seconds"] = load_seconds
     del policy, processor, rollout

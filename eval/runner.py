@@ -2,7 +2,10 @@
 
 It talks only to the :class:`~mmgrpo.rollout.base.RolloutEngine` interface the trainer
 uses, so it evaluates whatever the engine samples from (the live policy mid-training, a
-loaded checkpoint, a vLLM engine). Prompts go in batches of ``options.batch_size``.
+loaded checkpoint, a vLLM engine). Prompts go in batches of ``options.batch_size``. An
+engine that encodes in process (it has ``encode(samples) -> PromptBatch``, as the HF
+engine does) has each batch encoded first, so an item it cannot take (media that fail to
+decode, a prompt too long) is skipped with the batch builder's reason and the batch goes on.
 """
 
 from __future__ import annotations
@@ -14,14 +17,13 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from data_recipes.loading import SkippedRow
 from eval.results import FORMAT_REWARD, CompletionRecord, EvalOptions, EvalResult, ItemRecord, json_safe
+from mmgrpo.models.batch import PROMPT_TOO_LONG, PromptBatch  # PROMPT_TOO_LONG: eval's skip reason too
 from mmgrpo.rollout.base import RolloutEngine
+from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
 from tasks import Task, score_completions
 from tasks.base import MEDIA_KINDS
-
-PROMPT_TOO_LONG = "prompt too long"  # skip reason of a prompt the engine dropped
 
 
 def evaluate_policy(
@@ -35,8 +37,9 @@ def evaluate_policy(
     """Generate ``options.samples`` completions per sample and score each with its task.
 
     ``skipped`` are rows the data layer already left out; they are carried into the
-    result and counted. A prompt the engine drops (longer than its ``max_prompt_len``)
-    is skipped and counted too, never scored as a failure.
+    result and counted. An item the batch builder leaves out (bad media, prompt over
+    ``max_prompt_len``) or the engine returns nothing for is skipped and counted with its
+    reason too, never scored as a failure.
     """
     missing = sorted({sample.task for sample in samples} - set(tasks))
     if missing:
@@ -48,13 +51,17 @@ def evaluate_policy(
     with tqdm(total=len(samples), desc="eval", unit="prompt", disable=not options.progress) as bar:
         for batch_index, batch in enumerate(_batches(samples, options.batch_size)):
             generate_started = time.perf_counter()
-            groups = engine.generate(batch, options.sampling_params(batch_index))
+            prompts = _encoded(engine, batch)
+            params = options.sampling_params(batch_index)
+            encoded = {} if prompts is None else {"prompts": prompts}
+            groups = engine.generate(batch, params, **encoded)
             generation_seconds += time.perf_counter() - generate_started
+            reasons = {row.row_id: row for row in getattr(prompts, "dropped", [])}
             for sample, group in zip(batch, groups):
                 if group:
                     items.append(score_item(sample, group, tasks[sample.task]))
                 else:
-                    dropped.append(SkippedRow(sample.id, sample.task, PROMPT_TOO_LONG, "dropped by the rollout engine"))
+                    dropped.append(reasons.get(sample.id) or _dropped_by_engine(sample))
             bar.update(len(batch))
     total_seconds = time.perf_counter() - started
     timings = {
@@ -72,12 +79,14 @@ def score_item(sample: Sample, completions: Sequence[Completion], task: Task) ->
     breakdown = score_completions(
         texts, [sample] * len(texts), weights, reward_options=task.reward_options(weights)
     )
+    # The metric is one of the task's rewards: read from the breakdown, not computed twice.
+    metrics = breakdown.components.get(task.metric_reward) or [task.metric(text, sample) for text in texts]
     records = [
         CompletionRecord(
             text=completion.text,
             n_tokens=len(completion.token_ids),
             truncated=completion.truncated,
-            metric=task.metric(completion.text, sample),
+            metric=float(metrics[index] or 0.0),  # None: the reward failed on it (skipped and counted)
             parsed_answer=json_safe(task.parse_answer(completion.text)),
             rewards={name: values[index] for name, values in breakdown.components.items()},
             reward=breakdown.total[index],
@@ -96,6 +105,17 @@ def score_item(sample: Sample, completions: Sequence[Completion], task: Task) ->
 def media_label(ref: Any) -> str:
     """A printable media reference: the path, or ``<TypeName>`` for in-memory media."""
     return os.fspath(ref) if isinstance(ref, (str, os.PathLike)) else f"<{type(ref).__name__}>"
+
+
+def _encoded(engine: RolloutEngine, batch: list[Sample]) -> PromptBatch | None:
+    """``batch`` encoded by the engine's own batch builder, or None for an engine that has none."""
+    encode = getattr(engine, "encode", None)
+    return encode(batch) if callable(encode) else None
+
+
+def _dropped_by_engine(sample: Sample) -> SkippedRow:
+    """The record of an item the engine returned no completion for (it drops over-long prompts)."""
+    return SkippedRow(sample.id, sample.task, PROMPT_TOO_LONG, "dropped by the rollout engine")
 
 
 def _batches(samples: Sequence[Sample], size: int) -> Iterator[list[Sample]]:

@@ -3,6 +3,11 @@
 Each sub-command is one module exposing ``configure(parser)`` (adds its arguments)
 and ``run(args) -> int`` (does the work). Heavy imports (torch, transformers) happen
 inside ``run`` so that ``mmgrpo --help`` stays fast.
+
+Errors about the user's inputs (a missing file, model or plugin, a bad config or dataset)
+end the command with one ``mmgrpo <command>: error: ...`` line and exit status 1; Ctrl-C
+with status 130. ``--debug`` (before or after the command name) shows the traceback
+instead. Any other exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+from mmgrpo.registry import RegistryError
 
 # name -> (module, one-line help). A new sub-command is one module plus one line here.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -22,6 +29,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("mmgrpo.commands.config", "Print the resolved config of a recipe + overrides, or describe every key."),
 }
 
+# Exceptions that describe a problem with the user's inputs, not a bug: one line, no traceback.
+# (ConfigError, ModelLoadError, MediaError and BadRow are ValueErrors; a failed plugin import is an ImportError.)
+USER_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, ImportError, RegistryError)
+DEBUG_FLAG = "--debug"
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -31,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     from mmgrpo import __version__
 
     parser.add_argument("--version", action="version", version=f"mmgrpo {__version__}")
+    parser.add_argument(
+        DEBUG_FLAG, action="store_true", help="show the full traceback of an error instead of one line (anywhere on the line)"
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
@@ -42,11 +59,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # Taken out before parsing, so it works after any (sub-)sub-command and among overrides.
+    debug = DEBUG_FLAG in argv
+    args = parser.parse_args([arg for arg in argv if arg != DEBUG_FLAG])
     if getattr(args, "_run", None) is None:
         parser.print_help()
         return 0
-    return int(args._run(args) or 0)
+    try:
+        return int(args._run(args) or 0)
+    except USER_ERRORS as error:
+        if debug:
+            raise
+        print(f"mmgrpo {args.command}: error: {error} ({DEBUG_FLAG} shows the traceback)", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"mmgrpo {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from typing import Any
 import av
 import numpy as np
 import soundfile
-from scipy.signal import resample_poly
 
 from processors.budgets import AudioBudget
 from processors.errors import CorruptMediaError, EmptyMediaError, MediaShapeError, MissingMediaError
@@ -57,6 +56,8 @@ def resample(samples: np.ndarray, rate: int, target_rate: int) -> np.ndarray:
     """Polyphase resampling (anti-aliased) of ``samples`` [S] from ``rate`` to ``target_rate``."""
     if rate == target_rate:
         return samples
+    from scipy.signal import resample_poly  # imported here: scipy.signal takes a second, most runs never resample
+
     common = math.gcd(rate, target_rate)
     return resample_poly(samples, target_rate // common, rate // common)
 

@@ -5,7 +5,7 @@ sizes are counted in merged patches: ``factor`` = patch size 14 x spatial merge 
 pixels, an image gets 4..16384 such tokens, a video frame 128..768, a whole video
 ``MODEL_SEQ_LEN`` (128000) x 0.9, frames are sampled at 2 fps in pairs
 (``FRAME_FACTOR`` = 2) between 4 and 768. The audio defaults are the Whisper feature
-extractor's (16 kHz, 30 s chunks) that Qwen2-Audio and Qwen2.5-Omni use.
+extractor's (16 kHz, 30 s chunks) that Qwen2-Audio uses.
 Families with other patch sizes (Qwen3-VL: 16 x 2 = 32) override ``factor``.
 """
 

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 
 class MediaError(ValueError):
-    """A media reference could not be loaded; ``source`` says which, ``reason`` why."""
+    """A media reference could not be loaded; ``source`` says which, ``reason`` why.
+
+    ``category`` is the short skip reason a row with this error is counted under.
+    """
+
+    category = "bad media"
 
     def __init__(self, source: object, reason: str) -> None:
         self.source = str(source)
@@ -20,14 +25,22 @@ class MediaError(ValueError):
 class MissingMediaError(MediaError):
     """The referenced file does not exist (or is not a regular file)."""
 
+    category = "missing media"
+
 
 class CorruptMediaError(MediaError):
     """The bytes exist but do not decode (unknown format, truncated, damaged)."""
+
+    category = "corrupt media"
 
 
 class EmptyMediaError(MediaError):
     """The media decodes to nothing: a zero-byte file, zero pixels, frames or samples."""
 
+    category = "empty media"
+
 
 class MediaShapeError(MediaError):
     """The media decodes but its shape or value range is unusable (e.g. absurd aspect ratio)."""
+
+    category = "bad media shape"

@@ -28,6 +28,11 @@ ImageRef = str | os.PathLike | bytes | Image.Image | np.ndarray | dict[str, Any]
 RESAMPLE = Image.Resampling.BICUBIC
 BACKGROUND = (255, 255, 255)  # transparent pixels are composited on white, as qwen-vl-utils does
 ARRAY_CHANNELS = (3, 4)  # RGB or RGBA; a single channel is squeezed to grayscale first
+# Integer grayscale modes holding 16-bit samples (16-bit PNG / TIFF). Pillow's convert("RGB")
+# clips them at 255, which turns nearly every pixel white; they are scaled to 8 bits instead.
+# Mode "I" (32-bit) is how older Pillow versions open 16-bit files, so it is read as 16-bit too.
+SIXTEEN_BIT_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I"})
+SIXTEEN_TO_EIGHT_BIT = 65535 / 255  # = 257: 0 -> 0 and 65535 -> 255
 
 
 def load_image(ref: ImageRef, budget: ImageBudget = ImageBudget()) -> Image.Image:
@@ -38,30 +43,50 @@ def load_image(ref: ImageRef, budget: ImageBudget = ImageBudget()) -> Image.Imag
 
 def resize_to_budget(image: Image.Image, budget: ImageBudget, *, source: str) -> Image.Image:
     """``image`` resized to qwen-vl-utils' ``smart_resize`` target for ``budget``."""
+    width, height = budget_size(image.size, budget, source=source)
+    if (width, height) == image.size:
+        return image
+    return image.resize((width, height), RESAMPLE)
+
+
+def budget_size(size: tuple[int, int], budget: ImageBudget, *, source: str = "image") -> tuple[int, int]:
+    """``(width, height)`` an image of ``size`` (width, height) has once resized into ``budget``.
+
+    The one place the image size the model sees is computed: the batch builder resizes
+    with it and the grounding task converts box coordinates with it.
+    """
     height, width = smart_resize(
-        image.height,
-        image.width,
+        size[1],
+        size[0],
         factor=budget.factor,
         min_pixels=budget.min_pixels,
         max_pixels=budget.max_pixels,
         max_aspect_ratio=budget.max_aspect_ratio,
         source=source,
     )
-    if (width, height) == image.size:
-        return image
-    return image.resize((width, height), RESAMPLE)
+    return width, height
 
 
 def to_rgb(image: Image.Image) -> Image.Image:
-    """``image`` in RGB mode; transparent pixels become white, other modes are converted."""
+    """``image`` in RGB mode; transparent pixels become white, 16-bit grayscale is scaled to
+    8 bits, other modes are converted."""
     if image.mode == "RGB":
         return image
+    if image.mode in SIXTEEN_BIT_MODES:
+        image = to_8bit_grayscale(image)
     if image.has_transparency_data:
         rgba = image.convert("RGBA")
         composed = Image.new("RGB", image.size, BACKGROUND)
         composed.paste(rgba, mask=rgba.getchannel("A"))
         return composed
     return image.convert("RGB")
+
+
+def to_8bit_grayscale(image: Image.Image) -> Image.Image:
+    """A 16-bit grayscale ``image`` as 8-bit ("L"): each sample divided by 257, rounded, clipped."""
+    samples = np.asarray(image).astype(np.float64)  # [H, W], 0..65535
+    scaled = np.clip(np.round(samples / SIXTEEN_TO_EIGHT_BIT), 0, 255).astype(np.uint8)
+    return Image.fromarray(scaled)  # uint8 [H, W] -> mode "L"
 
 
 @contextlib.contextmanager

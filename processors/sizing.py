@@ -33,6 +33,16 @@ def floor_by_factor(number: float, factor: int) -> int:
     return math.floor(number / factor) * factor
 
 
+def check_image_shape(height: int, width: int, *, max_aspect_ratio: float, source: str = "image") -> None:
+    """Raise ``EmptyMediaError`` for a zero-sized image, ``MediaShapeError`` when the longer
+    side exceeds ``max_aspect_ratio`` times the shorter (qwen-vl-utils rejects those too)."""
+    if height <= 0 or width <= 0:
+        raise EmptyMediaError(source, f"zero-sized image ({width}x{height})")
+    ratio = max(height, width) / min(height, width)
+    if ratio > max_aspect_ratio:
+        raise MediaShapeError(source, f"aspect ratio {ratio:.1f} of {width}x{height} exceeds {max_aspect_ratio}")
+
+
 def smart_resize(
     height: int,
     width: int,
@@ -50,11 +60,7 @@ def smart_resize(
     longer side exceeds ``max_aspect_ratio`` times the shorter or the shorter side would
     shrink to zero under ``max_pixels``; ``source`` names the media.
     """
-    if height <= 0 or width <= 0:
-        raise EmptyMediaError(source, f"zero-sized image ({width}x{height})")
-    ratio = max(height, width) / min(height, width)
-    if ratio > max_aspect_ratio:
-        raise MediaShapeError(source, f"aspect ratio {ratio:.1f} of {width}x{height} exceeds {max_aspect_ratio}")
+    check_image_shape(height, width, max_aspect_ratio=max_aspect_ratio, source=source)
     new_height = max(factor, round_by_factor(height, factor))
     new_width = max(factor, round_by_factor(width, factor))
     if new_height * new_width > max_pixels:

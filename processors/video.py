@@ -22,7 +22,7 @@ from processors.errors import EmptyMediaError, MediaShapeError
 from processors.image import RESAMPLE, decode_image, to_rgb
 from processors.sizing import frame_max_pixels, sample_frame_count, sample_frame_indices, smart_resize
 from processors.sources import describe, existing_file
-from processors.video_backends import VIDEO_BACKENDS, DecodedFrames, FrameChooser
+from processors.video_backends import VIDEO_BACKENDS, DecodedFrames, FrameChooser, default_video_backend
 
 VideoRef = str | os.PathLike | Sequence[Any] | np.ndarray
 
@@ -44,12 +44,12 @@ class VideoClip:
     total_frames: int
 
 
-def load_video(ref: VideoRef, budget: VideoBudget = VideoBudget(), *, backend: str = "pyav") -> VideoClip:
-    """Sample and resize the frames of ``ref`` within ``budget``; ``backend`` decodes files."""
+def load_video(ref: VideoRef, budget: VideoBudget = VideoBudget(), *, backend: str | None = None) -> VideoClip:
+    """Sample and resize the frames of ``ref`` within ``budget``; ``backend`` decodes files (None = the default)."""
     source = describe(ref)
     choose = partial(_choose_frames, budget=budget)
     if isinstance(ref, (str, os.PathLike)):
-        decoded = VIDEO_BACKENDS.get(backend)(existing_file(ref), choose)
+        decoded = VIDEO_BACKENDS.get(backend or default_video_backend())(existing_file(ref), choose)
     else:
         decoded = _sample_frame_sequence(ref, budget.fps, choose, source)
     frames = _resize_frames(decoded, budget, source)

@@ -2,13 +2,15 @@
 
 A back end is a function ``(path, choose) -> DecodedFrames``. It learns the video's
 frame count and rate, asks ``choose(total_frames, source_fps)`` which frame indices
-to keep, and decodes only those. PyAV is always available; decord is used when
-installed. Failures become typed ``MediaError``s naming the file.
+to keep, and decodes only those. decord (random access, qwen-vl-utils' back end) is the
+default when installed; PyAV, always installed, is the fallback. Failures become typed
+``MediaError``s naming the file.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,11 @@ FrameChooser = Callable[[int, float], list[int]]  # (total_frames, source_fps) -
 VideoBackend = Callable[[Path, FrameChooser], "DecodedFrames"]
 
 VIDEO_BACKENDS: Registry[VideoBackend] = Registry("video back end")
+
+
+def default_video_backend() -> str:
+    """``decord`` when it is installed (as the dev extra does), else ``pyav``."""
+    return "decord" if importlib.util.find_spec("decord") is not None else "pyav"
 
 
 @dataclass

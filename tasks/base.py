@@ -10,10 +10,13 @@ weights and which reward is its eval metric.
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Mapping
 
 from mmgrpo.types import Message, Sample
-from tasks.guards import Guards, answer_tags, guarded_answer
+from processors.budgets import ImageBudget
+from tasks.guards import Guards, guarded_answer, single_answer
 from tasks.registry import REWARDS
 from tasks.scoring import reward_fields
 
@@ -32,6 +35,16 @@ class RowError(ValueError):
     def __init__(self, row: Mapping[str, Any], field: str, reason: str) -> None:
         self.row_id, self.field, self.reason = row.get("id", "<no id>"), field, reason
         super().__init__(f"row {self.row_id!r}, field {field!r}: {reason}")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a task knows of the model its prompts go to (filled in from the model config)."""
+
+    family: str | None = None
+    """The model's ``model_type`` (``qwen2_5_vl``, ``qwen2_vl``, ...); None when unknown."""
+    image_budget: ImageBudget = ImageBudget()
+    """The budget the batch builder resizes images into, so a task sees the sizes the model sees."""
 
 
 def require(row: Mapping[str, Any], field: str) -> Any:
@@ -65,18 +78,40 @@ class Task:
     def __init__(
         self,
         *,
+        model: ModelInfo = ModelInfo(),
         guards: Guards | Mapping[str, Any] | bool | None = None,
         think_instruction: str = THINK_INSTRUCTION,
         answer_instruction: str = ANSWER_INSTRUCTION,
     ) -> None:
+        self.model = model
         self.guards = Guards.coerce(guards)
         self.think_instruction = think_instruction
         self.answer_instruction = answer_instruction
 
+    @classmethod
+    def option_names(cls) -> set[str]:
+        """The keyword options the task's constructor takes (its own and its base classes')."""
+        names: set[str] = set()
+        for klass in cls.__mro__:
+            if "__init__" in vars(klass) and issubclass(klass, Task):
+                parameters = inspect.signature(klass.__init__).parameters.values()
+                names.update(p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY)
+        return names
+
     # -- what subclasses override -------------------------------------------------
     def ground_truth(self, row: Mapping[str, Any]) -> Any:
-        """The row's ground truth in the form this task's rewards compare against."""
-        return require(row, "answer")
+        """The row's ground truth in the form this task's rewards compare against.
+
+        A solution written with answer tags (R1-style data) must hold exactly one: its
+        content is the ground truth; several or unclosed tags make the row ambiguous.
+        """
+        answer = require(row, "answer")
+        if not isinstance(answer, str):
+            return answer
+        try:
+            return single_answer(answer)
+        except ValueError as error:
+            raise RowError(row, "answer", str(error)) from None
 
     def task_fields(self, row: Mapping[str, Any]) -> dict[str, Any]:
         """Task-specific fields the rewards need (they go into ``Sample.extra``)."""
@@ -85,10 +120,6 @@ class Task:
     def question(self, row: Mapping[str, Any]) -> str:
         """The question text shown to the model (before the format instruction)."""
         return str(require(row, "problem"))
-
-    def extract_answers(self, completion: str) -> list[str]:
-        """The answer containers in a completion (default: ``<answer>`` tag contents)."""
-        return answer_tags(completion)
 
     def parse(self, answer_text: str) -> Any:
         """This task's reading of an answer text (None if it cannot be read)."""
@@ -138,5 +169,5 @@ class Task:
 
     def parse_answer(self, completion: str) -> Any:
         """What the completion answered, read leniently (no guards), for reports; None if nothing."""
-        text = guarded_answer(completion, guards=Guards.off(), extract=self.extract_answers).text
+        text = guarded_answer(completion, guards=Guards.off()).text
         return None if text is None else self.parse(text)

@@ -22,8 +22,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from tasks.base import RowError, Task
-from tasks.guards import Guards, guarded_answer
-from tasks.parsing import ANSWER_TAG, parse_integer, tag_contents
+from tasks.guards import Guards, guarded_answer, single_answer
+from tasks.parsing import parse_integer
 from tasks.registry import register_reward
 
 
@@ -32,8 +32,7 @@ def count_ground_truth(answer: Any) -> int:
     if isinstance(answer, int) and not isinstance(answer, bool) and answer >= 0:
         return answer
     if isinstance(answer, str):
-        tagged = tag_contents(answer, ANSWER_TAG)
-        count = parse_integer(tagged[0] if len(tagged) == 1 else answer, allow_words=False)
+        count = parse_integer(single_answer(answer), allow_words=False)
         if count is not None:
             return count
     raise ValueError(f"ground-truth count must be a non-negative int or a string holding one, got {answer!r}")
@@ -41,7 +40,7 @@ def count_ground_truth(answer: Any) -> int:
 
 def completion_count(completion: str, problem: str | None = None, guards: Guards | None = None) -> int | None:
     """The count a completion commits to after the guards, or None."""
-    answer = guarded_answer(completion, problem, guards).text
+    answer = guarded_answer(completion, problem, guards, read=parse_integer).text
     return None if answer is None else parse_integer(answer)
 
 

@@ -6,6 +6,8 @@ graded as free-form math (``math-verify``), as some geometry3k exports have none
 
 Reading an answer (``choice_accuracy``), after the guards of :mod:`tasks.guards`:
 
+- what wraps a short answer is read through first (:func:`tasks.parsing.strip_decoration`):
+  ``"\\boxed{B}"``, ``"\\text{B}"``, ``"$B$"``, ``"Option B"``, ``"The answer is B"``, ``"Answer: B"``;
 - a letter, bare or decorated: ``"B"``, ``"(B)"``, ``"B."``, ``"B)"``. Letters are upper
   case, so the article "a" is never read as option A;
 - a letter followed by text (``"(B) 12"``): the text must be option B's text -- an answer
@@ -18,12 +20,14 @@ from __future__ import annotations
 
 import re
 import string
+from functools import partial
 from typing import Any, Mapping, Sequence
 
-from tasks.base import RowError, Task, require
+from tasks.base import RowError
 from tasks.guards import Guards, guarded_answer
-from tasks.math import is_equivalent
-from tasks.parsing import normalize_space
+from tasks.math import TimedTask
+from tasks.math_verifier import DEFAULT_TIMEOUT, is_equivalent
+from tasks.parsing import normalize_space, strip_decoration
 from tasks.registry import register_reward, register_task
 
 _LETTER_THEN_TEXT = re.compile(r"\(?([A-Z])(?:[.:)]|(?=\s)|$)\s*(.*)", re.DOTALL)
@@ -37,12 +41,13 @@ def _normalize_option(text: str) -> str:
     return normalize_space(text.replace("$", ""))
 
 
-def option_matching(text: str, choices: Sequence[str]) -> int | None:
+def option_matching(text: str, choices: Sequence[str], timeout_seconds: float = DEFAULT_TIMEOUT) -> int | None:
     """Index of the only option whose text ``text`` is (normalised or equivalent), else None."""
     wanted = _normalize_option(text)
     matches = [i for i, choice in enumerate(choices) if _normalize_option(choice) == wanted]
     if not matches:
-        matches = [i for i, choice in enumerate(choices) if _has_digits(choice) and is_equivalent(text, choice)]
+        matches = [i for i, choice in enumerate(choices)
+                   if _has_digits(choice) and is_equivalent(text, choice, timeout_seconds=timeout_seconds)]
     return matches[0] if len(matches) == 1 else None
 
 
@@ -51,14 +56,14 @@ def _has_digits(choice: str) -> bool:
     return any(char.isdigit() for char in choice)
 
 
-def resolve_choice(text: str, choices: Sequence[str]) -> int | None:
+def resolve_choice(text: str, choices: Sequence[str], timeout_seconds: float = DEFAULT_TIMEOUT) -> int | None:
     """The option index an answer text names (rules in the module docstring), or None."""
-    text = text.strip()
+    text = strip_decoration(text)
     match = _LETTER_THEN_TEXT.fullmatch(text)
     if match and (index := string.ascii_uppercase.index(match.group(1))) < len(choices):
-        rest = match.group(2).strip()
-        return index if not rest or option_matching(rest, choices) == index else None
-    return option_matching(text, choices)
+        rest = match.group(2).strip().removesuffix(".")  # "(B)." ends a sentence
+        return index if not rest or option_matching(rest, choices, timeout_seconds) == index else None
+    return option_matching(text, choices, timeout_seconds)
 
 
 @register_reward("choice_accuracy")
@@ -69,6 +74,7 @@ def choice_accuracy(
     choices: Sequence[Sequence[str] | None] | None = None,
     *,
     guards: Guards | Mapping[str, Any] | bool | None = None,
+    timeout_seconds: float = DEFAULT_TIMEOUT,
     **_,
 ) -> list[float]:
     guards = Guards.coerce(guards)
@@ -76,24 +82,26 @@ def choice_accuracy(
     options = choices if choices is not None else [None] * len(completions)
     scores = []
     for text, truth, question, item_choices in zip(completions, answer, problems, options):
-        predicted = guarded_answer(text, question, guards).text
-        if predicted is None:
-            scores.append(0.0)
-        elif not item_choices:
-            scores.append(float(is_equivalent(predicted, str(truth))))
-        else:
-            truth_index = resolve_choice(str(truth), item_choices)
-            if truth_index is None:
-                raise ValueError(f"ground truth {truth!r} names none of the choices {list(item_choices)}")
-            scores.append(float(resolve_choice(predicted, item_choices) == truth_index))
+        if not item_choices:
+            predicted = guarded_answer(text, question, guards).text
+            scores.append(float(predicted is not None and is_equivalent(predicted, str(truth),
+                                                                        timeout_seconds=timeout_seconds)))
+            continue
+        truth_index = resolve_choice(str(truth), item_choices, timeout_seconds)
+        if truth_index is None:
+            raise ValueError(f"ground truth {truth!r} names none of the choices {list(item_choices)}")
+        read = partial(resolve_choice, choices=item_choices, timeout_seconds=timeout_seconds)
+        predicted = guarded_answer(text, question, guards, read=read).text
+        scores.append(float(predicted is not None and read(predicted) == truth_index))
     return scores
 
 
 @register_task("geometry")
-class GeometryTask(Task):
+class GeometryTask(TimedTask):
     default_rewards = {"format": 0.1, "choice_accuracy": 1.0}
     metric_reward = "choice_accuracy"
     guarded_rewards = ("choice_accuracy",)
+    timed_rewards = ("choice_accuracy",)
 
     def _choices(self, row: Mapping[str, Any]) -> list[str] | None:
         choices = row.get("choices")
@@ -104,7 +112,7 @@ class GeometryTask(Task):
         return [str(choice) for choice in choices]
 
     def ground_truth(self, row: Mapping[str, Any]) -> str:
-        truth, choices = str(require(row, "answer")), self._choices(row)
+        truth, choices = str(super().ground_truth(row)), self._choices(row)
         if choices is None:
             return truth
         index = resolve_choice(truth, choices)

@@ -4,25 +4,32 @@ Coordinate systems are explicit, because mixing them up silently ruins the rewar
 (VLM-R1 issue #44: boxes in resized-image pixels compared with original-image boxes).
 A model answers in one of:
 
-- ``absolute_resized``: pixels of the image the model saw, after ``smart_resize``
-  (Qwen2.5-VL);
-- ``norm1000``: 0-1000 on both axes (Qwen2-VL);
+- ``absolute_resized``: pixels of the image the model saw, after resizing into the
+  model's pixel budget (Qwen2.5-VL);
+- ``norm1000``: 0-1000 on both axes (Qwen2-VL, Qwen3-VL);
+- ``norm1``: 0-1 on both axes;
 - ``absolute_original``: pixels of the original image.
 
+The ``coords`` option picks one; by default it follows the model family
+(:data:`FAMILY_COORDINATES`, ``norm1`` for other families).
+
 Rows: ``id``, ``problem`` (the expression or question), ``answer`` (the box in ORIGINAL
-image pixels, a list or ``"[x1, y1, x2, y2]"``), ``image``, optional ``image_size``
-(``[width, height]`` of the original; read from the file when absent). The task derives
-``resized_size`` (``[width, height]``) from its image budget -- the same arithmetic the
-image processor applies -- and rejects a row whose own ``resized_size`` disagrees.
+image pixels, a list or ``"[x1, y1, x2, y2]"``, finite numbers), ``image``, optional
+``image_size`` (``[width, height]`` of the original; read from the file when absent).
+The task derives ``resized_size`` (``[width, height]``) with the batch builder's own
+resize (:func:`processors.image.budget_size`) under the model's image budget
+(:class:`tasks.base.ModelInfo`), and rejects a row whose own ``resized_size`` disagrees.
 Rewards convert the predicted box into original pixels, then compare: ``iou`` (the
 intersection over union) and ``grounding_accuracy`` (IoU above ``threshold``). The
-answer must hold exactly one box (``[...]`` of four numbers, or Qwen2-VL's
-``(x1,y1),(x2,y2)``); none or several score 0.
+answer must hold exactly one box (``[...]`` of four numbers -- also inside Qwen2.5-VL's
+``[{"bbox_2d": [...], "label": "..."}]`` -- or Qwen2-VL's ``(x1,y1),(x2,y2)``); none or
+several score 0.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
@@ -31,9 +38,8 @@ from PIL import Image
 
 from mmgrpo.registry import Registry
 from mmgrpo.types import Sample
-from processors.budgets import ImageBudget
 from processors.errors import MediaError
-from processors.sizing import smart_resize
+from processors.image import budget_size
 from tasks.base import RowError, Task, require
 from tasks.guards import Guards, guarded_answer
 from tasks.parsing import ascii_digits
@@ -41,8 +47,14 @@ from tasks.registry import register_reward, register_task
 
 Box = tuple[float, float, float, float]  # x1, y1, x2, y2
 Size = tuple[int, int]  # width, height
-CoordinateName = Literal["absolute_resized", "norm1000", "absolute_original"]
-NORM_RANGE = 1000.0
+CoordinateName = Literal["absolute_resized", "norm1000", "norm1", "absolute_original"]
+# The coordinate system each model family was trained to answer in (model_type -> system).
+FAMILY_COORDINATES: dict[str, CoordinateName] = {
+    "qwen2_5_vl": "absolute_resized",
+    "qwen2_vl": "norm1000",
+    "qwen3_vl": "norm1000",
+}
+OTHER_FAMILIES_COORDINATES: CoordinateName = "norm1"
 
 _NUMBER = r"\s*(-?\d+(?:\.\d+)?)\s*"
 _BRACKET_BOX = re.compile(rf"\[{_NUMBER},{_NUMBER},{_NUMBER},{_NUMBER}\]")
@@ -55,6 +67,7 @@ class CoordinateSystem:
 
     scale: Callable[[Size, Size], tuple[float, float]]  # (original, resized) -> original units per model unit
     hint: str
+    decimals: int = 0  # how finely a reference answer writes coordinates
 
 
 COORDINATE_SYSTEMS: Registry[CoordinateSystem] = Registry("coordinate system")
@@ -67,8 +80,13 @@ COORDINATE_SYSTEMS.add("absolute_resized", CoordinateSystem(
     "in pixel coordinates of the image",
 ))
 COORDINATE_SYSTEMS.add("norm1000", CoordinateSystem(
-    lambda original, resized: (original[0] / NORM_RANGE, original[1] / NORM_RANGE),
+    lambda original, resized: (original[0] / 1000.0, original[1] / 1000.0),
     "with coordinates normalised to 0-1000",
+))
+COORDINATE_SYSTEMS.add("norm1", CoordinateSystem(
+    lambda original, resized: (float(original[0]), float(original[1])),
+    "with coordinates normalised to 0-1",
+    decimals=3,
 ))
 
 
@@ -104,6 +122,8 @@ def ground_truth_box(answer: Any) -> Box:
     if not isinstance(values, (list, tuple)) or len(values) != 4:
         raise ValueError(f"ground-truth box must be [x1, y1, x2, y2], got {answer!r}")
     box = tuple(float(value) for value in values)
+    if not all(math.isfinite(value) for value in box):
+        raise ValueError(f"ground-truth box {list(box)} has a non-finite coordinate")
     if box[2] <= box[0] or box[3] <= box[1]:
         raise ValueError(f"ground-truth box {list(box)} is empty or inverted")
     return box
@@ -125,7 +145,7 @@ def _ious(
     for text, truth, question, original, resized, system in items:
         if system is None:
             raise ValueError("the sample has no 'coords' field: the coordinate system of its boxes is unknown")
-        answer_text = guarded_answer(text, question, guards).text
+        answer_text = guarded_answer(text, question, guards, read=parse_box).text
         box = None if answer_text is None else parse_box(answer_text)
         predicted = None if box is None else to_original_pixels(box, system, original, resized)
         scores.append(0.0 if predicted is None else box_iou(predicted, ground_truth_box(truth)))
@@ -183,28 +203,19 @@ class GroundingTask(Task):
     guarded_rewards = ("iou", "grounding_accuracy")
     required_media = "image"
 
-    def __init__(
-        self,
-        *,
-        coords: CoordinateName = "absolute_resized",
-        image_budget: ImageBudget = ImageBudget(),
-        iou_threshold: float = 0.5,
-        **options,
-    ) -> None:
+    def __init__(self, *, coords: CoordinateName | None = None, iou_threshold: float = 0.5, **options) -> None:
         super().__init__(**options)
-        COORDINATE_SYSTEMS.get(coords)  # fail now, naming the known systems
-        self.coords, self.image_budget, self.iou_threshold = coords, image_budget, iou_threshold
+        self.coords = coords or FAMILY_COORDINATES.get(self.model.family, OTHER_FAMILIES_COORDINATES)
+        COORDINATE_SYSTEMS.get(self.coords)  # fail now, naming the known systems
+        self.iou_threshold = iou_threshold
 
     def resized_size(self, size: Size) -> Size:
-        """``[width, height]`` the image processor resizes an image of ``size`` to."""
-        budget = self.image_budget
-        height, width = smart_resize(size[1], size[0], factor=budget.factor, min_pixels=budget.min_pixels,
-                                     max_pixels=budget.max_pixels, max_aspect_ratio=budget.max_aspect_ratio)
-        return width, height
+        """``[width, height]`` the batch builder resizes an image of ``size`` to for this model."""
+        return budget_size(size, self.model.image_budget)
 
     def ground_truth(self, row: Mapping[str, Any]) -> list[float]:
         try:
-            return list(ground_truth_box(require(row, "answer")))
+            return list(ground_truth_box(super().ground_truth(row)))
         except (ValueError, TypeError) as error:
             raise RowError(row, "answer", str(error)) from None
 
@@ -237,5 +248,6 @@ class GroundingTask(Task):
         """The ground-truth box in the coordinate system the prompt asks for, rounded to pixels."""
         extra = sample.extra
         sx, sy = COORDINATE_SYSTEMS.get(self.coords).scale(tuple(extra["image_size"]), tuple(extra["resized_size"]))
-        x1, y1, x2, y2 = sample.answer
-        return f"[{round(x1 / sx)}, {round(y1 / sy)}, {round(x2 / sx)}, {round(y2 / sy)}]"
+        digits = COORDINATE_SYSTEMS.get(self.coords).decimals or None
+        x1, y1, x2, y2 = (round(value / scale, digits) for value, scale in zip(sample.answer, (sx, sy, sx, sy)))
+        return f"[{x1}, {y1}, {x2}, {y2}]"

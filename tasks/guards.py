@@ -1,23 +1,40 @@
-"""Reward-hacking guards: find the one answer a completion commits to, or refuse to grade it.
+"""The one answer a completion commits to, or a refusal to grade it (reward-hacking guards).
+
+Every task reads answers here, with one rule: a completion answers with exactly one
+well-formed container, and nothing answer-like stands beside it.
+
+- Containers are ``<answer>...</answer>`` tags. When a completion has no answer tag, a
+  ``\\boxed{...}`` is the container (the math convention). A ``\\boxed{}`` inside the answer
+  tag is part of the answer; one outside it is a second answer.
+- The reasoning is everything up to the last ``</think>``; a container inside it is an
+  answer given while thinking.
 
 Accuracy rewards grade only what :func:`guarded_answer` returns. Each guard, on by
-default, turns a completion into "no answer" (accuracy 0) and names itself:
+default unless said otherwise, turns a completion into "no answer" (accuracy 0) and
+names itself:
 
-- ``too_long``: the completion has more than ``max_chars`` characters.
-- ``multiple_answers``: more than one answer container (e.g. two ``<answer>`` tags,
-  nested tags, or two ``\\boxed{}`` for math) -- hedging between answers.
-- ``untagged_answer``: no answer container at all -- the answer sits outside the tags.
+- ``too_long``: more than ``max_tokens`` tokens (off by default: recipes allow long
+  reasoning, and the rollout's ``max_new_tokens`` already bounds length). Counted with
+  :func:`approx_token_count`, a tokenizer-free estimate that stays at or below what BPE
+  tokenizers give for ordinary text, so the limit never cuts a completion the model's
+  own token budget allowed.
+- ``malformed_answer``: answer tags that do not pair up -- unclosed (``<answer>3</answer><answer>4``),
+  stray (``<answer>3</answer></answer>``) or nested.
+- ``answer_in_think``: a container inside the reasoning -- answering while thinking.
+- ``multiple_answers``: more than one container (two tags, or a tag and a ``\\boxed{}``
+  outside it, or two boxes) -- hedging between answers.
+- ``untagged_answer``: no container at all -- the answer sits outside the tags.
 - ``empty_answer``: the container holds only whitespace.
 - ``prompt_copy``: the answer repeats a run of ``copy_min_words`` consecutive words of
-  the question (or the whole question when it is shorter). Only the answer is checked,
-  not the reasoning, which may legitimately restate the question. A bare number or
-  option letter is never a copy -- even when the question mentions it ("how many of the
-  3 red cubes are shiny?" answered "3") -- because it is shorter than the window.
-  Multiple-choice options live in the task's ``choices`` field, not in the question, so
-  answering with an option's text is not a copy either.
+  the question (the whole question when it is shorter) AND what the task reads from
+  the answer depends on the copied words. Reward functions pass the task's reader
+  (``read``); an answer that reads the same with the copied words blanked out merely
+  restates the question (``[{"bbox_2d": [...], "label": "<the referring expression>"}]``)
+  and is graded. Without a reader every copy trips. A bare number or option letter is
+  never a copy: it is shorter than the window.
 
-With a guard switched off the lenient reading applies: the last of several answers,
-or the text after ``</think>`` when there is no answer tag.
+With a guard switched off the lenient reading applies: the last container, or the text
+after the last ``</think>`` when there is none.
 """
 
 from __future__ import annotations
@@ -26,32 +43,37 @@ import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Mapping
 
-from tasks.parsing import ANSWER_TAG, THINK_TAG, tag_contents
+from tasks.parsing import ANSWER_TAG, THINK_TAG, Span, boxed_spans, tag_spans
 
-AnswerExtractor = Callable[[str], list[str]]
+AnswerReader = Callable[[str], Any]  # a task's reading of an answer text; None = unreadable
+
+_TOKEN_PIECE = re.compile(r"\w+|[^\w\s]")
 
 
 @dataclass(frozen=True)
 class Guards:
-    """Which reward-hacking guards are on, and their limits."""
+    """Which reward-hacking guards are on, and their limits (``task.guards`` in the config)."""
 
     empty_answer: bool = True
+    malformed_answer: bool = True
+    answer_in_think: bool = True
     multiple_answers: bool = True
     untagged_answer: bool = True
     prompt_copy: bool = True
-    max_chars: int | None = 4000  # None: no length limit
+    max_tokens: int | None = None  # None: no length limit
     copy_min_words: int = 6  # shortest run of question words that counts as a copy
 
     def __post_init__(self) -> None:
-        if self.max_chars is not None and self.max_chars <= 0:
-            raise ValueError(f"Guards.max_chars must be positive or None, got {self.max_chars}")
+        if self.max_tokens is not None and self.max_tokens <= 0:
+            raise ValueError(f"Guards.max_tokens must be positive or None, got {self.max_tokens}")
         if self.copy_min_words <= 0:
             raise ValueError(f"Guards.copy_min_words must be positive, got {self.copy_min_words}")
 
     @classmethod
     def off(cls) -> Guards:
         """Every guard switched off (the lenient reading)."""
-        return cls(empty_answer=False, multiple_answers=False, untagged_answer=False, prompt_copy=False, max_chars=None)
+        switches = {field.name: False for field in fields(cls) if isinstance(field.default, bool)}
+        return cls(**switches, max_tokens=None)
 
     @classmethod
     def coerce(cls, value: Guards | Mapping[str, Any] | bool | None) -> Guards:
@@ -76,9 +98,36 @@ class GuardedAnswer:
     tripped: str | None = None
 
 
-def answer_tags(completion: str) -> list[str]:
-    """Default answer containers: the contents of each ``<answer>`` tag."""
-    return tag_contents(completion, ANSWER_TAG)
+@dataclass(frozen=True)
+class AnswerScan:
+    """Where a completion's answer containers are, and whether its answer tags pair up."""
+
+    containers: list[Span]  # answer tags, else boxes; plus boxes outside the tags; in text order
+    tags_pair_up: bool
+    reasoning_end: int  # end of the last ``</think>`` (0 when there is none)
+
+    def in_reasoning(self) -> list[Span]:
+        return [span for span in self.containers if span.start < self.reasoning_end]
+
+
+def scan_answers(completion: str) -> AnswerScan:
+    """Locate the answer containers of ``completion`` (the rule in the module docstring)."""
+    tags, tags_pair_up = tag_spans(completion, ANSWER_TAG)
+    boxes = [box for box in boxed_spans(completion) if not any(tag.start <= box.start < tag.end for tag in tags)]
+    closing_think = completion.rfind(f"</{THINK_TAG}>")
+    reasoning_end = 0 if closing_think < 0 else closing_think + len(f"</{THINK_TAG}>")
+    containers = sorted(tags + boxes, key=lambda span: span.start)
+    return AnswerScan(containers, tags_pair_up, reasoning_end)
+
+
+def approx_token_count(text: str) -> int:
+    """Tokens in ``text`` without a tokenizer: one per word and one per symbol.
+
+    BPE tokenizers (Qwen, Llama, GPT) give every word at least one token (rare words and
+    numbers several: Qwen splits digits) and every symbol one, so this is close to and
+    rarely above the real count.
+    """
+    return len(_TOKEN_PIECE.findall(text))
 
 
 def guarded_answer(
@@ -86,36 +135,76 @@ def guarded_answer(
     problem: str | None = None,
     guards: Guards | None = None,
     *,
-    extract: AnswerExtractor = answer_tags,
+    read: AnswerReader | None = None,
 ) -> GuardedAnswer:
-    """The single answer ``completion`` commits to, after the guards (see module docstring)."""
+    """The single answer ``completion`` commits to, after the guards (see module docstring).
+
+    ``read`` is the task's reading of an answer text, used by the ``prompt_copy`` guard to
+    tell a restated question from an answer taken from it.
+    """
     guards = guards or Guards()
-    if guards.max_chars is not None and len(completion) > guards.max_chars:
+    if guards.max_tokens is not None and approx_token_count(completion) > guards.max_tokens:
         return GuardedAnswer(None, "too_long")
-    candidates = extract(completion)
-    if len(candidates) > 1 and guards.multiple_answers:
+    scan = scan_answers(completion)
+    if guards.malformed_answer and not scan.tags_pair_up:
+        return GuardedAnswer(None, "malformed_answer")
+    if guards.answer_in_think and scan.in_reasoning():
+        return GuardedAnswer(None, "answer_in_think")
+    if guards.multiple_answers and len(scan.containers) > 1:
         return GuardedAnswer(None, "multiple_answers")
-    if not candidates:
+    if not scan.containers:
         if guards.untagged_answer:
             return GuardedAnswer(None, "untagged_answer")
-        candidates = [completion.rsplit(f"</{THINK_TAG}>", 1)[-1]]
-    answer = candidates[-1]
+        answer = completion[scan.reasoning_end :]
+    else:
+        answer = scan.containers[-1].content
     if not answer.strip():
         return GuardedAnswer(None, "empty_answer" if guards.empty_answer else None)
-    if guards.prompt_copy and problem and copies_prompt(answer, problem, min_words=guards.copy_min_words):
+    if guards.prompt_copy and problem and _answer_rests_on_copy(answer, problem, guards.copy_min_words, read):
         return GuardedAnswer(None, "prompt_copy")
     return GuardedAnswer(answer)
 
 
-def _words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
+def single_answer(text: str) -> str:
+    """A ground-truth solution's answer: the content of its one answer tag, or the whole text
+    when it has none; ValueError when its tags are ambiguous (several, unclosed, stray)."""
+    tags, pair_up = tag_spans(text, ANSWER_TAG)
+    if not pair_up or len(tags) > 1:
+        raise ValueError(f"ambiguous solution {text!r}: it needs exactly one well-formed <{ANSWER_TAG}> tag")
+    return tags[0].content if tags else text
 
 
-def copies_prompt(answer: str, problem: str, *, min_words: int) -> bool:
-    """Whether ``answer`` holds ``min_words`` consecutive words of ``problem`` (all of it if shorter)."""
-    problem_words, answer_words = _words(problem), _words(answer)
+def _answer_rests_on_copy(answer: str, problem: str, min_words: int, read: AnswerReader | None) -> bool:
+    copied = copied_words(answer, problem, min_words=min_words)
+    if not copied:
+        return False
+    if read is None:
+        return True
+    value = read(answer)
+    return value is None or read(_blank_out(answer, copied)) != value
+
+
+def _word_spans(text: str) -> list[tuple[str, int, int]]:
+    return [(match.group().lower(), match.start(), match.end()) for match in re.finditer(r"\w+", text)]
+
+
+def copied_words(answer: str, problem: str, *, min_words: int) -> list[tuple[int, int]]:
+    """Character spans of the answer's words that belong to a run of ``min_words`` consecutive
+    question words (all of the question's words if it has fewer); empty if none."""
+    problem_words = [word for word, _, _ in _word_spans(problem)]
     window = min(min_words, len(problem_words))
     if window == 0:
-        return False
+        return []
     problem_runs = {tuple(problem_words[i : i + window]) for i in range(len(problem_words) - window + 1)}
-    return any(tuple(answer_words[i : i + window]) in problem_runs for i in range(len(answer_words) - window + 1))
+    words = _word_spans(answer)
+    copied: set[int] = set()
+    for i in range(len(words) - window + 1):
+        if tuple(word for word, _, _ in words[i : i + window]) in problem_runs:
+            copied.update(range(i, i + window))
+    return [(words[i][1], words[i][2]) for i in sorted(copied)]
+
+
+def _blank_out(text: str, spans: list[tuple[int, int]]) -> str:
+    for start, end in reversed(spans):
+        text = text[:start] + " " * (end - start) + text[end:]
+    return text

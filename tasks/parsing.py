@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 
 ANSWER_TAG = "answer"
 THINK_TAG = "think"
@@ -21,38 +22,52 @@ NUMBER_WORDS: dict[str, int] = {word: value for value, word in enumerate(_UNITS)
 NUMBER_WORDS.update({word: 20 + 10 * index for index, word in enumerate(_TENS)})
 
 
-def tag_contents(text: str, tag: str) -> list[str]:
-    """The text after each opening ``<tag>`` up to the next closing ``</tag>``.
+@dataclass(frozen=True)
+class Span:
+    """A container found in a text: ``text[start:end]`` holds it, ``content`` is what it holds."""
 
-    One entry per opening tag that has a closing tag after it, so nested or repeated
-    tags give several entries (``"<a><a>3</a></a>"`` -> ``["<a>3", "3"]``) and the
-    caller can tell "one answer" from "several". Unclosed tags give nothing.
+    start: int
+    end: int
+    content: str
+
+
+def tag_spans(text: str, tag: str) -> tuple[list[Span], bool]:
+    """Every ``<tag>...</tag>`` pair in ``text``, and whether the tags pair up cleanly.
+
+    Tags pair up cleanly when they alternate open, close, open, close: an unclosed
+    opening tag, a closing tag with nothing open, or a tag opened inside another makes
+    the second value False. Pairs are still collected (an opening tag pairs with the
+    next closing tag after the innermost open one), for lenient readings.
     """
-    opening, closing = f"<{tag}>", f"</{tag}>"
-    contents = []
-    for match in re.finditer(re.escape(opening), text):
-        end = text.find(closing, match.end())
-        if end >= 0:
-            contents.append(text[match.end() : end])
-    return contents
+    spans, opened, clean = [], None, True
+    for match in re.finditer(rf"<(/?){re.escape(tag)}>", text):
+        if not match.group(1):
+            clean = clean and opened is None
+            opened = match
+        elif opened is None:
+            clean = False
+        else:
+            spans.append(Span(opened.start(), match.end(), text[opened.end() : match.start()]))
+            opened = None
+    return spans, clean and opened is None
 
 
-def count_tags(text: str, tag: str) -> tuple[int, int]:
-    """How many opening and closing ``tag`` markers ``text`` holds."""
-    return text.count(f"<{tag}>"), text.count(f"</{tag}>")
-
-
-def boxed_contents(text: str) -> list[str]:
-    """The contents of every ``\\boxed{...}`` in ``text``, braces balanced, in order."""
-    contents = []
+def boxed_spans(text: str) -> list[Span]:
+    """Every ``\\boxed{...}`` in ``text``, braces balanced, in order (an unbalanced one is skipped)."""
+    spans = []
     for match in re.finditer(r"\\boxed\s*\{", text):
         depth, start = 1, match.end()
         for index in range(start, len(text)):
             depth += {"{": 1, "}": -1}.get(text[index], 0)
             if depth == 0:
-                contents.append(text[start:index])
+                spans.append(Span(match.start(), index + 1, text[start:index]))
                 break
-    return contents
+    return spans
+
+
+def count_tags(text: str, tag: str) -> tuple[int, int]:
+    """How many opening and closing ``tag`` markers ``text`` holds."""
+    return text.count(f"<{tag}>"), text.count(f"</{tag}>")
 
 
 def ascii_digits(text: str) -> str:
@@ -89,3 +104,34 @@ def parse_integer(text: str, *, allow_words: bool = True) -> int | None:
 def normalize_space(text: str) -> str:
     """Lower-case ``text`` and collapse runs of whitespace to one space."""
     return " ".join(text.lower().split())
+
+
+_LATEX_WRAPPER = re.compile(r"\\(?:boxed|text|textbf|mathrm|mathbf)\s*\{")
+_LEAD_IN = re.compile(r"(?:the\s+)?(?:final\s+|correct\s+)?(?:answer|option|choice)\b(?:\s+is\b)?\s*:?\s*", re.IGNORECASE)
+
+
+def _unwrap_once(text: str) -> str:
+    """``text`` without one ``$...$`` or LaTeX command braces around all of it (else unchanged)."""
+    if len(text) > 1 and text.startswith("$") and text.endswith("$"):
+        return text[1:-1]
+    wrapper = _LATEX_WRAPPER.match(text)
+    if wrapper is None:
+        return text
+    depth = 1
+    for index in range(wrapper.end(), len(text)):
+        depth += {"{": 1, "}": -1}.get(text[index], 0)
+        if depth == 0:
+            return text[wrapper.end() : index] if index == len(text) - 1 else text
+    return text
+
+
+def strip_decoration(text: str) -> str:
+    """``text`` without what wraps a short answer: ``$...$``, ``\\boxed{}``, ``\\text{}`` (and
+    bold/roman) around the whole of it, then a lead-in such as "The answer is", "Option"
+    or "Answer:". ``"\\boxed{\\text{B}}"``, ``"Option B"``, ``"The answer is B"`` -> ``"B"``."""
+    previous = None
+    while text != previous:
+        previous, text = text, _unwrap_once(text.strip())
+        lead_in = _LEAD_IN.match(text)
+        text = text[lead_in.end() :] if lead_in else text
+    return text

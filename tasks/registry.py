@@ -42,8 +42,16 @@ def register_reward(name: str) -> Callable[[RewardFn], RewardFn]:
 
 
 def get_task(name: str, **options) -> Task:
-    """An instance of the task registered as ``name``, built with ``options``."""
-    return TASKS.get(name)(**options)
+    """An instance of the task registered as ``name``, built with ``options``.
+
+    An option the task does not take is an error that lists the options it does take.
+    """
+    task_class = TASKS.get(name)
+    unknown = set(options) - task_class.option_names()
+    if unknown:
+        raise ValueError(f"task {name!r} has no option(s) {sorted(unknown)}; "
+                         f"its options: {sorted(task_class.option_names())}")
+    return task_class(**options)
 
 
 def load_reward_plugins(paths: Iterable[str | Path]) -> list[str]:

@@ -2,17 +2,19 @@
 
 ``total[i] = sum_k weight_k * component_k[i]`` over the components that apply to item
 ``i``: a ``None`` (not applicable) is left out of that item's sum, as in TRL. An item no
-component applies to scores 0.
+component applies to scores 0. A reward that fails on an item (raises, times out, returns
+NaN/inf or a non-number) is ``None`` there under the default ``skip`` policy, and the
+failure is reported in :attr:`RewardBreakdown.errors` (see :mod:`tasks.reward_calls`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from mmgrpo.types import Sample
-from tasks.registry import REWARDS
+from tasks.reward_calls import RewardCall, RewardError, RewardPolicy, run_reward_calls
 
 
 @dataclass
@@ -20,7 +22,8 @@ class RewardBreakdown:
     """Weighted total per completion and each named component's raw values."""
 
     total: list[float]
-    components: dict[str, list[float | None]]
+    components: dict[str, list[float | None]]  # None: not applicable, or the reward failed there
+    errors: list[RewardError] = field(default_factory=list)  # failures scored None (skip policy)
 
     def means(self) -> dict[str, float]:
         """Mean of each component over the items it applies to (NaN if none), and of the total."""
@@ -44,44 +47,53 @@ def reward_fields(samples: Sequence[Sample]) -> dict[str, list[Any]]:
     return fields
 
 
-def run_reward(name: str, completions: Sequence[str], fields: Mapping[str, list[Any]], **options) -> list[float | None]:
-    """Call reward ``name`` and check what it returns; a failure names the reward."""
-    reward = REWARDS.get(name)
-    try:
-        values = list(reward(list(completions), **fields, **options))
-    except Exception as error:
-        raise RuntimeError(f"reward {name!r} raised {type(error).__name__}: {error}") from error
-    if len(values) != len(completions):
-        raise ValueError(f"reward {name!r} returned {len(values)} values for {len(completions)} completions")
-    bad = [value for value in values if value is not None and not isinstance(value, (int, float))]
-    if bad:
-        raise TypeError(f"reward {name!r} returned non-numeric value(s) such as {bad[0]!r}")
-    return [None if value is None else float(value) for value in values]
-
-
 def score_completions(
     completions: Sequence[str],
     samples: Sequence[Sample],
     weights: Mapping[str, float],
     *,
     reward_options: Mapping[str, Mapping[str, Any]] | None = None,
+    policy: RewardPolicy = RewardPolicy(),
 ) -> RewardBreakdown:
     """Score ``completions[i]`` (a completion of ``samples[i]``) with every reward in ``weights``.
 
     ``reward_options`` maps a reward name to extra keyword arguments for it (e.g.
     ``{"count_accuracy": {"guards": {"max_chars": 2000}}}``). A reward with weight 0 is
-    still computed and reported.
+    still computed and reported. ``policy`` sets the timeout, the worker threads and what
+    a failing reward does (see :mod:`tasks.reward_calls`).
     """
     if len(completions) != len(samples):
         raise ValueError(f"{len(completions)} completions but {len(samples)} samples")
+    return score_batches([(completions, samples)], weights, reward_options=reward_options, policy=policy)[0]
+
+
+def score_batches(
+    batches: Sequence[tuple[Sequence[str], Sequence[Sample]]],
+    weights: Mapping[str, float],
+    *,
+    reward_options: Mapping[str, Mapping[str, Any]] | None = None,
+    policy: RewardPolicy = RewardPolicy(),
+) -> list[RewardBreakdown]:
+    """:func:`score_completions` of each (completions, samples) batch, every reward call of
+    every batch (e.g. of every group of a step) sharing one pool of ``policy.workers`` threads."""
     reward_options = reward_options or {}
     unknown = set(reward_options) - set(weights)
     if unknown:
         raise ValueError(f"reward_options for reward(s) {sorted(unknown)} not in the weights {sorted(weights)}")
-    fields = reward_fields(samples)
-    components = {name: run_reward(name, completions, fields, **reward_options.get(name, {})) for name in weights}
-    total = [
-        sum(weights[name] * values[i] for name, values in components.items() if values[i] is not None)
-        for i in range(len(completions))
-    ]
-    return RewardBreakdown(total=[float(value) for value in total], components=components)
+    calls = []
+    for completions, samples in batches:
+        fields, sample_ids = reward_fields(samples), [sample.id for sample in samples]
+        calls += [RewardCall(name, list(completions), fields, sample_ids, dict(reward_options.get(name, {})))
+                  for name in weights]
+    results = iter(run_reward_calls(calls, policy))
+    breakdowns = []
+    for completions, _ in batches:
+        called = {name: next(results) for name in weights}
+        components = {name: result.values for name, result in called.items()}
+        total = [
+            sum(weights[name] * values[i] for name, values in components.items() if values[i] is not None)
+            for i in range(len(completions))
+        ]
+        errors = [error for result in called.values() for error in result.errors]
+        breakdowns.append(RewardBreakdown(total=[float(v) for v in total], components=components, errors=errors))
+    return breakdowns

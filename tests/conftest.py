@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import io
+import struct
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 # Tiny models run many small ops: torch's intra-op threads cost more in synchronisation
 # than they save, and on a shared 2-core CPU they contend with other processes.
@@ -47,3 +52,45 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Pa
 def tiny_qwen25vl(tiny_model_dir: Callable[..., Path]) -> Path:
     """Directory of the default tiny Qwen2.5-VL (seed 0): the project's reference model."""
     return tiny_model_dir("qwen2_5_vl")
+
+
+@pytest.fixture(scope="session")
+def bad_images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Image files that pass a header check yet fail later, plus a 16-bit one, by name.
+
+    ``truncated_jpeg``: the second half of the bytes cut off. ``corrupt_png``: bytes inside
+    IDAT flipped and the chunk CRC recomputed, so ``verify()`` passes but inflating fails.
+    ``tall`` (1x4000) and ``wide`` (5000x30): extreme aspect ratios. ``gray16``: a 40x64
+    ``I;16`` ramp over the whole 16-bit range.
+    """
+    pixels = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    ramp = np.tile(np.linspace(0, 65535, 64).round().astype(np.uint16), (40, 1))  # [40, 64]
+    files = {
+        "truncated_jpeg.jpg": _encoded(Image.fromarray(pixels), "JPEG")[:-600],
+        "corrupt_png.png": _corrupt_idat(_encoded(Image.fromarray(pixels), "PNG")),
+        "tall.png": _encoded(Image.new("RGB", (1, 4000), (90, 30, 200)), "PNG"),
+        "wide.png": _encoded(Image.new("RGB", (5000, 30), (90, 30, 200)), "PNG"),
+        "gray16.png": _encoded(Image.fromarray(ramp), "PNG"),
+    }
+    folder = tmp_path_factory.mktemp("bad_images")
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
+    return {Path(name).stem: folder / name for name in files}
+
+
+def _encoded(image: Image.Image, format_name: str) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format_name)
+    return buffer.getvalue()
+
+
+def _corrupt_idat(png: bytes) -> bytes:
+    """``png`` with bytes inside its first IDAT chunk flipped and the chunk CRC made valid again."""
+    data = bytearray(png)
+    tag = data.index(b"IDAT")
+    (length,) = struct.unpack(">I", data[tag - 4 : tag])
+    start, end = tag + 4, tag + 4 + length
+    for position in range(start + 8, end - 4, 5):  # keep the zlib header, damage the deflate stream
+        data[position] ^= 0xFF
+    data[end : end + 4] = struct.pack(">I", zlib.crc32(bytes(data[tag:end])) & 0xFFFFFFFF)
+    return bytes(data)

@@ -1,7 +1,8 @@
 """``mmgrpo config [recipe] [key=value ...]``: print the resolved config, or every key's docs.
 
-Use it to check a recipe and its overrides before a run, or as ``--describe`` to see
-every key with its type, default and help text.
+Use it to check a recipe and its overrides before a run (it also checks that the plugins,
+rewards, datasets and model the config names exist, exit status 2 if not), or as
+``--describe`` to see every key with its type, default and help text.
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ def run(args: argparse.Namespace) -> int:
     if args.describe:
         print(describe_config())
         return 0
-    config = config_from_args("config", args.recipe, args.overrides)
+    config = config_from_args("config", args.recipe, args.overrides, check_names=False)
     if config is None:
         return 2
     print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
-    return 0
+    return 0 if checked("config", config) else 2
 
 
 def split_recipe(first: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
@@ -42,13 +43,33 @@ def split_recipe(first: str | None, rest: list[str]) -> tuple[str | None, list[s
     return first, rest
 
 
-def config_from_args(command: str, recipe: str | None, overrides: list[str]) -> Config | None:
-    """The validated config of a command's recipe + overrides; None (error printed) if invalid."""
+def config_from_args(
+    command: str, recipe: str | None, overrides: list[str], *, check_names: bool = True
+) -> Config | None:
+    """The validated config of a command's recipe + overrides; None (error printed) if invalid.
+
+    With ``check_names`` what it names (plugins, rewards, tasks, datasets, model) is checked
+    too (:func:`~mmgrpo.config.preflight.preflight`), before the command does any heavy work.
+    """
     from mmgrpo.config import ConfigError, load_config
 
     recipe, overrides = split_recipe(recipe, overrides)
     try:
-        return load_config(recipe, overrides)
+        config = load_config(recipe, overrides)
     except ConfigError as error:
         print(f"mmgrpo {command}: {error}", file=sys.stderr)
         return None
+    return config if not check_names or checked(command, config) else None
+
+
+def checked(command: str, config: Config) -> bool:
+    """Whether everything ``config`` names exists (:func:`~mmgrpo.config.preflight.preflight`); if not, say what."""
+    from mmgrpo.config import ConfigError
+    from mmgrpo.config.preflight import preflight
+
+    try:
+        preflight(config)
+    except ConfigError as error:
+        print(f"mmgrpo {command}: {error}", file=sys.stderr)
+        return False
+    return True

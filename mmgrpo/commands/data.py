@@ -3,18 +3,26 @@
 ``mmgrpo data make --recipe clevr_count --n 200 --out DIR [--seed S] [--test-fraction F]``
 plus any option of the recipe as a flag (``--image-size 224``, ``--max-objects 8``,
 ``--colours red blue``); the flags are derived from the recipes' option dataclasses.
-``mmgrpo data inspect DIR`` prints the dataset info, row counts, skipped rows and a few rows.
+``mmgrpo data inspect DIR [--split S] [--adapter A] [--task T] [--media-root R]`` prints
+the dataset info, then per split the rows a training run would use (after the adapter, the
+media checks and the task's own row checks), the skipped rows by reason, and a few rows
+(embedded media shown as their size, not their bytes).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import typing
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from data_recipes.generators import GENERATORS
 from data_recipes.make import make_dataset, recipe_options
+
+if TYPE_CHECKING:
+    from data_recipes.loading import LoadedRows
+    from tasks import Task
 
 MAX_SHOWN_CHARS = 300  # a printed row is cut after this many characters
 
@@ -63,6 +71,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--split", action="append", help="split(s) to show (default: all of a generated dataset, else train)"
     )
     inspect.add_argument("--rows", type=int, default=3, help="rows to print per split")
+    inspect.add_argument("--adapter", help="column adapter of a public format (default: detected)")
+    inspect.add_argument(
+        "--task", help="task whose row checks apply (default: the task a generated dataset names; else none)"
+    )
+    inspect.add_argument("--media-root", help="folder tried first for relative media paths (e.g. VLM-R1's images)")
     inspect.set_defaults(_action=_inspect)
 
 
@@ -94,15 +107,38 @@ def _option_value(value: Any) -> Any:
 def _inspect(args: argparse.Namespace) -> int:
     from data_recipes.loading import load_rows
     from data_recipes.writer import read_info
+    from tasks import get_task
 
     info = read_info(args.path)
     if info is not None:
         print(json.dumps({key: info[key] for key in ("recipe", "task", "seed", "counts") if key in info}))
     splits = args.split or (list(info["counts"]) if info else ["train"])
+    task_name = args.task or (info or {}).get("task")
+    task = get_task(task_name) if task_name else None
+    print(f"rows checked against task {task.name}" if task else "no --task: rows not checked against a task")
     for split in splits:
-        loaded = load_rows(args.path, split=split)
+        loaded = load_rows(args.path, split=split, adapter=args.adapter, media_root=args.media_root)
+        if task is not None:
+            loaded = _task_checked(loaded, task)
         print(loaded.summary())
         for row in loaded.rows[: args.rows]:
-            text = json.dumps(row, default=str)
+            text = json.dumps(row, default=_printable)
             print("  " + (text if len(text) <= MAX_SHOWN_CHARS else text[:MAX_SHOWN_CHARS] + " ..."))
     return 0
+
+
+def _task_checked(loaded: LoadedRows, task: Task) -> LoadedRows:
+    """``loaded`` less the rows ``task`` rejects, which join the skipped rows with their reason."""
+    from mmgrpo.trainer.setup import task_samples
+
+    samples, rejected = task_samples(task, loaded.rows, loaded.source, think=False)
+    usable = {sample.id for sample in samples}
+    rows = [row for row in loaded.rows if str(row["id"]) in usable]
+    return dataclasses.replace(loaded, rows=rows, skipped=[*loaded.skipped, *rejected])
+
+
+def _printable(value: Any) -> str:
+    """JSON stand-in for what json cannot print: embedded media bytes as their size, anything else as text."""
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value)} bytes>"
+    return str(value)

@@ -1,7 +1,7 @@
 """``mmgrpo eval``: benchmark models or checkpoints on tasks, greedy or pass@k, with reports.
 
 ``mmgrpo eval --model PATH_OR_ID [--model PATH2 ...] --task clevr_count --data DIR
-[--split test] [--limit N] [--samples k --temperature t] [--out DIR] [--seed S]``, or
+[--split test] [--adapter A] [--media-root DIR] [--limit N] [--samples k --temperature t] [--out DIR] [--seed S]``, or
 ``mmgrpo eval --recipe eval.yaml [KEY=VALUE ...]`` where the recipe is an mmgrpo config
 whose ``data.test`` lists the task/dataset pairs and ``eval.*`` the options. Flags override
 the recipe. Writes results.json, report.md, samples.jsonl and accuracy.png into ``--out``.
@@ -37,6 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", help="dataset folder or file, e.g. from `mmgrpo data make` (default: data.test)")
     parser.add_argument("--split", default="test", help="split of --data (default: test)")
     parser.add_argument("--adapter", help="column adapter of --data (default: detected)")
+    parser.add_argument(
+        "--media-root", help="folder tried first for relative media paths of --data (VLM-R1 keeps images apart)"
+    )
     parser.add_argument("--limit", type=int, help="at most N items per dataset (eval.limit)")
     parser.add_argument("--samples", type=int, help="completions per item; k > 1 reports pass@k and mean@k")
     parser.add_argument("--temperature", type=float, help="0 = greedy (needed > 0 with --samples > 1)")
@@ -47,18 +50,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from eval import comparison_table, run_config
     from mmgrpo.config import ConfigError, DatasetConfig, load_config
+    from mmgrpo.config.preflight import preflight
 
     overrides = [f"{key}={getattr(args, flag)}" for flag, key in FLAG_KEYS.items() if getattr(args, flag) is not None]
     try:
         config = load_config(args.recipe, [*args.overrides, *overrides])
+        if args.media_root and not args.data:
+            raise ConfigError("--media-root applies to --data; a recipe's datasets set data.test[i].media_root")
         if args.data:
-            config.data.test = [DatasetConfig(path=args.data, split=args.split, adapter=args.adapter, task=args.task)]
+            config.data.test = [DatasetConfig(
+                path=args.data, split=args.split, adapter=args.adapter, task=args.task, media_root=args.media_root,
+            )]
             config.validate()
+        preflight(config, datasets=["data.test"], models=[])  # a missing --model: the loader's one-line error
     except ConfigError as error:
         print(f"mmgrpo eval: {error}", file=sys.stderr)
         return 2
+    from eval import comparison_table, run_config  # heavy imports once the config is known good
+
     out = Path(args.out) if args.out else Path(config.log.output_dir) / time.strftime("eval-%Y%m%d-%H%M%S")
     results = run_config(config, out, models=args.model)
     print(comparison_table(results))

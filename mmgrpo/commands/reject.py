@@ -22,15 +22,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmgrpo.trainer.pipeline import load_run_policy
-    from mmgrpo.trainer.reject import RejectionRule, rejection_sample, write_jsonl
-    from mmgrpo.trainer.setup import build_engine, load_samples, sampling_params, scoring_rule
-
     config = config_from_args("reject", args.recipe, args.overrides)
     if config is None:
         return 2
+    # heavy imports once the config is known good
+    from mmgrpo.trainer.pipeline import load_run_policy
+    from mmgrpo.trainer.reject import RejectionRule, rejection_sample, write_jsonl
+    from mmgrpo.trainer.pipeline import base_model_path
+    from mmgrpo.trainer.setup import build_engine, load_samples, sampling_params, scoring_rule, task_model_info
+
     model, processor, paths = load_run_policy(config)
-    train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed)
+    policy_info = task_model_info(config.model, base_model_path(config, paths))
+    train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed, model=policy_info)
     scoring = {name: scoring_rule(config, task) for name, task in train_set.tasks.items()}
     rows = rejection_sample(
         build_engine(config, model, processor), train_set.samples, scoring, sampling_params(config, config.seed),

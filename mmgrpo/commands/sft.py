@@ -8,6 +8,7 @@ the model with ``save_pretrained`` to ``--out``.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from mmgrpo.commands.config import config_from_args
 
@@ -20,23 +21,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmgrpo.trainer.pipeline import load_run_policy
-    from mmgrpo.trainer.setup import load_samples, media_budgets
-    from mmgrpo.trainer.sft import run_sft, sft_examples
-
     config = config_from_args("sft", args.recipe, args.overrides)
     if config is None:
         return 2
+    # heavy imports once the config is known good
+    from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
+    from mmgrpo.trainer.pipeline import load_run_policy
+    from mmgrpo.trainer.pipeline import base_model_path
+    from mmgrpo.trainer.setup import load_samples, media_budgets, task_model_info
+    from mmgrpo.trainer.sft import run_sft, sft_examples
+
     model, processor, paths = load_run_policy(config)
     files = args.data or [spec.path for spec in config.sft.data]
-    train_set = None if files else load_samples(config.data.train, config.task, paths.data, seed=config.data.seed)
+    train_set = None if files else load_samples(
+        config.data.train, config.task, paths.data, seed=config.data.seed,
+        model=task_model_info(config.model, base_model_path(config, paths)),
+    )
     examples = sft_examples(files, train_set)
+    ledger = SkipLedger(Path(args.out) / LEDGER_FILE)
+    ledger.add(train_set.skipped if train_set else [], split="train", stage="load")
     history = run_sft(
         model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
-        progress_bar=config.log.progress_bar,
+        progress_bar=config.log.progress_bar, max_prompt_len=config.data.max_prompt_tokens, skip_ledger=ledger,
     )
     model.save_pretrained(args.out)
     processor.save_pretrained(args.out)
     final = f", final loss {history[-1]['sft/loss']:.4f}" if history else ""
-    print(f"SFT: {len(examples)} examples, {len(history)} steps{final}; saved to {args.out}")
+    skipped = f"; {len(ledger.records)} rows skipped (see {ledger.path})" if ledger.records else ""
+    print(f"SFT: {len(examples)} examples, {len(history)} steps{final}; saved to {args.out}{skipped}")
     return 0

@@ -1,9 +1,15 @@
-"""``mmgrpo train [recipe.yaml] [dotted.key=value ...]``: the GRPO job (embedded default without arguments)."""
+"""``mmgrpo train [recipe.yaml] [dotted.key=value ...] [--resume | --resume-from CHECKPOINT]``: the GRPO job.
+
+Without arguments it runs the embedded default. A run stopped by Ctrl-C or SIGTERM saves
+its last finished step and exits with 130 / 143 (128 + the signal), so ``mmgrpo train && next``
+does not go on; ``--resume`` continues it.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from mmgrpo.commands.config import config_from_args
 
@@ -11,18 +17,33 @@ from mmgrpo.commands.config import config_from_args
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("recipe", nargs="?", help="YAML file or recipe name in recipes/ (default: the embedded default)")
     parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. algo.beta=0.04")
-    parser.add_argument(
-        "--resume", nargs="?", const="latest", metavar="CHECKPOINT",
-        help="continue the run named by log.run_name from its newest checkpoint (or the given folder)",
+    resume = parser.add_mutually_exclusive_group()
+    resume.add_argument(
+        "--resume", action="store_true",
+        help="continue the run named by log.run_name where it stopped (its newest checkpoint)",
+    )
+    resume.add_argument(
+        "--resume-from", metavar="CHECKPOINT", help="continue from this checkpoint folder (a checkpoints/step-N)"
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmgrpo.trainer.pipeline import run_training
-
-    overrides = [*args.overrides, *([f"checkpoint.resume={args.resume}"] if args.resume else [])]
+    resume = args.resume_from or ("latest" if args.resume else None)
+    overrides = [*args.overrides, *([f"checkpoint.resume={resume}"] if resume else [])]
     config = config_from_args("train", args.recipe, overrides)
     if config is None:
         return 2
-    print(json.dumps(run_training(config), indent=2))
+    from mmgrpo.trainer.interrupts import exit_code, signal_name  # heavy imports once the config is known good
+    from mmgrpo.trainer.pipeline import run_training
+
+    try:
+        summary = run_training(config)
+    except KeyboardInterrupt as stop:
+        print(
+            f"mmgrpo train: stopped by {signal_name(stop)}; continue the run with "
+            f"log.run_name={config.log.run_name} --resume",
+            file=sys.stderr,
+        )
+        return exit_code(stop)
+    print(json.dumps(summary, indent=2))
     return 0

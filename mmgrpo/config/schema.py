@@ -42,13 +42,19 @@ class ModelConfig:
     trust_remote_code: bool = option(
         False, "Run Python code shipped with the checkpoint. Off unless you trust the source."
     )
-    min_pixels: int = option(56 * 56, "Fewest pixels per image after resizing (Qwen2-VL: 4 x 28 x 28 = 3136).", gt=0)
+    min_pixels: int = option(
+        56 * 56, "Fewest pixels per image after resizing (Qwen2-VL: 4 x 28 x 28 = 3136); min_pixels..max_pixels "
+        "must lie within the checkpoint's image processor range, checked at load.", gt=0
+    )
     max_pixels: int = option(
         112 * 112, "Most pixels per image after resizing. Tiny default; R1-V/EasyR1 use 401408 (512 x 28 x 28).", gt=0
     )
     fps: float = option(2.0, "Video frames sampled per second (qwen-vl-utils default 2.0).", gt=0)
     max_frames: int = option(16, "Most frames per video (qwen-vl-utils allows 768; small here for CPU).", ge=1)
-    audio_sample_rate: int = option(16000, "Audio is resampled to this rate (Whisper feature extractor: 16 kHz).", gt=0)
+    audio_sample_rate: int = option(
+        16000, "Audio is resampled to this rate; must be the checkpoint's feature extractor's (Whisper: 16 kHz), "
+        "checked at load.", gt=0
+    )
     max_audio_seconds: float = option(30.0, "Longer audio is cut to this many seconds (one Whisper window).", gt=0)
 
 
@@ -81,7 +87,7 @@ class DatasetConfig:
     split: str = option("train", "Split to read (train / test / validation, as the dataset names it).")
     adapter: str | None = option(None, "Column adapter for a public format (clevr70k, geometry3k, ...); None = detect.")
     task: str | None = option(None, "Task for this dataset's rows; None = task.name.")
-    weight: float = option(1.0, "Mixture weight: share of prompts drawn from this dataset.", gt=0)
+    weight: float = option(1.0, "Mixture weight of data.train: share of prompts drawn from this dataset.", gt=0)
     limit: int | None = option(None, "Use at most this many rows; None = all.", ge=1)
     media_root: str | None = option(None, "Extra folder tried first for relative media paths (e.g. VLM-R1's images).")
     media_cache: str | None = option(None, "Folder for media embedded as bytes; None keeps the bytes in the rows.")
@@ -270,8 +276,8 @@ class SFTConfig:
     weight_decay: float = option(0.0, "AdamW weight decay of SFT.", ge=0)
     max_grad_norm: float = option(1.0, "Clip the SFT gradient norm to this.", gt=0)
     data: list[DatasetConfig] = option(
-        [], "JSON-lines files (path) of prompt messages + completion, as `mmgrpo reject` writes; "
-        "empty = data.train with the task's reference answers."
+        [], "JSON-lines files (path only; every row is used) of prompt messages + completion, as `mmgrpo reject` "
+        "writes; empty = data.train with the task's reference answers."
     )
 
 
@@ -312,7 +318,12 @@ class CheckpointConfig:
     every_n_steps: int = option(100, "Save every N GRPO steps (and at the end); 0 = only at the end.", ge=0)
     keep_last: int | None = option(2, "Keep the newest K checkpoints; None = keep all.", ge=1)
     resume: str | None = option(
-        None, "Checkpoint folder to resume from, or 'latest' (newest in the run dir); None = fresh."
+        None, "Checkpoint folder to resume from, or 'latest' (where the run named by log.run_name stopped); "
+        "None = a fresh run, in a folder no run has used."
+    )
+    allow_config_changes: bool = option(
+        False, "On resume, accept changed keys that alter what the run computes (all but log.*, checkpoint.*, "
+        "eval.*, data.dir, train.num_threads); the resumed run then no longer continues the saved one exactly."
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import math
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from mmgrpo.config.errors import ConfigError
@@ -22,6 +23,8 @@ Rule = Callable[["Config"], Iterator[str]]
 
 # config key -> (module, attribute) of the registry its value must be in. A registry
 # that is not importable or still empty is skipped: the config stays loadable on its own.
+# A key at its default is not looked up, so a default config loads without importing torch
+# or transformers (the registries of estimators and engines live next to their tensor code).
 REGISTERED_KEYS: dict[str, tuple[str, str]] = {
     "algo.advantage_estimator": ("mmgrpo.algos", "ADVANTAGE_ESTIMATORS"),
     "task.name": ("tasks", "TASKS"),
@@ -103,6 +106,17 @@ def _checkpointing(config: Config) -> Iterator[str]:
         )
 
 
+def _resume(config: Config) -> Iterator[str]:
+    if config.checkpoint.resume == "latest" and not config.log.run_name:
+        yield "--resume (checkpoint.resume=latest) needs log.run_name: the name of the run to continue"
+
+
+def _reward_weights(config: Config) -> Iterator[str]:
+    for name, weight in config.task.rewards.items():
+        if not math.isfinite(weight):
+            yield f"task.rewards.{name}={weight}: a reward weight must be a finite number"
+
+
 def _media(config: Config) -> Iterator[str]:
     model = config.model
     if model.min_pixels > model.max_pixels:
@@ -121,6 +135,27 @@ def _datasets(config: Config) -> Iterator[str]:
             yield f"sft.data[{index}] needs a path: a JSON-lines file of prompt messages + completion"
 
 
+def _unread_dataset_fields(config: Config) -> Iterator[str]:
+    """Dataset fields set away from their default where nothing reads them: eval reports each
+    test dataset on its own (no mixing weight), SFT reads every row of each file it is given."""
+    unused = {
+        "data.test": (config.data.test, lambda name: name == "weight", "eval reports each test dataset separately"),
+        "sft.data": (
+            config.sft.data, lambda name: name not in ("path", "recipe"), "SFT reads every row of each path"
+        ),
+    }
+    for key, (specs, is_unread, why) in unused.items():
+        for index, spec in enumerate(specs):
+            for f in dataclasses.fields(spec):
+                value = getattr(spec, f.name)
+                if is_unread(f.name) and value != _default(f):
+                    yield f"{key}[{index}].{f.name}={value!r} is not used ({why}); remove it"
+
+
+def _default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
 def _dataset_source(spec: DatasetConfig, key: str) -> Iterator[str]:
     if (spec.path is None) == (spec.recipe is None):
         given = "both" if spec.path else "neither"
@@ -129,13 +164,25 @@ def _dataset_source(spec: DatasetConfig, key: str) -> Iterator[str]:
 
 def _registered_names(config: Config) -> Iterator[str]:
     for key, (module, attribute) in REGISTERED_KEYS.items():
+        if at_default(config, key):
+            continue  # defaults are registered (a test checks): no need to import a registry's heavy module
         registry = _find_registry(module, attribute)
         if registry is None or not len(registry):
             continue
         try:
-            registry.get(functools.reduce(getattr, key.split("."), config))
+            registry.get(value_of(config, key))
         except RegistryError as error:
             yield f"{key}: {error}"
+
+
+def value_of(config: Config, key: str) -> Any:
+    """The value of a dotted ``key`` (e.g. ``"rollout.engine"``) in ``config``."""
+    return functools.reduce(getattr, key.split("."), config)
+
+
+def at_default(config: Config, key: str) -> bool:
+    """Whether ``key`` holds its schema default in ``config``."""
+    return value_of(config, key) == value_of(type(config)(), key)
 
 
 def _find_registry(module: str, attribute: str) -> Registry | None:
@@ -156,7 +203,10 @@ RULES: list[Rule] = [
     _eval_sampling,
     _lora,
     _checkpointing,
+    _resume,
+    _reward_weights,
     _media,
     _datasets,
+    _unread_dataset_fields,
     _registered_names,
 ]

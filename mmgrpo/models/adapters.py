@@ -74,6 +74,10 @@ class FamilyAdapter:
         return next_position[:, None] + torch.arange(length, device=next_position.device)  # [N, L]
 
     # -- media -------------------------------------------------------------------
+    def image_pixel_range(self, processor: ProcessorMixin) -> tuple[int, int] | None:
+        """(fewest, most) pixels the processor resizes every image into; None if it does not resize by area."""
+        return None
+
     def placeholder_token_ids(self, processor: ProcessorMixin) -> dict[str, int]:
         """Token id standing for each modality's features (``<|image_pad|>``...), where the processor has one."""
         ids = {modality: getattr(processor, f"{modality}_token_id", None) for modality in MEDIA_KINDS}
@@ -161,6 +165,11 @@ class QwenVLAdapter(FamilyAdapter):
 
     def continuation_positions(self, next_position: torch.Tensor, length: int) -> PositionIds:
         return super().continuation_positions(next_position, length)[None].expand(3, -1, -1)  # [3, N, L]
+
+    def image_pixel_range(self, processor: ProcessorMixin) -> tuple[int, int] | None:
+        """Qwen-VL image processors keep an image's area in ``size`` = {shortest_edge: min, longest_edge: max} pixels."""
+        size = processor.image_processor.size
+        return size.get("shortest_edge"), size.get("longest_edge")
 
     def expected_media_tokens(
         self,

@@ -6,8 +6,12 @@ expands media placeholders, and a :class:`~mmgrpo.models.adapters.FamilyAdapter`
 how the family's tensors line up with rows. Prompts are left-padded so that every
 prompt ends in the same column and completions continue from there.
 
-Prompts longer than ``max_prompt_len`` (counted after media expansion) are dropped and
-reported, never truncated: cutting through media tokens corrupts the row.
+A sample that cannot become a prompt row never fails the batch: media that do not load
+(missing, corrupt, truncated, absurd aspect ratio), placeholders that do not match the
+media, and prompts longer than ``max_prompt_len`` (counted after media expansion, never
+truncated: cutting through media tokens corrupts the row) leave that sample out, recorded
+as a :class:`~mmgrpo.skipped_rows.SkippedRow` in ``PromptBatch.dropped``; the rest are
+encoded. Callers record the dropped rows and go on, even with a batch of zero rows.
 """
 
 from __future__ import annotations
@@ -21,13 +25,17 @@ from transformers import ProcessorMixin
 from transformers.video_utils import VideoMetadata
 
 from mmgrpo.models.adapters import FamilyAdapter, adapter_for
-from mmgrpo.models.media_check import check_media_tokens, check_prompt_placeholders
+from mmgrpo.models.media_check import MediaTokenMismatchError, check_media_tokens, check_prompt_placeholders
 from mmgrpo.registry import Registry
+from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Sample
-from processors import MODALITIES, AudioClip, Budget, LoadedMedia, VideoClip
+from processors import MODALITIES, AudioClip, Budget, LoadedMedia, MediaError, VideoClip
 
 MediaBudgets = Mapping[str, Budget]  # modality name -> budget; a missing modality gets its defaults
 TokenIds = Sequence[int]
+
+PROMPT_TOO_LONG = "prompt too long"  # skip reason of a prompt over max_prompt_len
+PLACEHOLDER_MISMATCH = "media placeholder mismatch"  # skip reason of a row whose text and media disagree
 
 # modality -> f(loaded items, one list per row) -> keyword arguments of the HF processor call
 PROCESSOR_MEDIA_ARGS: Registry[Callable[[list[list[LoadedMedia]]], dict[str, Any]]] = Registry(
@@ -70,8 +78,9 @@ def _audio_args(rows: list[list[AudioClip]]) -> dict[str, Any]:
 class PromptBatch:
     """B left-padded prompts with their media, ready for a forward or ``generate``.
 
-    Row b is ``samples[kept[b]]`` of the list it was built from; ``dropped`` holds the
-    ids of samples left out because their prompt exceeded ``max_prompt_len``.
+    Row b is ``samples[kept[b]]`` of the list it was built from; ``dropped`` records each
+    sample left out (bad media, placeholder mismatch, prompt over ``max_prompt_len``) and
+    why. A batch may have zero rows when every sample was left out.
     """
 
     family: str  # config.model_type, selects the FamilyAdapter
@@ -84,7 +93,7 @@ class PromptBatch:
     placeholder_ids: dict[str, int]  # modality -> placeholder token id
     pad_token_id: int
     kept: list[int]
-    dropped: list[str]
+    dropped: list[SkippedRow]
 
     @property
     def adapter(self) -> FamilyAdapter:
@@ -191,16 +200,27 @@ def build_prompt_batch(
 ) -> PromptBatch:
     """Load each sample's media once, render and encode the prompts, left-padded.
 
-    ``family`` is the model's ``config.model_type``. Raises ``processors.MediaError``
-    for unloadable media, ``MediaTokenMismatchError`` naming the sample when a prompt's
-    placeholders do not match its media, and ``ValueError`` when every prompt is too long.
+    ``family`` is the model's ``config.model_type``. A sample whose media raise a
+    ``processors.MediaError``, whose placeholders do not match its media, or whose prompt
+    exceeds ``max_prompt_len`` is left out and recorded in ``dropped``; the batch holds
+    the others (zero rows when none is left). ``MediaTokenMismatchError`` is raised only
+    when the processor's expansion disagrees with the adapter (a bug, not a bad row).
     """
     adapter = adapter_for(family)
-    media = [_load_media(sample, budgets or {}) for sample in samples]
-    media_counts = [{modality: len(items) for modality, items in row.items()} for row in media]
     placeholder_ids = adapter.placeholder_token_ids(processor)
-    encoded = _encode(processor, samples, media, _placeholder_strings(processor, placeholder_ids))
-    sample_ids = [sample.id for sample in samples]
+    placeholders = _placeholder_strings(processor, placeholder_ids)
+    prepared: list[_PreparedPrompt] = []
+    dropped: list[SkippedRow] = []
+    for index, sample in enumerate(samples):
+        try:
+            prepared.append(_prepare(processor, sample, index, budgets or {}, placeholders))
+        except (MediaError, MediaTokenMismatchError) as error:
+            dropped.append(skipped_sample(sample, error))
+    if not prepared:
+        return _empty_batch(family, placeholder_ids, _pad_token_id(processor), dropped)
+    encoded = _encode(processor, prepared)
+    media_counts = [prompt.media_counts for prompt in prepared]
+    sample_ids = [prompt.sample.id for prompt in prepared]
     check_media_tokens(
         encoded["input_ids"],
         adapter.expected_media_tokens(processor, encoded, media_counts),
@@ -219,10 +239,17 @@ def build_prompt_batch(
         media_counts=media_counts,
         placeholder_ids=placeholder_ids,
         pad_token_id=_pad_token_id(processor),
-        kept=list(range(len(samples))),
-        dropped=[],
+        kept=[prompt.index for prompt in prepared],
+        dropped=dropped,
     )
-    return _drop_overlong(batch, max_prompt_len)
+    return _drop_overlong(batch, [samples[index] for index in batch.kept], max_prompt_len)
+
+
+def skipped_sample(sample: Sample, error: MediaError | MediaTokenMismatchError) -> SkippedRow:
+    """The record of ``sample`` left out for ``error``: the bad file as source when it is media."""
+    if isinstance(error, MediaError):
+        return SkippedRow(sample.id, error.source, error.category, error.reason)
+    return SkippedRow(sample.id, sample.task, PLACEHOLDER_MISMATCH, str(error))
 
 
 def build_train_batch(
@@ -282,6 +309,31 @@ def pad_completions(
     return ids.to(device), mask.to(device)
 
 
+@dataclass
+class _PreparedPrompt:
+    """One sample ready for the processor: its rendered prompt text and loaded media."""
+
+    index: int  # position in the samples the batch is built from
+    sample: Sample
+    text: str
+    media: dict[str, list[LoadedMedia]]  # modality -> items, in message order
+
+    @property
+    def media_counts(self) -> dict[str, int]:
+        return {modality: len(items) for modality, items in self.media.items()}
+
+
+def _prepare(
+    processor: ProcessorMixin, sample: Sample, index: int, budgets: MediaBudgets, placeholders: Mapping[str, str]
+) -> _PreparedPrompt:
+    """Load ``sample``'s media and render its prompt; raises the typed error of a bad sample."""
+    media = _load_media(sample, budgets)
+    text = processor.apply_chat_template(sample.messages, tokenize=False, add_generation_prompt=True)
+    prepared = _PreparedPrompt(index, sample, text, media)
+    check_prompt_placeholders([text], [prepared.media_counts], placeholders, [sample.id])
+    return prepared
+
+
 def _load_media(sample: Sample, budgets: MediaBudgets) -> dict[str, list[LoadedMedia]]:
     """Each modality's media of ``sample``, loaded under its budget, in message order."""
     loaded = {}
@@ -294,35 +346,44 @@ def _load_media(sample: Sample, budgets: MediaBudgets) -> dict[str, list[LoadedM
     return loaded
 
 
-def _encode(
-    processor: ProcessorMixin,
-    samples: Sequence[Sample],
-    media: Sequence[Mapping[str, list[LoadedMedia]]],
-    placeholders: Mapping[str, str],
-) -> dict[str, Any]:
-    """The processor's tensors for the rendered prompts, left-padded, never truncated."""
-    texts = [
-        processor.apply_chat_template(sample.messages, tokenize=False, add_generation_prompt=True)
-        for sample in samples
-    ]
-    media_counts = [{modality: len(items) for modality, items in row.items()} for row in media]
-    check_prompt_placeholders(texts, media_counts, placeholders, [sample.id for sample in samples])
+def _encode(processor: ProcessorMixin, prompts: Sequence[_PreparedPrompt]) -> dict[str, Any]:
+    """The processor's tensors for the prepared prompts, left-padded, never truncated."""
     media_args: dict[str, Any] = {}
-    for modality in sorted({name for row in media for name in row}):
-        media_args |= PROCESSOR_MEDIA_ARGS.get(modality)([list(row.get(modality, [])) for row in media])
+    for modality in sorted({name for prompt in prompts for name in prompt.media}):
+        media_args |= PROCESSOR_MEDIA_ARGS.get(modality)([list(prompt.media.get(modality, [])) for prompt in prompts])
+    texts = [prompt.text for prompt in prompts]
     encoded = processor(text=texts, padding=True, padding_side="left", return_tensors="pt", **media_args)
     return dict(encoded)
 
 
-def _drop_overlong(batch: PromptBatch, max_prompt_len: int | None) -> PromptBatch:
+def _drop_overlong(batch: PromptBatch, samples: Sequence[Sample], max_prompt_len: int | None) -> PromptBatch:
+    """``batch`` without the rows longer than ``max_prompt_len`` (row b is ``samples[b]``)."""
+    if max_prompt_len is None:
+        return batch
     lengths = batch.attention_mask.sum(-1).tolist()  # [B]
-    keep = [row for row, length in enumerate(lengths) if max_prompt_len is None or length <= max_prompt_len]
+    keep = [row for row, length in enumerate(lengths) if length <= max_prompt_len]
     if len(keep) == len(lengths):
         return batch
-    too_long = [batch.sample_ids[row] for row in range(len(lengths)) if row not in keep]
+    too_long = [
+        SkippedRow(sample.id, sample.task, PROMPT_TOO_LONG, f"{length} tokens > max_prompt_len={max_prompt_len}")
+        for sample, length in zip(samples, lengths)
+        if length > max_prompt_len
+    ]
     if not keep:
-        raise ValueError(f"every prompt exceeds max_prompt_len={max_prompt_len}: {too_long}")
+        return _empty_batch(batch.family, batch.placeholder_ids, batch.pad_token_id, batch.dropped + too_long)
     return replace(batch.select(keep), dropped=batch.dropped + too_long)
+
+
+def _empty_batch(
+    family: str, placeholder_ids: dict[str, int], pad_token_id: int, dropped: list[SkippedRow]
+) -> PromptBatch:
+    """A batch of zero rows: every sample was left out for the reasons in ``dropped``."""
+    no_tokens = torch.zeros((0, 0), dtype=torch.long)  # [0, 0]
+    return PromptBatch(
+        family=family, sample_ids=[], input_ids=no_tokens, attention_mask=no_tokens.clone(), token_inputs={},
+        media_inputs={}, media_counts=[], placeholder_ids=placeholder_ids, pad_token_id=pad_token_id, kept=[],
+        dropped=dropped,
+    )
 
 
 def _placeholder_strings(processor: ProcessorMixin, placeholder_ids: Mapping[str, int]) -> dict[str, str]:

@@ -1,15 +1,17 @@
 """Load a Hugging Face VLM and its processor from a local directory or a Hub id.
 
-Any checkpoint loadable through ``AutoModelForImageTextToText`` works; audio-language
-families that transformers files elsewhere are found through ``AutoModelForMultimodalLM``;
-the few families whose auto class is the wrong one for RL (e.g. Qwen2.5-Omni, whose
-auto class carries a speech generator) are mapped to the right class in
-:data:`MODEL_CLASSES`.
+Checkpoints loadable through ``AutoModelForImageTextToText`` load; audio-language
+families that transformers files elsewhere are found through ``AutoModelForMultimodalLM``.
+A family that numbers its positions itself (multi-axis rotary positions such as Qwen-VL's
+M-RoPE, found by the ``get_rope_index`` of its modeling code) loads only when
+``mmgrpo.models.adapters`` has an adapter for it: the generic adapter's 1-D positions
+would train it on wrong positions without any error (Qwen2.5-Omni, GLM-4V, ... are refused).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -24,11 +26,10 @@ from transformers import (
     PretrainedConfig,
     PreTrainedModel,
     ProcessorMixin,
-    Qwen2_5OmniThinkerForConditionalGeneration,
 )
 
+from mmgrpo.models.adapters import FAMILY_ADAPTERS
 from mmgrpo.models.special_tokens import tokenizer_of
-from mmgrpo.registry import Registry
 
 T = TypeVar("T")
 DType = Literal["auto", "float32", "bfloat16", "float16"]
@@ -39,18 +40,14 @@ DTYPES: dict[str, torch.dtype | str] = {
     "float16": torch.float16,
 }
 
-# model_type -> model class, for families whose auto class is not the trainable policy.
-MODEL_CLASSES: Registry[type[PreTrainedModel]] = Registry("model class override")
-MODEL_CLASSES.add("qwen2_5_omni", Qwen2_5OmniThinkerForConditionalGeneration)
-
-# Tried in order when MODEL_CLASSES has no entry for the config's model_type.
+# Tried in order; the first that knows the config's model type loads the checkpoint.
 AUTO_MODEL_CLASSES = (AutoModelForImageTextToText, AutoModelForMultimodalLM)
 
 
 ADAPTER_CONFIG = "adapter_config.json"  # what PEFT writes beside a saved adapter
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(ValueError):
     """A checkpoint could not be loaded as a VLM policy; the message names the path or id."""
 
 
@@ -82,7 +79,7 @@ def load_model_and_processor(
         adapted = _load(source, "LoRA adapter", lambda path: PeftModel.from_pretrained(model, path))
         return adapted.to(device), load_processor(source, trust_remote_code=trust_remote_code)
     processor = load_processor(source, trust_remote_code=trust_remote_code)
-    config = _load(source, "config", AutoConfig.from_pretrained, trust_remote_code=trust_remote_code)
+    config = load_model_config(source, trust_remote_code=trust_remote_code)
     model_class = model_class_for(config, source)
     model = _load(
         source,
@@ -95,8 +92,15 @@ def load_model_and_processor(
     return model.to(device), processor
 
 
-def load_processor(source: str, *, trust_remote_code: bool = False) -> ProcessorMixin:
+def load_model_config(name_or_path: str | Path, *, trust_remote_code: bool = False) -> PretrainedConfig:
+    """The checkpoint's model config alone (no weights), with the loader's clear errors."""
+    source = _resolve(name_or_path)
+    return _load(source, "config", AutoConfig.from_pretrained, trust_remote_code=trust_remote_code)
+
+
+def load_processor(name_or_path: str | Path, *, trust_remote_code: bool = False) -> ProcessorMixin:
     """The checkpoint's multimodal processor; it must carry a chat template."""
+    source = _resolve(name_or_path)
     processor = _load(source, "processor", AutoProcessor.from_pretrained, trust_remote_code=trust_remote_code)
     if not isinstance(processor, ProcessorMixin):
         raise ModelLoadError(
@@ -109,16 +113,28 @@ def load_processor(source: str, *, trust_remote_code: bool = False) -> Processor
 
 
 def model_class_for(config: PretrainedConfig, source: str) -> type[PreTrainedModel]:
-    """The class that loads ``config``: an override, else the first auto class that knows it."""
-    if config.model_type in MODEL_CLASSES:
-        return MODEL_CLASSES.get(config.model_type)
+    """The first auto class that knows ``config``, if mmgrpo can compute the family's positions."""
     for auto_class in AUTO_MODEL_CLASSES:
         if type(config) in auto_class._model_mapping:
+            _require_position_adapter(config, auto_class._model_mapping[type(config)], source)
             return auto_class
     raise ModelLoadError(
         f"{source}: model type {config.model_type!r} is not an image/audio-text-to-text model "
         f"known to {', '.join(cls.__name__ for cls in AUTO_MODEL_CLASSES)}"
     )
+
+
+def _require_position_adapter(config: PretrainedConfig, model_class: type, source: str) -> None:
+    """Refuse a family whose modeling code computes multi-axis positions (``get_rope_index``) but has no adapter."""
+    if config.model_type in FAMILY_ADAPTERS:
+        return
+    module = vars(sys.modules[model_class.__module__]).values()
+    if any(isinstance(member, type) and hasattr(member, "get_rope_index") for member in module):
+        raise ModelLoadError(
+            f"{source}: model type {config.model_type!r} computes multi-axis (M-RoPE) position ids, and mmgrpo "
+            f"has no family adapter for it, so it would train on wrong positions; families with an adapter: "
+            f"{', '.join(FAMILY_ADAPTERS.names())} (add one in mmgrpo/models/adapters.py)"
+        )
 
 
 def _resolve(name_or_path: str | Path) -> str:

@@ -3,7 +3,9 @@
 Without this check a mismatch surfaces mid-step as transformers' "Image features and
 image tokens do not match", naming neither the row nor the cause. Typical causes are a
 prompt truncated through its media tokens, a bad dataset row, or a completion that
-sampled a placeholder token such as ``<|image_pad|>``.
+sampled a placeholder token such as ``<|image_pad|>``. The batch builder skips (and
+records) a row that fails :func:`check_prompt_placeholders`, a bad row; a failure of
+:func:`check_media_tokens` after encoding still raises.
 """
 
 from __future__ import annotations

@@ -93,8 +93,10 @@ class RolloutEngine(Protocol):
     ) -> list[list[Completion]]:
         """One list of completions per sample, ``group_sizes[i]`` (default ``params.n``) for sample i.
 
-        A sample the engine cannot take (e.g. its prompt exceeds the engine's prompt
-        length limit) gets an empty list; the caller drops that group. ``prompts`` is
+        A sample the engine cannot take (its media fail to decode, its prompt exceeds the
+        engine's prompt length limit) gets an empty list; the caller drops that group. An
+        in-process engine also offers ``encode(samples) -> PromptBatch`` whose ``dropped``
+        says why (eval uses it when present). ``prompts`` is
         ``samples`` already encoded by the caller (``build_prompt_batch``): an in-process
         engine reuses it rather than encoding twice; a remote engine ignores it.
         """

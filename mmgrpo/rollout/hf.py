@@ -74,14 +74,17 @@ class HFEngine:
         """``group_sizes[i]`` (default ``params.n``) completions of sample i, in sample order.
 
         ``prompts``, when given, is ``samples`` already encoded by ``build_prompt_batch``
-        (the trainer encodes once for rollout and training). A sample whose prompt exceeds
-        ``max_prompt_len`` gets an empty list.
+        (the trainer encodes once for rollout and training). A sample the batch builder
+        left out (bad media, prompt over ``max_prompt_len``; see ``prompts.dropped``) gets
+        an empty list.
         """
         sizes = resolve_group_sizes(samples, params, group_sizes)
         if not samples:
             return []
         if prompts is None:
             prompts = self.encode(samples)
+        if not prompts.kept:  # every sample was left out (bad media, prompt too long)
+            return [[] for _ in samples]
         kept_sizes = [sizes[i] for i in prompts.kept]
         rules = self._token_rules(params)
         with _inference_mode(self.model), _seeded(params.seed, self._device) as generator:

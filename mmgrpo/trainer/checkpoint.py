@@ -1,30 +1,38 @@
 """Atomic, resumable checkpoints: ``checkpoints/step-N/``.
 
 A checkpoint folder holds the model in ``save_pretrained`` format (loadable by plain
-transformers, or the LoRA adapter for PEFT models) plus the processor, and
-``trainer_state.pt`` with everything else an exact resume needs (optimizer, scheduler,
-RNG states, data position, step). It is written into a temporary sibling folder and
-renamed into place, so a crash mid-save never leaves a half-written ``step-N`` and
-never destroys the previous checkpoint.
+transformers, or the LoRA adapter for PEFT models) plus the processor, and the trainer
+state an exact resume needs (optimizer, scheduler, RNG states, data position, step,
+where the KL reference loads from) as ``trainer_state.json`` + ``trainer_state.safetensors``:
+nothing in a checkpoint is unpickled, so a shared checkpoint cannot run code on resume.
+It is written into a temporary sibling folder and renamed into place, so a crash mid-save
+never leaves a half-written ``step-N`` and never destroys the previous checkpoint.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import random
 import re
 import shutil
-from dataclasses import dataclass
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
 
-STATE_FILE = "trainer_state.pt"
-INFO_FILE = "trainer_state.json"
+from mmgrpo.trainer.safe_state import dump_state, load_state
+
+logger = logging.getLogger(__name__)
+
+STATE_FILE = "trainer_state.json"  # written last: its presence marks a complete checkpoint
+TENSORS_FILE = "trainer_state.safetensors"
 _STEP_DIR = re.compile(r"^step-(\d+)$")
+_STAGING_PREFIXES = (".tmp-", ".old-")  # leftovers of a save that died midway
 
 
 @dataclass
@@ -37,6 +45,7 @@ class TrainerState:
     data: dict[str, Any] | None = None  # position of the prompt sampler
     extra: dict[str, Any] | None = None  # e.g. dynamic-group-size statistics
     rng: dict[str, Any] | None = None
+    reference: str | None = None  # where the frozen KL reference (the initial policy) loads from
 
 
 def capture_rng_state() -> dict[str, Any]:
@@ -79,40 +88,124 @@ def save_checkpoint(
     state: TrainerState,
     *,
     keep_last: int | None = None,
+    rng: dict[str, Any] | None = None,
 ) -> Path:
-    """Write ``step-<state.step>`` atomically, then prune to the ``keep_last`` newest."""
+    """Write ``step-<state.step>`` atomically, then prune to the ``keep_last`` newest.
+
+    ``rng`` is the generator state to record (default: the current one).
+    """
     checkpoint_root.mkdir(parents=True, exist_ok=True)
-    final = checkpoint_root / f"step-{state.step}"
-    staging = checkpoint_root / f".tmp-step-{state.step}-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir()
-    model.save_pretrained(staging)
-    if processor is not None:
-        processor.save_pretrained(staging)
-    state.rng = capture_rng_state()
-    torch.save(state.__dict__, staging / STATE_FILE)
-    (staging / INFO_FILE).write_text(json.dumps({"step": state.step, "data": state.data}, indent=2, default=str))
-    _fsync_tree(staging)
-    if final.exists():  # re-saving the same step: move the old one aside first
-        retired = checkpoint_root / f".old-step-{state.step}-{os.getpid()}"
-        os.replace(final, retired)
-        os.replace(staging, final)
-        shutil.rmtree(retired)
-    else:
-        os.replace(staging, final)
+    state.rng = rng if rng is not None else capture_rng_state()
+
+    def write(staging: Path) -> None:
+        _save_model(staging, model, processor)
+        dump_state(asdict(state), staging / STATE_FILE, staging / TENSORS_FILE)
+
+    final = _write_atomically(checkpoint_root / f"step-{state.step}", write)
     if keep_last is not None and keep_last > 0:
         for _, old in step_dirs(checkpoint_root)[:-keep_last]:
             shutil.rmtree(old)
     return final
 
 
+def save_model(folder: Path, model: torch.nn.Module, processor: Any) -> Path:
+    """``save_pretrained`` of the model (and processor) into ``folder``, atomically."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    return _write_atomically(folder, lambda staging: _save_model(staging, model, processor))
+
+
+def _save_model(folder: Path, model: torch.nn.Module, processor: Any) -> None:
+    model.save_pretrained(folder)
+    if processor is not None:
+        processor.save_pretrained(folder)
+
+
+def _write_atomically(final: Path, write: Callable[[Path], None]) -> Path:
+    """Let ``write`` fill a staging sibling of ``final``, then rename it into place: ``final`` is
+    either the old complete folder or the new complete one, never half-written."""
+    remove_stale_staging(final.parent)
+    staging = final.with_name(f".tmp-{final.name}-{os.getpid()}")
+    staging.mkdir()
+    write(staging)
+    _fsync_tree(staging)
+    if final.exists():  # re-saving the same folder: move the old one aside first
+        retired = final.with_name(f".old-{final.name}-{os.getpid()}")
+        os.replace(final, retired)
+        os.replace(staging, final)
+        shutil.rmtree(retired)
+    else:
+        os.replace(staging, final)
+    return final
+
+
+def checkpoint_step(checkpoint_dir: Path) -> int:
+    """The step a checkpoint was saved at (read without loading its tensors)."""
+    return int(json.loads((checkpoint_dir / STATE_FILE).read_text())["step"])
+
+
 def load_trainer_state(checkpoint_dir: Path) -> TrainerState:
-    """Read ``trainer_state.pt`` (the weights are loaded by the model loader from the same folder)."""
+    """Read the trainer state of a checkpoint (the weights are loaded by the model loader from the same folder)."""
     path = checkpoint_dir / STATE_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{checkpoint_dir} is not an mmgrpo checkpoint: {STATE_FILE} is missing")
-    return TrainerState(**torch.load(path, map_location="cpu", weights_only=False))
+    return TrainerState(**load_state(path, checkpoint_dir / TENSORS_FILE))
+
+
+def remove_stale_staging(checkpoint_root: Path) -> None:
+    """Delete half-written folders a killed save left behind (one writer per run: none is live)."""
+    if not checkpoint_root.is_dir():
+        return
+    for child in checkpoint_root.iterdir():
+        if child.is_dir() and child.name.startswith(_STAGING_PREFIXES):
+            logger.info("removing %s, left by an interrupted checkpoint save", child)
+            shutil.rmtree(child)
+
+
+def retire_checkpoints_after(checkpoint_root: Path, step: int) -> list[Path]:
+    """Move checkpoints newer than ``step`` (an abandoned timeline) into an ``abandoned-*`` folder.
+
+    Resuming from step k starts a new timeline: the old step k+1.. checkpoints must no
+    longer count as newest (``latest_checkpoint``) nor push the new ones out (``keep_last``).
+    Returns their new paths.
+    """
+    later = [path for number, path in step_dirs(checkpoint_root) if number > step]
+    if not later:
+        return []
+    archive = checkpoint_root / f"abandoned-{time.strftime('%Y%m%d-%H%M%S')}-after-step-{step}"
+    archive.mkdir(parents=True, exist_ok=True)
+    moved = [Path(shutil.move(str(path), str(archive / path.name))) for path in later]
+    logger.warning(
+        "resuming from step %d: moved the later checkpoints of the abandoned run (%s) to %s",
+        step, ", ".join(path.name for path in later), archive,
+    )
+    return moved
+
+
+def save_last_finished(
+    failure: BaseException, step: int, save: Callable[[], Path], *, weights_intact: bool, phase: str = "step"
+) -> None:
+    """The emergency checkpoint after ``failure`` cut step ``step + 1`` short: save step ``step``
+    when the weights are still those of it, and say what happened either way. Never raises:
+    the original failure is what the caller re-raises."""
+    what = _describe(failure)
+    if not weights_intact:
+        logger.error(
+            "%s during the weight update of %s %d: the weights are no longer those of %s %d, so no checkpoint "
+            "is saved; resume from the last saved one", what, phase, step + 1, phase, step,
+        )
+        return
+    try:
+        path = save()
+    except Exception:
+        logger.exception("%s during %s %d: saving the checkpoint of %s %d failed", what, phase, step + 1, phase, step)
+        return
+    logger.warning("%s during %s %d: saved the checkpoint of %s %d to %s", what, phase, step + 1, phase, step, path)
+
+
+def _describe(failure: BaseException) -> str:
+    if isinstance(failure, KeyboardInterrupt):
+        return str(failure) or "SIGINT"  # interrupts.Interrupted carries the signal's name
+    return f"{type(failure).__name__} ({failure})"
 
 
 def _fsync_tree(folder: Path) -> None:

@@ -9,11 +9,11 @@ log-probs from :mod:`mmgrpo.models`. The loop is :meth:`GRPOTrainer.train`; one 
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import math
 import time
 from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,13 +24,20 @@ from mmgrpo.algos import group_advantages
 from mmgrpo.config import Config
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import PromptBatch, build_prompt_batch
+from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.rollout.base import RolloutEngine
-from mmgrpo.trainer.checkpoint import TrainerState, capture_rng_state, load_trainer_state, restore_rng_state, save_checkpoint
+from mmgrpo.trainer.checkpoint import (
+    TrainerState, capture_rng_state, load_trainer_state, remove_stale_staging, restore_rng_state,
+    retire_checkpoints_after, save_checkpoint, save_last_finished,
+)
 from mmgrpo.trainer.group_sizes import GroupSizeTracker
+from mmgrpo.trainer.interrupts import signals_allowed, signals_deferred, stop_on_signals
 from mmgrpo.trainer.metrics import MetricsLogger
 from mmgrpo.trainer.optim import build_optimizer, build_scheduler
 from mmgrpo.trainer.prompt_sampler import PromptSampler
-from mmgrpo.trainer.rollouts import Rollouts, collect_rollouts
+from mmgrpo.trainer.reward_errors import record_reward_errors
+from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger, describe_skipped
+from mmgrpo.trainer.rollouts import Rollouts, collect_rollouts, draw_usable
 from mmgrpo.trainer.setup import SampleSet, build_engine, media_budgets, sampling_params, scoring_rule
 from mmgrpo.trainer.step_metrics import rollout_metrics
 from mmgrpo.trainer.update import LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, policy_update
@@ -41,7 +48,12 @@ Evaluator = Callable[[str], dict[str, float]]  # tag -> metrics, run on the live
 
 
 class GRPOTrainer:
-    """Trains ``model`` with GRPO on ``train_set`` as ``config`` says, writing into ``run_dir``."""
+    """Trains ``model`` with GRPO on ``train_set`` as ``config`` says, writing into ``run_dir``.
+
+    ``reference_source`` is where the initial policy (``model`` as given, e.g. after SFT) can
+    be loaded from: with ``algo.beta > 0`` and full fine-tuning it is the frozen KL reference,
+    and a resumed run rebuilds the reference from there (a checkpoint records it).
+    """
 
     def __init__(
         self,
@@ -53,9 +65,13 @@ class GRPOTrainer:
         *,
         evaluate: Evaluator | None = None,
         resume_from: Path | None = None,
+        reference_source: str | Path | None = None,
+        skip_ledger: SkipLedger | None = None,
     ) -> None:
         self.config, self.run_dir, self.model, self.processor = config, run_dir, model, processor
         self.samples = train_set.samples
+        self.skip_ledger = skip_ledger if skip_ledger is not None else SkipLedger(run_dir / LEDGER_FILE)
+        self.skipped_ids = self.skip_ledger.ids("train")  # left out by SFT or GRPO so far: never drawn again
         self.evaluate = evaluate
         self.budgets = media_budgets(config.model, processor)
         self.engine: RolloutEngine = build_engine(config, model, processor)
@@ -67,7 +83,10 @@ class GRPOTrainer:
             budget_per_prompt=config.rollout.num_generations,
         )
         self.scoring = {name: scoring_rule(config, task) for name, task in train_set.tasks.items()}
-        self.reference = self._make_reference()
+        resumed = load_trainer_state(resume_from) if resume_from is not None else None
+        recorded = resumed.reference if resumed is not None else None  # a run keeps its first reference
+        self.reference_source = recorded or (str(reference_source) if reference_source is not None else None)
+        self.reference = self._make_reference(fresh=resumed is None)
         self.optimizer = build_optimizer(
             model, lr=config.train.lr, weight_decay=config.train.weight_decay,
             betas=(config.train.adam_beta1, config.train.adam_beta2), eps=config.train.adam_eps,
@@ -77,79 +96,117 @@ class GRPOTrainer:
             warmup_ratio=config.train.warmup_ratio, schedule=config.train.lr_schedule,
         )
         self.step_index = 0
-        if resume_from is not None:
-            self._restore(resume_from)
+        self.saved_step: int | None = None  # the step of the newest checkpoint this trainer wrote
+        if resumed is not None:
+            self._restore(resumed, resume_from)
         self.metrics = MetricsLogger(
             run_dir, tensorboard=config.log.tensorboard, wandb=config.log.wandb,
             wandb_project=config.log.wandb_project, run_name=run_dir.name, config=config.to_dict(),
-            resume_step=self.step_index if resume_from is not None else None,
+            resume_step=self.step_index if resumed is not None else None,
         )
-        self.interrupted = False
 
     # -- the loop ---------------------------------------------------------------------
     def train(self) -> None:
-        """Run until ``train.steps``; Ctrl-C saves a checkpoint and returns cleanly."""
+        """Run until ``train.steps``, then save the final checkpoint.
+
+        A stop request (Ctrl-C, SIGTERM: :class:`~mmgrpo.trainer.interrupts.Interrupted`) or
+        an error inside a step saves the checkpoint of the last finished step, then propagates.
+        """
         cfg = self.config
         progress = _progress_bar(cfg.train.steps, self.step_index, enabled=cfg.log.progress_bar)
-        finished = self._resumable_state()
+        finished = self._finished_state()
         try:
-            while self.step_index < cfg.train.steps:
-                metrics = self.step()
-                self.step_index += 1
-                finished = self._resumable_state()
-                if cfg.eval.every_n_steps and self.step_index % cfg.eval.every_n_steps == 0 and self.evaluate:
-                    metrics |= {f"eval/{k}": v for k, v in self.evaluate(f"step-{self.step_index}").items()}
-                self.metrics.log(self.step_index, metrics)
-                progress.update(1)
-                progress.set_postfix(
-                    reward=f"{metrics['reward/total']:.3f}", kl=f"{metrics.get('kl', 0.0):.4f}",
-                    s=f"{metrics['time/step']:.2f}",
-                )
-                every = cfg.checkpoint.every_n_steps
-                if every and self.step_index % every == 0 and self.step_index < cfg.train.steps:
-                    self.save()
-        except KeyboardInterrupt:
-            # The checkpoint describes the last finished step: undo what the broken step drew.
-            self.sampler.load_state_dict(finished[0])
-            restore_rng_state(finished[1])
-            self.interrupted = True
-            logger.warning("interrupted during step %d: saving the checkpoint of step %d", self.step_index + 1, self.step_index)
+            with stop_on_signals():
+                while self.step_index < cfg.train.steps:
+                    with signals_deferred():  # a step's weight update, its count and its record are one
+                        metrics = self.step()
+                        self.step_index += 1
+                        finished = self._finished_state()
+                        self._log_step(metrics)
+                    progress.update(1)
+                    progress.set_postfix(
+                        reward=f"{metrics['reward/total']:.3f}", kl=f"{metrics.get('kl', 0.0):.4f}",
+                        s=f"{metrics['time/step']:.2f}",
+                    )
+                    every = cfg.checkpoint.every_n_steps
+                    if every and self.step_index % every == 0 and self.step_index < cfg.train.steps:
+                        self.save()
+                self.save()
+        except (KeyboardInterrupt, Exception) as failure:
+            self._save_last_finished(finished, failure)
+            raise
         finally:
             progress.close()
-        self.save()
-        self.metrics.close()
+            self.metrics.close()
 
-    def _resumable_state(self) -> tuple[dict, dict]:
-        """Data position and RNG after the last finished step (what a checkpoint must record)."""
-        return self.sampler.state_dict(), capture_rng_state()
+    def _log_step(self, metrics: dict[str, float]) -> None:
+        """Log the step just finished, with an eval when one is due (a stop may cut the eval short:
+        the row is written without it)."""
+        every = self.config.eval.every_n_steps
+        try:
+            if every and self.step_index % every == 0 and self.evaluate:
+                with signals_allowed():
+                    metrics |= {f"eval/{k}": v for k, v in self.evaluate(f"step-{self.step_index}").items()}
+        finally:
+            self.metrics.log(self.step_index, metrics)
+
+    def _finished_state(self) -> _Finished:
+        """What changes during a step besides the weights, as of the last finished step."""
+        return _Finished(
+            sampler=self.sampler.state_dict(), group_sizes=self.group_sizes.state_dict(), rng=capture_rng_state(),
+            optimizer_steps=self.scheduler.last_epoch, skipped_ids=set(self.skipped_ids),
+        )
+
+    def _save_last_finished(self, finished: _Finished, failure: BaseException) -> None:
+        """The emergency checkpoint: the state after the last finished step, if the weights still are."""
+        if self.saved_step == self.step_index:
+            logger.warning("stopped during step %d: step %d is already saved", self.step_index + 1, self.step_index)
+            return
+
+        def save() -> Path:
+            self.sampler.load_state_dict(finished.sampler)  # undo what the broken step drew and counted
+            self.group_sizes.load_state_dict(finished.group_sizes)
+            self.skipped_ids = finished.skipped_ids  # the broken step's skips are found again on resume
+            self.optimizer.zero_grad(set_to_none=True)
+            return self.save(rng=finished.rng)
+
+        save_last_finished(
+            failure, self.step_index, save, weights_intact=self.scheduler.last_epoch == finished.optimizer_steps
+        )
 
     def step(self) -> dict[str, float]:
-        """One GRPO step; returns its metrics."""
+        """One GRPO step; returns its metrics. A stop request waits while the weights are updated."""
         cfg = self.config
         started = time.perf_counter()
-        self.model.eval()
-        rollouts = collect_rollouts(
-            self.engine, self._encode, self.sampler_take, self._group_sizes_for, self.scoring,
-            sampling_params(cfg, seed=cfg.seed * 100_003 + self.step_index),
-            num_prompts=cfg.rollout.prompts_per_step, dynamic_sampling=cfg.algo.dynamic_sampling,
-            max_resample_rounds=cfg.algo.max_resample_rounds,
-        )
-        self._record_successes(rollouts)
-        metrics = rollout_metrics(rollouts)
-        if not rollouts.groups:
-            logger.warning("step %d: no informative group to train on", self.step_index + 1)
-            rollout_done = time.perf_counter()
-            return metrics | _timing(started, rollout_done, rollout_done, rollout_done)
-        batch = self._step_batch(rollouts)  # advantages and the training batch count as rollout time
-        rollout_done = time.perf_counter()
-        if self.reference is not None:
-            batch.ref_logp = batch_logprobs(
-                self.reference.module, batch, self._update_settings(), cfg.rollout.temperature, self.reference.context
+        with signals_allowed():  # collecting rollouts changes nothing a checkpoint keeps: a stop may cut it
+            self.model.eval()
+            rollouts = collect_rollouts(
+                self.engine, self._encode, self.sampler_take, self._group_sizes_for, self.scoring,
+                sampling_params(cfg, seed=cfg.seed * 100_003 + self.step_index),
+                num_prompts=cfg.rollout.prompts_per_step, dynamic_sampling=cfg.algo.dynamic_sampling,
+                max_resample_rounds=cfg.algo.max_resample_rounds,
             )
-        reference_done = time.perf_counter()
+            self._record_successes(rollouts)
+            record_reward_errors(self.run_dir, self.step_index + 1, rollouts.reward_errors)
+            self._record_skipped(rollouts)
+            metrics = rollout_metrics(rollouts)
+            if not rollouts.groups:
+                logger.warning("step %d: no informative group to train on", self.step_index + 1)
+                rollout_done = time.perf_counter()
+                return metrics | _timing(started, rollout_done, rollout_done, rollout_done)
+            batch = self._step_batch(rollouts)  # advantages and the training batch count as rollout time
+            rollout_done = time.perf_counter()
+            if self.reference is not None:
+                batch.ref_logp = batch_logprobs(
+                    self.reference.module, batch, self._update_settings(), cfg.rollout.temperature, self.reference.context
+                )
+            reference_done = time.perf_counter()
         self.model.train()
-        metrics |= policy_update(self.model, self.optimizer, self.scheduler, batch, self._loss_settings(), self._update_settings())
-        self.engine.update_weights(self.model)
+        with signals_deferred():  # a stop request waits for the weights to be whole again
+            metrics |= policy_update(
+                self.model, self.optimizer, self.scheduler, batch, self._loss_settings(), self._update_settings()
+            )
+            self.engine.update_weights(self.model)
         metrics |= _advantage_metrics(batch.advantages)
         metrics |= _timing(started, rollout_done, reference_done, time.perf_counter())
         metrics["tokens_per_second"] = metrics["length/total"] / metrics["time/step"]
@@ -158,7 +215,20 @@ class GRPOTrainer:
 
     # -- pieces of a step ----------------------------------------------------------------
     def sampler_take(self, count: int) -> list:
-        return [self.samples[i] for i in self.sampler.take(count)]
+        """The next ``count`` prompts, passing over those skipped earlier in the run."""
+        unusable = {i for i, sample in enumerate(self.samples) if sample.id in self.skipped_ids}
+        if len(unusable) == len(self.samples):
+            raise RuntimeError(f"every training sample was skipped; see {self.skip_ledger.path}")
+        return [self.samples[i] for i in draw_usable(self.sampler.take, count, unusable)]
+
+    def _record_skipped(self, rollouts: Rollouts) -> None:
+        """Samples left out of this step go to the ledger, are named, and are not drawn again."""
+        if not rollouts.skipped:
+            return
+        self.skipped_ids.update(row.row_id for row in rollouts.skipped)
+        self.skip_ledger.add(rollouts.skipped, split="train", stage="grpo")
+        logger.warning("step %d: skipped %d prompt(s): %s", self.step_index + 1, len(rollouts.skipped),
+                       describe_skipped(rollouts.skipped))
 
     def _encode(self, samples: list) -> PromptBatch:
         return build_prompt_batch(
@@ -214,22 +284,36 @@ class GRPOTrainer:
         every = self.config.log.log_completions_every
         if not every or (self.step_index + 1) % every:
             return
-        with open(self.run_dir / "completions.jsonl", "a", encoding="utf-8") as handle:
-            for group in rollouts.groups[: self.config.log.completions_per_log]:
-                for completion, reward in zip(group.completions, group.rewards):
-                    record = {"step": self.step_index + 1, "sample_id": group.sample.id, "answer": group.sample.answer,
-                              "completion": completion.text, "reward": reward, "truncated": completion.truncated}
-                    handle.write(json.dumps(record, default=str) + "\n")
+        records = [
+            {"step": self.step_index + 1, "sample_id": group.sample.id, "answer": group.sample.answer,
+             "completion": completion.text, "reward": reward, "truncated": completion.truncated}
+            for group in rollouts.groups
+            for completion, reward in zip(group.completions, group.rewards)
+        ]
+        # batch order: a group's completions together
+        self.metrics.log_completions(records[: self.config.log.completions_per_log])
 
     # -- reference model ------------------------------------------------------------------
-    def _make_reference(self) -> _Reference | None:
-        """None when beta = 0; the LoRA base (adapters off) or a frozen copy otherwise."""
-        if self.config.algo.beta == 0:
+    def _make_reference(self, *, fresh: bool) -> _Reference | None:
+        """None when beta = 0; the LoRA base (adapters off); else a frozen initial policy:
+        a copy of ``model`` in a fresh run, reloaded from ``reference_source`` in a resumed one."""
+        cfg = self.config
+        if cfg.algo.beta == 0:
             return None
-        if self.config.lora.enabled:
+        if cfg.lora.enabled:
             return _Reference(self.model, self.model.disable_adapter)
-        frozen = copy.deepcopy(self.model).eval()
-        frozen.requires_grad_(False)
+        if self.reference_source is None:
+            raise ValueError(
+                "algo.beta > 0 with full fine-tuning needs reference_source: where the initial policy loads from"
+            )
+        if fresh:
+            frozen = copy.deepcopy(self.model)
+        else:
+            frozen, _ = load_model_and_processor(
+                self.reference_source, dtype=cfg.model.dtype, attn_implementation=cfg.model.attn_implementation,
+                trust_remote_code=cfg.model.trust_remote_code, device=_device(self.model),
+            )
+        frozen.eval().requires_grad_(False)
         return _Reference(frozen, nullcontext)
 
     # -- checkpoints ------------------------------------------------------------------------
@@ -239,28 +323,49 @@ class GRPOTrainer:
         per_iteration = math.ceil(rollout / (cfg.train.mini_batch_size or rollout))
         return cfg.train.steps * cfg.algo.num_iterations * per_iteration
 
-    def save(self) -> Path:
+    def save(self, *, rng: dict[str, Any] | None = None) -> Path:
+        """Checkpoint the current step (``rng``: the generator state to record, default the current one)."""
         state = TrainerState(
             step=self.step_index,
             optimizer=self.optimizer.state_dict(),
             scheduler=self.scheduler.state_dict(),
             data=self.sampler.state_dict(),
-            extra={"group_sizes": self.group_sizes.state_dict()},
+            extra={"group_sizes": self.group_sizes.state_dict(), "skipped_sample_ids": sorted(self.skipped_ids)},
+            reference=self.reference_source,
         )
-        return save_checkpoint(
-            self.run_dir / "checkpoints", self.model, self.processor, state, keep_last=self.config.checkpoint.keep_last
+        path = save_checkpoint(
+            self.run_dir / "checkpoints", self.model, self.processor, state,
+            keep_last=self.config.checkpoint.keep_last, rng=rng,
         )
+        self.saved_step = self.step_index
+        return path
 
-    def _restore(self, checkpoint_dir: Path) -> None:
-        """Optimizer, scheduler, data position, RNG and step (weights were loaded with the model)."""
-        state = load_trainer_state(checkpoint_dir)
+    def _restore(self, state: TrainerState, checkpoint_dir: Path) -> None:
+        """Optimizer, scheduler, data position, RNG and step (weights were loaded with the model);
+        this run's checkpoints after the resumed step belong to an abandoned timeline and are moved aside."""
         self.optimizer.load_state_dict(state.optimizer)
         self.scheduler.load_state_dict(state.scheduler)
         self.sampler.load_state_dict(state.data)
         self.group_sizes.load_state_dict(state.extra["group_sizes"])
+        self.skipped_ids = set(state.extra.get("skipped_sample_ids", []))
         restore_rng_state(state.rng)
         self.step_index = state.step
+        if checkpoint_dir.resolve().parent == (self.run_dir / "checkpoints").resolve():
+            self.saved_step = state.step
+        retire_checkpoints_after(self.run_dir / "checkpoints", state.step)
+        remove_stale_staging(self.run_dir / "checkpoints")  # a killed save's leftovers: free the disk now
         logger.info("resumed from %s at step %d", checkpoint_dir, state.step)
+
+
+@dataclass
+class _Finished:
+    """The state after the last finished step that a step changes besides the weights."""
+
+    sampler: dict[str, Any]
+    group_sizes: dict[str, Any]
+    rng: dict[str, Any]
+    optimizer_steps: int  # scheduler.last_epoch: moves with each optimizer step
+    skipped_ids: set[str]  # samples left out so far (never drawn again)
 
 
 class _Reference:

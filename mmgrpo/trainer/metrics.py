@@ -1,28 +1,60 @@
-"""Per-step metrics sinks: ``metrics.jsonl`` always, TensorBoard and W&B when enabled."""
+"""Per-step logs: ``metrics.jsonl`` and ``completions.jsonl`` always, TensorBoard and W&B when enabled."""
 
 from __future__ import annotations
 
 import json
 import logging
 import math
+import os
 from pathlib import Path
 from typing import Any
 
 logger = logging.getLogger(__name__)
 
+METRICS_FILE = "metrics.jsonl"
+COMPLETIONS_FILE = "completions.jsonl"
+REWARD_ERRORS_FILE = "reward_errors.jsonl"  # written by mmgrpo.trainer.reward_errors
+STEP_FILES = (METRICS_FILE, COMPLETIONS_FILE, REWARD_ERRORS_FILE)  # JSON lines, each with the "step" it belongs to
+
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """All rows of a ``metrics.jsonl`` file."""
+    """All rows of a JSON-lines file such as ``metrics.jsonl``.
+
+    A torn last line (the process died while writing it) is dropped with a warning; a bad
+    line elsewhere is an error naming the file and line.
+    """
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    last = max((number for number, line in enumerate(lines) if line.strip()), default=-1)
+    rows = []
+    for number, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            if number != last:
+                raise ValueError(f"{path}, line {number + 1}: not a JSON row ({error.msg})") from None
+            logger.warning("%s: dropping its torn last line %d (the writer was cut off)", path, number + 1)
+    return rows
+
+
+def keep_steps_up_to(path: Path, step: int) -> None:
+    """Rewrite ``path`` (atomically) without the rows of steps after ``step``."""
+    if not path.is_file():
+        return
+    kept = [row for row in read_metrics(path) if row.get("step", 0) <= step]
+    staging = path.with_name(path.name + ".tmp")
+    staging.write_text("".join(json.dumps(row, default=str) + "\n" for row in kept), encoding="utf-8")
+    os.replace(staging, path)
 
 
 class MetricsLogger:
-    """Appends one JSON line per step and mirrors scalars to TensorBoard / W&B.
+    """Appends one JSON line per step (and sampled completions) and mirrors scalars to TensorBoard / W&B.
 
-    On resume, rows written after the resumed step (by the interrupted run) are dropped so
-    the file reads as one uninterrupted run.
+    On resume at ``resume_step``, every per-step log drops what the interrupted run wrote
+    after that step (TensorBoard through its purge step), so each reads as one uninterrupted run.
     """
 
     def __init__(
@@ -37,12 +69,14 @@ class MetricsLogger:
         resume_step: int | None = None,
     ) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
-        self.path = run_dir / "metrics.jsonl"
+        self.path = run_dir / METRICS_FILE
+        self.completions_path = run_dir / COMPLETIONS_FILE
         if resume_step is not None:
-            kept = [row for row in read_metrics(self.path) if row.get("step", 0) <= resume_step]
-            self.path.write_text("".join(json.dumps(row) + "\n" for row in kept))
+            for name in STEP_FILES:
+                keep_steps_up_to(run_dir / name, resume_step)
         self._file = open(self.path, "a", encoding="utf-8")
-        self._tensorboard = _open_tensorboard(run_dir / "tensorboard") if tensorboard else None
+        purge_step = None if resume_step is None else resume_step + 1
+        self._tensorboard = _open_tensorboard(run_dir / "tensorboard", purge_step) if tensorboard else None
         self._wandb = _open_wandb(wandb_project, run_name, config) if wandb else None
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
@@ -56,6 +90,11 @@ class MetricsLogger:
         if self._wandb is not None:
             self._wandb.log(scalars, step=step)
 
+    def log_completions(self, records: list[dict[str, Any]]) -> None:
+        """Append sampled completions (each record carries its ``step``) to ``completions.jsonl``."""
+        with open(self.completions_path, "a", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(record, default=str) + "\n" for record in records)
+
     def close(self) -> None:
         self._file.close()
         if self._tensorboard is not None:
@@ -64,13 +103,14 @@ class MetricsLogger:
             self._wandb.finish()
 
 
-def _open_tensorboard(log_dir: Path):
+def _open_tensorboard(log_dir: Path, purge_step: int | None):
+    """A writer; with ``purge_step`` TensorBoard hides the events of steps >= it written before."""
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
         logger.warning("tensorboard is not installed; skipping TensorBoard logging")
         return None
-    return SummaryWriter(str(log_dir))
+    return SummaryWriter(str(log_dir), purge_step=purge_step)
 
 
 def _open_wandb(project: str, run_name: str, config: dict[str, Any] | None):

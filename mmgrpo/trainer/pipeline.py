@@ -2,7 +2,9 @@
 
 Model -> data -> cold-start SFT -> eval (before) -> GRPO -> eval (after) -> report.
 Outputs go to ``<log.output_dir>/<log.run_name>/``: ``config.yaml``, ``metrics.jsonl``,
-``completions.jsonl``, ``checkpoints/``, ``eval/``, ``report.md``, ``summary.json``.
+``completions.jsonl``, ``checkpoints/``, ``eval/``, ``report.md``, ``summary.json``,
+``skipped_rows.jsonl`` (every row of either split left out, by whom and why),
+``reward_errors.jsonl`` (every completion a reward failed to score, and why).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +23,16 @@ import torch
 
 from eval import EvalOptions, EvalResult, comparison_table, evaluate_policy
 from mmgrpo.config import Config
-from mmgrpo.trainer.checkpoint import latest_checkpoint
+from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
+from mmgrpo.trainer.checkpoint import checkpoint_step, save_model
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.metrics import MetricsLogger, read_metrics
 from mmgrpo.trainer.report import write_report
+from mmgrpo.trainer.reward_errors import reward_error_summary
+from mmgrpo.trainer.resume import SFT_CHECKPOINTS, SFT_MODEL, plan_resume
 from mmgrpo.trainer.setup import (
     SampleSet, build_engine, load_policy, load_samples, media_budgets, pick_device, resolve_model_path,
+    task_model_info,
 )
 from mmgrpo.trainer.sft import run_sft, sft_examples
 
@@ -63,79 +70,118 @@ def load_run_policy(config: Config, *, checkpoint: Path | None = None) -> tuple[
     """Prepare the process, then load the policy of ``config.model`` (tiny models built once under the cache)."""
     prepare_process(config)
     paths = RunPaths.for_config(config)
-    base_path = resolve_model_path(config.model, paths.shared / "models", config.seed)
-    model, processor = load_policy(config, base_path, pick_device(config.train.device), checkpoint=checkpoint)
+    model, processor = load_policy(
+        config, base_model_path(config, paths), pick_device(config.train.device), checkpoint=checkpoint
+    )
     return model, processor, paths
+
+
+def base_model_path(config: Config, paths: RunPaths) -> str:
+    """Where ``config.model`` loads from (a tiny model is built under the cache the first time)."""
+    return resolve_model_path(config.model, paths.shared / "models", config.seed)
 
 
 def run_training(config: Config) -> dict[str, Any]:
     """Run the job ``config`` describes; returns the run summary (also in ``summary.json``)."""
     started = time.perf_counter()
     paths = RunPaths.for_config(config)
+    resume = plan_resume(config, paths.root)  # a used folder or a changed config is refused before any work
+    config.log.run_name = paths.root.name  # recorded, so that a timestamped run can be resumed by name
     paths.root.mkdir(parents=True, exist_ok=True)
     config.save_yaml(paths.root / "config.yaml")
     _log_to_file(paths.root / "train.log")
-    train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed)
-    test_set = load_samples(config.data.test, config.task, paths.data, seed=config.data.seed)
-    test_set.samples = test_set.samples[: config.eval.limit]
-    resume_from = _resume_checkpoint(config, paths.root)
-    model, processor, _ = load_run_policy(config, checkpoint=resume_from)
+    policy_info = task_model_info(config.model, base_model_path(config, paths))  # tasks see what the model sees
+    train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed, model=policy_info)
+    test_set = SampleSet(samples=[], tasks={})  # built only for an eval the config asks for
+    if config.eval.before or config.eval.after or config.eval.every_n_steps:
+        test_set = load_samples(config.data.test, config.task, paths.data, seed=config.data.seed, model=policy_info)
+        test_set.samples = test_set.samples[: config.eval.limit]
+    ledger = SkipLedger(paths.root / LEDGER_FILE)
+    ledger.add(train_set.skipped, split="train", stage="load")
+    ledger.add(test_set.skipped, split="test", stage="load")
+    model, processor, _ = load_run_policy(config, checkpoint=resume.weights)
 
-    evaluations = _load_evaluations(paths.root) if resume_from else {}
-    if resume_from is None:
-        if config.sft.enabled and config.sft.steps > 0:
-            _cold_start(config, model, processor, train_set, paths.root)
-        if config.eval.before:
-            evaluations["before GRPO"] = _evaluate(config, model, processor, test_set, paths.root / "eval" / "before")
-            _save_evaluations(paths.root, evaluations)
+    def evaluate(tag: str) -> EvalResult:
+        return _evaluate(config, model, processor, test_set, paths.root / "eval" / tag, ledger)
+
+    evaluations = _load_evaluations(paths.root)
+    with_sft = config.sft.enabled and config.sft.steps > 0
+    if with_sft and not resume.past_sft:
+        _cold_start(config, model, processor, train_set, paths.root, ledger, resume.sft_checkpoint)
+    if config.eval.before and resume.grpo is None and "before GRPO" not in evaluations:
+        evaluations["before GRPO"] = evaluate("before")
+        _save_evaluations(paths.root, evaluations)
 
     trainer = GRPOTrainer(
         config, paths.root, model, processor, train_set,
-        evaluate=lambda tag: _evaluate(config, model, processor, test_set, paths.root / "eval" / tag).summary(),
-        resume_from=resume_from,
+        evaluate=lambda tag: evaluate(tag).summary(),
+        resume_from=resume.grpo,
+        reference_source=_initial_policy(paths.root / SFT_MODEL if with_sft else base_model_path(config, paths)),
+        skip_ledger=ledger,
     )
     grpo_started = time.perf_counter()
     trainer.train()
     grpo_seconds = time.perf_counter() - grpo_started
-    if config.eval.after and not trainer.interrupted:
-        evaluations["after GRPO"] = _evaluate(config, model, processor, test_set, paths.root / "eval" / "after")
+    if config.eval.after:
+        evaluations["after GRPO"] = evaluate("after")
         _save_evaluations(paths.root, evaluations)
 
-    summary = _summary(evaluations, trainer, train_set, test_set, grpo_seconds, time.perf_counter() - started)
+    summary = _summary(evaluations, trainer, train_set, test_set, ledger, grpo_seconds, time.perf_counter() - started)
     (paths.root / "summary.json").write_text(json.dumps(summary, indent=2))
     tables = {"Held-out evaluation": comparison_table(evaluations)} if evaluations else {}
-    write_report(paths.root, read_metrics(paths.root / "metrics.jsonl"), summary, tables)
+    write_report(paths.root, read_metrics(paths.root / "metrics.jsonl"), summary, tables, skipped=ledger.records)
     return summary
 
 
-def _cold_start(config: Config, model, processor, train_set: SampleSet, run_dir: Path) -> None:  # noqa: ANN001
-    """Supervised warm-up on SFT files, or on the task's reference completions of the training prompts."""
+def _cold_start(  # noqa: ANN001
+    config: Config, model, processor, train_set: SampleSet, run_dir: Path, ledger: SkipLedger,
+    resume_from: Path | None,
+) -> None:
+    """Supervised warm-up on SFT files, or on the task's reference completions of the training prompts.
+
+    The result is saved as ``sft/model`` (where GRPO starts, and its KL reference); a stopped
+    SFT leaves a checkpoint under ``sft/checkpoints`` that ``resume_from`` continues.
+    """
     examples = sft_examples([spec.path for spec in config.sft.data], train_set)
     (run_dir / "sft").mkdir(parents=True, exist_ok=True)
-    sft_log = MetricsLogger(run_dir / "sft", tensorboard=config.log.tensorboard)
+    resume_step = checkpoint_step(resume_from) if resume_from is not None else None
+    sft_log = MetricsLogger(run_dir / "sft", tensorboard=config.log.tensorboard, resume_step=resume_step)
     try:
         run_sft(
             model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
-            metrics=sft_log, progress_bar=config.log.progress_bar,
+            metrics=sft_log, progress_bar=config.log.progress_bar, max_prompt_len=config.data.max_prompt_tokens,
+            skip_ledger=ledger, checkpoints=run_dir / SFT_CHECKPOINTS, resume_from=resume_from,
         )
     finally:
         sft_log.close()
+    save_model(run_dir / SFT_MODEL, model, processor)
+    shutil.rmtree(run_dir / SFT_CHECKPOINTS, ignore_errors=True)  # superseded by sft/model
 
 
-def _evaluate(config: Config, model, processor, test_set: SampleSet, out_dir: Path) -> EvalResult:  # noqa: ANN001
+def _initial_policy(source: str | Path) -> str:
+    """Where GRPO's start (its KL reference) loads from, as a checkpoint records it: local folders
+    absolute, so a resume from another working directory finds them; Hub ids as they are."""
+    return str(Path(source).resolve()) if Path(source).exists() else str(source)
+
+
+def _evaluate(  # noqa: ANN001
+    config: Config, model, processor, test_set: SampleSet, out_dir: Path, ledger: SkipLedger
+) -> EvalResult:
     engine = build_engine(config, model, processor)
     options = EvalOptions(
         samples=config.eval.samples, temperature=config.eval.temperature, batch_size=config.eval.batch_size,
         max_new_tokens=config.eval.max_new_tokens or config.rollout.max_new_tokens, seed=config.seed,
+        progress=config.log.progress_bar,
     )
     result = evaluate_policy(engine, test_set.samples, test_set.tasks, options, skipped=test_set.skipped)
     result.write(out_dir, model_name=out_dir.name)
+    ledger.add(result.skipped, split="test", stage="eval")
     return result
 
 
 def _summary(
     evaluations: dict[str, EvalResult], trainer: GRPOTrainer, train_set: SampleSet, test_set: SampleSet,
-    grpo_seconds: float, wall_seconds: float,
+    ledger: SkipLedger, grpo_seconds: float, wall_seconds: float,
 ) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for key, tag in (("accuracy_before_grpo", "before GRPO"), ("accuracy_after_grpo", "after GRPO")):
@@ -146,23 +192,14 @@ def _summary(
     summary |= {
         "n_eval": len(test_set.samples),
         "n_train": len(train_set.samples),
-        "skipped_rows": len(train_set.skipped) + len(test_set.skipped),
+        "skipped_rows": len(ledger.records),
+        "skipped_rows_by_reason": ledger.counts(),
+        **reward_error_summary(trainer.run_dir),
         "grpo_steps": trainer.step_index,
-        "interrupted": trainer.interrupted,
         "grpo_seconds": round(grpo_seconds, 1),
         "wall_seconds": round(wall_seconds, 1),
     }
     return summary
-
-
-def _resume_checkpoint(config: Config, run_dir: Path) -> Path | None:
-    resume = config.checkpoint.resume
-    if resume is None:
-        return None
-    checkpoint = latest_checkpoint(run_dir / "checkpoints") if resume == "latest" else Path(resume)
-    if checkpoint is None or not checkpoint.is_dir():
-        raise FileNotFoundError(f"checkpoint.resume={resume!r}: no checkpoint found (looked in {run_dir / 'checkpoints'})")
-    return checkpoint
 
 
 def _save_evaluations(run_dir: Path, evaluations: dict[str, EvalResult]) -> None:

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from tqdm.auto import tqdm
 
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
-from mmgrpo.trainer.rollouts import ScoringRule
+from mmgrpo.trainer.rollouts import ScoringRule, score_groups
 from mmgrpo.types import Sample
 
 
@@ -40,10 +40,9 @@ def rejection_sample(
     rows: list[dict[str, Any]] = []
     for start in tqdm(range(0, len(samples), batch_size), desc="reject", disable=not progress_bar):
         batch = list(samples[start : start + batch_size])
-        for sample, completions in zip(batch, engine.generate(batch, params)):
-            if not completions:
-                continue
-            rewards, breakdown = scoring[sample.task].score(sample, completions)
+        generated = engine.generate(batch, params)
+        groups = [(sample, completions) for sample, completions in zip(batch, generated) if completions]
+        for (sample, completions), (rewards, breakdown) in zip(groups, score_groups(scoring, groups)):
             ranked = sorted(range(len(completions)), key=lambda i: -rewards[i])
             seen: set[str] = set()
             for i in ranked:

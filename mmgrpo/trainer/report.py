@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from mmgrpo.skipped_rows import LEDGER_FILE, SkippedRow
+
 # (metric key in metrics.jsonl, plot title)
 DEFAULT_CURVES: tuple[tuple[str, str], ...] = (
     ("reward/total", "Reward (weighted total)"),
@@ -13,6 +15,7 @@ DEFAULT_CURVES: tuple[tuple[str, str], ...] = (
     ("length/mean", "Completion length (tokens)"),
     ("entropy", "Policy entropy"),
 )
+SKIPPED_ROWS_SHOWN = 20  # the report lists this many skipped rows; skipped_rows.jsonl has them all
 
 
 def plot_curves(rows: Sequence[dict[str, Any]], out_dir: Path, curves=DEFAULT_CURVES) -> list[Path]:
@@ -46,8 +49,9 @@ def write_report(
     rows: Sequence[dict[str, Any]],
     summary: dict[str, Any],
     eval_sections: dict[str, str] | None = None,
+    skipped: Sequence[SkippedRow] = (),
 ) -> Path:
-    """Write ``run_dir/report.md``: summary table, eval tables (Markdown), curve plots."""
+    """Write ``run_dir/report.md``: summary table, eval tables (Markdown), skipped rows, curve plots."""
     plot_dir = run_dir / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
     images = plot_curves(rows, plot_dir)
@@ -55,12 +59,27 @@ def write_report(
     lines += [f"| {key} | {_fmt(value)} |" for key, value in summary.items()]
     for title, markdown in (eval_sections or {}).items():
         lines += ["", f"## {title}", "", markdown.strip()]
+    if skipped:
+        lines += ["", "## Skipped rows", "", *skipped_rows_table(skipped)]
     if images:
         lines += ["", "## Training curves", ""]
         lines += [f"![{path.stem}](plots/{path.name})" for path in images]
     path = run_dir / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def skipped_rows_table(skipped: Sequence[SkippedRow], shown: int = SKIPPED_ROWS_SHOWN) -> list[str]:
+    """Markdown lines: how many rows were left out, then the first ``shown`` of them."""
+    lines = [
+        f"{len(skipped)} row(s) left out; all are listed in `{LEDGER_FILE}`.", "",
+        "| split | id | stage | reason | source | detail |", "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {row.split} | {row.row_id} | {row.stage} | {row.reason} | {row.source} | {row.detail} |".replace("\n", " ")
+        for row in skipped[:shown]
+    ]
+    return lines
 
 
 def _fmt(value: Any) -> str:

@@ -3,14 +3,16 @@
 The rollout engine samples ``group_sizes[i]`` completions of prompt i; the task's
 weighted reward functions score them; with dynamic sampling, groups whose rewards are
 all equal are dropped and fresh prompts are drawn until the batch is full or the
-resample budget is spent. Everything here is orchestration; the math is in
+resample budget is spent. A prompt the batch builder leaves out (media that fail to
+decode or resize, a prompt too long) is recorded in ``Rollouts.skipped`` and the step
+goes on with the others. Everything here is orchestration; the math is in
 :mod:`mmgrpo.algos`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Container, Mapping, Sequence
 
 import torch
 
@@ -18,8 +20,13 @@ from mmgrpo.algos import overlong_penalty
 from mmgrpo.algos.filtering import informative_groups
 from mmgrpo.models.batch import PromptBatch
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
+from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
-from tasks.scoring import RewardBreakdown, score_completions
+from tasks.reward_calls import RewardError, RewardPolicy
+from tasks.scoring import RewardBreakdown, score_batches
+
+
+NO_COMPLETIONS = "no completions"  # skip reason of an encoded prompt the engine returned nothing for
 
 
 @dataclass
@@ -46,10 +53,16 @@ class Rollouts:
 
     groups: list[Group]
     rounds: int = 1  # rollout rounds it took (> 1 only under dynamic sampling)
-    dropped_prompts: int = 0  # over-long prompts the engine could not sample
+    skipped: list[SkippedRow] = field(default_factory=list)  # prompts left out (bad media, too long), all rounds
     zero_variance_groups: int = 0  # groups whose rewards were all equal (before filtering)
     sampled_groups: int = 0  # groups sampled in all rounds
     filtered: list[Group] = field(default_factory=list)  # groups dropped by dynamic sampling
+    reward_errors: list[RewardError] = field(default_factory=list)  # failed reward calls, scored None (all rounds)
+
+    @property
+    def dropped_prompts(self) -> int:
+        """Prompts drawn but left out of the step (see ``skipped``)."""
+        return len(self.skipped)
 
     @property
     def samples(self) -> list[Sample]:
@@ -85,12 +98,22 @@ class ScoringRule:
     metric: str = ""  # the reward that is the task's accuracy
     overlong_buffer: int = 0
     overlong_penalty: float = 1.0
+    policy: RewardPolicy = RewardPolicy()  # timeout, worker threads, what a failing reward does
 
     def score(self, sample: Sample, completions: Sequence[Completion]) -> tuple[list[float], RewardBreakdown]:
-        breakdown = score_completions(
-            [c.text for c in completions], [sample] * len(completions), self.weights,
-            reward_options=self.reward_options,
-        )
+        return self.score_groups([(sample, completions)])[0]
+
+    def score_groups(
+        self, groups: Sequence[tuple[Sample, Sequence[Completion]]]
+    ) -> list[tuple[list[float], RewardBreakdown]]:
+        """Rewards of each group's completions; the reward calls of all groups run in one worker pool."""
+        batches = [([c.text for c in completions], [sample] * len(completions)) for sample, completions in groups]
+        breakdowns = score_batches(batches, self.weights, reward_options=self.reward_options, policy=self.policy)
+        return [self._with_penalty(completions, b) for (_, completions), b in zip(groups, breakdowns)]
+
+    def _with_penalty(
+        self, completions: Sequence[Completion], breakdown: RewardBreakdown
+    ) -> tuple[list[float], RewardBreakdown]:
         totals = torch.tensor(breakdown.total, dtype=torch.float32)  # [G]
         if self.overlong_buffer > 0:
             lengths = torch.tensor([len(c.token_ids) for c in completions])  # [G]
@@ -124,12 +147,12 @@ def collect_rollouts(
         prompts = encode(samples)
         row_of = {index: row for row, index in enumerate(prompts.kept)}
         generated = engine.generate(samples, round_params, sizes, prompts=prompts)
-        for index, (sample, completions) in enumerate(zip(samples, generated)):
-            if not completions:
-                result.dropped_prompts += 1
-                continue
+        sampled = [(i, sample, group) for i, (sample, group) in enumerate(zip(samples, generated)) if group]
+        result.skipped += [*prompts.dropped, *_without_completions(samples, generated, row_of)]
+        scored = score_groups(scoring, [(sample, completions) for _, sample, completions in sampled])
+        for (index, sample, completions), (rewards, breakdown) in zip(sampled, scored):
             rule = scoring[sample.task]
-            rewards, breakdown = rule.score(sample, completions)
+            result.reward_errors.extend(breakdown.errors)
             group = Group(sample, completions, rewards, breakdown.components, rule.metric, prompts, row_of[index])
             result.sampled_groups += 1
             informative = bool(informative_groups(torch.tensor(rewards), [len(rewards)])[0])
@@ -141,6 +164,41 @@ def collect_rollouts(
             break
     result.groups = result.groups[:num_prompts]
     return result
+
+
+def score_groups(
+    scoring: Mapping[str, ScoringRule], groups: Sequence[tuple[Sample, Sequence[Completion]]]
+) -> list[tuple[list[float], RewardBreakdown]]:
+    """Each group scored by its sample's task rule (groups of one task share a worker pool), in order."""
+    scored: list[tuple[list[float], RewardBreakdown] | None] = [None] * len(groups)
+    for task in dict.fromkeys(sample.task for sample, _ in groups):
+        indices = [i for i, (sample, _) in enumerate(groups) if sample.task == task]
+        for i, outcome in zip(indices, scoring[task].score_groups([groups[i] for i in indices])):
+            scored[i] = outcome
+    return scored
+
+
+def draw_usable(take: Callable[[int], list[int]], count: int, unusable: Container[int]) -> list[int]:
+    """``count`` indices from ``take`` (a sampler's draw), passing over the ``unusable`` ones.
+
+    Samples the batch builder skipped once are never drawn again; with none, this is
+    exactly ``take(count)``. The caller ensures that some index is usable.
+    """
+    drawn: list[int] = []
+    while len(drawn) < count:
+        drawn += [index for index in take(count - len(drawn)) if index not in unusable]
+    return drawn
+
+
+def _without_completions(
+    samples: Sequence[Sample], generated: Sequence[Sequence[Completion]], row_of: Mapping[int, int]
+) -> list[SkippedRow]:
+    """Encoded samples the engine nonetheless returned nothing for (those left out are in ``dropped``)."""
+    return [
+        SkippedRow(sample.id, sample.task, NO_COMPLETIONS, "the rollout engine returned none")
+        for index, (sample, group) in enumerate(zip(samples, generated))
+        if not group and index in row_of
+    ]
 
 
 def _with_seed(params: SamplingParams, round_index: int) -> SamplingParams:

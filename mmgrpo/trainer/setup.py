@@ -21,14 +21,16 @@ from data_recipes.loading import SkippedRow, load_rows
 from data_recipes.make import make_dataset
 from mmgrpo.config import Config, DatasetConfig, ModelConfig, TaskConfig
 from mmgrpo.models.batch import MediaBudgets
-from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.models.budget_limits import require_budgets_fit
+from mmgrpo.models.loading import load_model_and_processor, load_model_config, load_processor
 from mmgrpo.models.tiny import make_tiny
 from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
 from mmgrpo.trainer.rollouts import ScoringRule
 from mmgrpo.types import Sample
 from processors import AudioBudget, ImageBudget, VideoBudget
 from tasks import get_task, load_reward_plugins
-from tasks.base import RowError, Task
+from tasks.base import ModelInfo, RowError, Task
+from tasks.reward_calls import RewardPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +71,7 @@ def load_policy(
         trust_remote_code=config.model.trust_remote_code,
         device=device,
     )
+    require_budgets_fit(config.model, model, processor)
     if config.train.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if config.lora.enabled and checkpoint is not None:
@@ -111,6 +114,7 @@ def scoring_rule(config: Config, task: Task) -> ScoringRule:
         max_new_tokens=config.rollout.max_new_tokens,
         overlong_buffer=config.algo.overlong_buffer,
         overlong_penalty=config.algo.overlong_penalty,
+        policy=RewardPolicy.from_task_config(config.task),
     )
 
 
@@ -157,32 +161,65 @@ class SampleSet:
         return counts
 
 
+def task_model_info(model: ModelConfig, model_path: str) -> ModelInfo:
+    """What tasks must know of the policy, read from its files before its weights load: its
+    family (``model_type``) and the image budget its batches are built with."""
+    config = load_model_config(model_path, trust_remote_code=model.trust_remote_code)
+    processor = load_processor(model_path, trust_remote_code=model.trust_remote_code)
+    require_budgets_fit(model, config, processor)  # before any data is loaded
+    return ModelInfo(family=config.model_type, image_budget=media_budgets(model, processor)["image"])
+
+
+def build_task(name: str, task_config: TaskConfig, model: ModelInfo) -> Task:
+    """Task ``name`` built with the config's ``task.options`` and ``task.guards``, for ``model``."""
+    reserved = sorted({"model", "guards"} & set(task_config.options))
+    if reserved:
+        raise ValueError(f"task.options cannot set {reserved}: the model comes from model.*, guards from task.guards")
+    return get_task(name, model=model, guards=task_config.guards or None, **task_config.options)
+
+
 def load_samples(
-    specs: list[DatasetConfig], task_config: TaskConfig, data_dir: Path, *, seed: int, split: str | None = None
+    specs: list[DatasetConfig], task_config: TaskConfig, data_dir: Path, *, seed: int, model: ModelInfo,
+    split: str | None = None,
 ) -> SampleSet:
-    """Samples of every dataset in ``specs`` (generated under ``data_dir`` when a recipe is given)."""
+    """Samples of every dataset in ``specs`` (generated under ``data_dir`` when a recipe is given).
+
+    Tasks are built once per name with ``task_config``'s options for ``model``
+    (:func:`task_model_info`), so they see images at the size the model sees them.
+    """
     load_reward_plugins(task_config.reward_plugins)
     result = SampleSet(samples=[], tasks={})
     for spec in specs:
         task_name = spec.task or task_config.name
-        task = result.tasks.setdefault(task_name, get_task(task_name))
+        if task_name not in result.tasks:
+            result.tasks[task_name] = build_task(task_name, task_config, model)
+        task = result.tasks[task_name]
         path = spec.path or str(generate_dataset(spec, data_dir, seed))
         loaded = load_rows(
             path, split=split or spec.split, adapter=spec.adapter, limit=spec.limit,
             media_root=spec.media_root, media_cache=spec.media_cache, check_media=spec.check_media,
         )
         result.skipped.extend(loaded.skipped)
-        kept = []
-        for row in loaded.rows:
-            try:
-                kept.append(task.to_sample(row, think=task_config.think))
-            except RowError as error:
-                result.skipped.append(SkippedRow(str(error.row_id), path, f"bad field {error.field}", error.reason))
+        kept, rejected = task_samples(task, loaded.rows, path, think=task_config.think)
+        result.skipped.extend(rejected)
         result.samples.extend(kept)
         result.weights.extend([spec.weight / max(1, len(kept))] * len(kept))
     if result.skipped:
         logger.warning("skipped %d bad rows: %s", len(result.skipped), result.skipped_summary())
     return result
+
+
+def task_samples(
+    task: Task, rows: list[dict[str, Any]], source: str, *, think: bool
+) -> tuple[list[Sample], list[SkippedRow]]:
+    """The prompts ``task`` makes of ``rows``, and the rows it rejects (skipped, naming the field and why)."""
+    samples, rejected = [], []
+    for row in rows:
+        try:
+            samples.append(task.to_sample(row, think=think))
+        except RowError as error:
+            rejected.append(SkippedRow(str(error.row_id), source, f"bad field {error.field}", error.reason))
+    return samples, rejected
 
 
 def generate_dataset(spec: DatasetConfig, data_dir: Path, seed: int) -> Path:

@@ -3,7 +3,11 @@
 Examples are (prompt sample, target completion) pairs: either a task's reference
 completions (the formatted ground truth) or an SFT file such as ``mmgrpo reject`` writes
 (JSON lines with ``messages`` and ``completion``). Only completion tokens (plus the
-end-of-turn token, so the model learns to stop) contribute to the loss.
+end-of-turn token, so the model learns to stop) contribute to the loss. Like GRPO, SFT
+stops cleanly: a stop request or an error saves its last finished step as a checkpoint,
+from which :func:`run_sft` continues exactly. An example the
+batch builder leaves out (media that fail to decode, a prompt over ``max_prompt_len``) is
+recorded in the skip ledger, never drawn again, and the step trains on the others.
 """
 
 from __future__ import annotations
@@ -12,19 +16,25 @@ import json
 import logging
 import math
 import random
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import torch
 from tqdm.auto import tqdm
 
 from mmgrpo.config import SFTConfig
 from mmgrpo.models.adapters import unwrap_model
-from mmgrpo.models.batch import MediaBudgets, build_prompt_batch, pad_completions
+from mmgrpo.models.batch import MediaBudgets, PromptBatch, build_prompt_batch, pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs
 from mmgrpo.models.special_tokens import tokenizer_of
+from mmgrpo.trainer.checkpoint import (
+    TrainerState, capture_rng_state, load_trainer_state, restore_rng_state, save_checkpoint, save_last_finished,
+)
+from mmgrpo.trainer.interrupts import signals_deferred, stop_on_signals
 from mmgrpo.trainer.metrics import MetricsLogger
+from mmgrpo.skipped_rows import SkipLedger, SkippedRow, describe_skipped
 from mmgrpo.trainer.optim import build_optimizer, build_scheduler
 from mmgrpo.types import Sample
 from tasks.base import Task
@@ -93,8 +103,19 @@ def run_sft(
     seed: int,
     metrics: MetricsLogger | None = None,
     progress_bar: bool = True,
+    max_prompt_len: int | None = None,
+    skip_ledger: SkipLedger | None = None,
+    checkpoints: Path | None = None,
+    resume_from: Path | None = None,
 ) -> list[dict[str, float]]:
-    """Train for ``config.steps`` optimizer steps of ``config.batch_size`` examples; returns per-step metrics."""
+    """Train for ``config.steps`` optimizer steps of ``config.batch_size`` examples; returns per-step metrics.
+
+    Examples left out by the batch builder go to ``skip_ledger`` (split "train"); a step
+    with none left is skipped with a warning (no optimizer step).
+    With ``checkpoints``, a stop request (Ctrl-C, SIGTERM) or an error inside a step saves
+    the last finished step there as ``step-N``, then propagates. ``resume_from`` is such a
+    checkpoint, whose weights ``model`` already holds: training continues from it exactly.
+    """
     if not examples:
         raise ValueError("SFT needs at least one example")
     optimizer = build_optimizer(model, lr=config.lr, weight_decay=config.weight_decay)
@@ -102,47 +123,148 @@ def run_sft(
         optimizer, total_steps=config.steps, warmup_ratio=config.warmup_ratio, schedule=config.lr_schedule
     )
     order = _ExampleOrder(len(examples), seed)
+    done = _restore_sft(resume_from, optimizer, scheduler, order) if resume_from is not None else 0
+    progress = _SFTProgress(done, scheduler.last_epoch, order.state_dict(), capture_rng_state())
     device = next(model.parameters()).device
     family = unwrap_model(model).config.model_type
     history = []
     model.train()
-    for step in tqdm(range(1, config.steps + 1), desc="SFT", disable=not progress_bar, dynamic_ncols=True):
-        batch = [examples[i] for i in order.take(config.batch_size)]
-        targets = completion_token_ids(processor, model, [example.completion for example in batch])
-        total_tokens = sum(map(len, targets))
-        loss_sum = 0.0
-        for start in range(0, len(batch), config.micro_batch_size):
-            part = slice(start, start + config.micro_batch_size)
-            prompts = build_prompt_batch(processor, [e.sample for e in batch[part]], budgets, family=family)
-            logp, _ = completion_logprobs(
-                model, prompts.to(device), targets[part], [1] * len(targets[part]),
-                micro_batch_size=config.micro_batch_size,
-            )  # [n, Tc]
-            _, mask = pad_completions(targets[part], pad_token_id=0)  # [n, Tc]
-            token_nll = -(logp * mask.to(device)).sum()
-            (token_nll / total_tokens).backward()
-            loss_sum += float(token_nll.detach())
-        grad_norm = torch.nn.utils.clip_grad_norm_(
-            [p for p in model.parameters() if p.requires_grad], config.max_grad_norm
-        )
-        row = {"sft/loss": loss_sum / total_tokens, "sft/grad_norm": float(grad_norm), "sft/lr": scheduler.get_last_lr()[0]}
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        if not math.isfinite(row["sft/loss"]):
-            raise FloatingPointError(f"SFT loss became {row['sft/loss']} at step {step}")
-        history.append(row)
-        if metrics is not None:
-            metrics.log(step, row)
+    with _checkpoint_on_failure(checkpoints, model, processor, optimizer, scheduler, progress):
+        steps = range(done + 1, config.steps + 1)
+        for step in tqdm(steps, desc="SFT", initial=done, total=config.steps, disable=not progress_bar, dynamic_ncols=True):
+            indices = order.take(config.batch_size)
+            batch = [examples[i] for i in indices]
+            targets = completion_token_ids(processor, model, [example.completion for example in batch])
+            parts, skipped = _encode_micro_batches(
+                processor, batch, targets, config.micro_batch_size, budgets, family=family, max_prompt_len=max_prompt_len
+            )
+            if skipped:
+                skipped_ids = {row.row_id for row in skipped}
+                order.exclude(i for i, example in zip(indices, batch) if example.sample.id in skipped_ids)
+                if skip_ledger is not None:
+                    skip_ledger.add(skipped, split="train", stage="sft")
+                logger.warning("SFT step %d: skipped %d example(s): %s", step, len(skipped), describe_skipped(skipped))
+            if not parts:
+                logger.warning("SFT step %d: every example was skipped; no update this step", step)
+                progress.finish(step, scheduler.last_epoch, order)
+                continue
+            total_tokens = sum(len(target) for _, part_targets in parts for target in part_targets)
+            loss_sum = 0.0
+            for prompts, part_targets in parts:
+                logp, _ = completion_logprobs(
+                    model, prompts.to(device), part_targets, [1] * len(part_targets),
+                    micro_batch_size=config.micro_batch_size,
+                )  # [n, Tc]
+                _, mask = pad_completions(part_targets, pad_token_id=0)  # [n, Tc]
+                token_nll = -(logp * mask.to(device)).sum()
+                (token_nll / total_tokens).backward()
+                loss_sum += float(token_nll.detach())
+            grad_norm = torch.nn.utils.clip_grad_norm_(
+                [p for p in model.parameters() if p.requires_grad], config.max_grad_norm
+            )
+            row = {"sft/loss": loss_sum / total_tokens, "sft/grad_norm": float(grad_norm), "sft/lr": scheduler.get_last_lr()[0]}
+            if not math.isfinite(row["sft/loss"]):
+                raise FloatingPointError(f"SFT loss became {row['sft/loss']} at step {step}")
+            with signals_deferred():  # the update and the record of the step are one
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                progress.finish(step, scheduler.last_epoch, order)
+                history.append(row)
+                if metrics is not None:
+                    metrics.log(step, row)
     model.eval()
     return history
 
 
+@dataclass
+class _SFTProgress:
+    """The last finished SFT step and what a checkpoint of it records besides weights and optimizer."""
+
+    step: int
+    optimizer_steps: int  # scheduler.last_epoch after it: moves with each optimizer step
+    order: dict[str, Any]
+    rng: dict[str, Any]
+
+    def finish(self, step: int, optimizer_steps: int, order: _ExampleOrder) -> None:
+        self.step, self.optimizer_steps, self.order, self.rng = step, optimizer_steps, order.state_dict(), capture_rng_state()
+
+
+@contextmanager
+def _checkpoint_on_failure(
+    checkpoints: Path | None, model: torch.nn.Module, processor: Any, optimizer: torch.optim.Optimizer,
+    scheduler: Any, progress: _SFTProgress,
+) -> Iterator[None]:
+    """Stop requests raise inside the block; on one, or on an error, save the last finished step."""
+    try:
+        with stop_on_signals():
+            yield
+    except (KeyboardInterrupt, Exception) as failure:
+        if checkpoints is not None:
+
+            def save() -> Path:
+                optimizer.zero_grad(set_to_none=True)
+                state = TrainerState(
+                    step=progress.step, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
+                    data=progress.order,
+                )
+                return save_checkpoint(checkpoints, model, processor, state, keep_last=1, rng=progress.rng)
+
+            save_last_finished(
+                failure, progress.step, save, weights_intact=scheduler.last_epoch == progress.optimizer_steps,
+                phase="SFT step",
+            )
+        raise
+
+
+def _restore_sft(checkpoint: Path, optimizer: torch.optim.Optimizer, scheduler: Any, order: _ExampleOrder) -> int:
+    """Load an SFT checkpoint's optimizer, schedule, example order and RNG (its weights are already
+    loaded); returns its step."""
+    state = load_trainer_state(checkpoint)
+    optimizer.load_state_dict(state.optimizer)
+    scheduler.load_state_dict(state.scheduler)
+    order.load_state_dict(state.data)
+    restore_rng_state(state.rng)
+    logger.info("SFT resumed from %s after step %d", checkpoint, state.step)
+    return state.step
+
+
+def _encode_micro_batches(
+    processor: Any, batch: Sequence[SFTExample], targets: Sequence[list[int]], micro_batch_size: int,
+    budgets: MediaBudgets, *, family: str, max_prompt_len: int | None,
+) -> tuple[list[tuple[PromptBatch, list[list[int]]]], list[SkippedRow]]:
+    """``batch`` encoded in micro-batches, each with the targets of its kept examples, and the
+    examples the batch builder left out."""
+    parts, skipped = [], []
+    for start in range(0, len(batch), micro_batch_size):
+        part = slice(start, start + micro_batch_size)
+        prompts = build_prompt_batch(
+            processor, [e.sample for e in batch[part]], budgets, family=family, max_prompt_len=max_prompt_len
+        )
+        skipped += prompts.dropped
+        if prompts.kept:
+            parts.append((prompts, [targets[part][i] for i in prompts.kept]))
+    return parts, skipped
+
+
 class _ExampleOrder:
-    """Seeded reshuffle each pass over the examples."""
+    """Seeded reshuffle each pass over the examples; excluded examples are passed over."""
 
     def __init__(self, count: int, seed: int) -> None:
         self.count, self.rng, self.queue = count, random.Random(seed), []
+        self.excluded: set[int] = set()
+
+    def exclude(self, indices: Iterable[int]) -> None:
+        self.excluded.update(indices)
+        if len(self.excluded) == self.count:
+            raise ValueError("every SFT example was skipped (bad media or prompts too long)")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rng": self.rng.getstate(), "queue": list(self.queue), "excluded": sorted(self.excluded)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.setstate(state["rng"])
+        self.queue, self.excluded = list(state["queue"]), set(state["excluded"])
 
     def take(self, size: int) -> list[int]:
         taken = []
@@ -150,5 +272,7 @@ class _ExampleOrder:
             if not self.queue:
                 self.queue = list(range(self.count))
                 self.rng.shuffle(self.queue)
-            taken.append(self.queue.pop())
+            index = self.queue.pop()
+            if index not in self.excluded:
+                taken.append(index)
         return taken

@@ -1,14 +1,21 @@
-"""Metrics of a step's rollouts: rewards by component, accuracy, lengths, group statistics."""
+"""Metrics of a step's rollouts: rewards by component, reward failures, accuracy, lengths, group statistics."""
 
 from __future__ import annotations
 
-import statistics
+import math
+from collections import Counter
+from typing import Sequence
 
 from mmgrpo.trainer.rollouts import Rollouts
 
 
 def rollout_metrics(rollouts: Rollouts) -> dict[str, float]:
-    """Means and spreads over the groups the step trains on (plus filtering counts)."""
+    """Means and spreads over the groups the step trains on (plus filtering counts).
+
+    ``reward/<name>`` is the mean over the completions the reward applied to; a reward
+    that applied to none this step (all ``None``, e.g. all failed) has no value, not 0.
+    ``reward/<name>/errors`` counts its failed completions in every group scored this step.
+    """
     groups = rollouts.groups
     completions = rollouts.completions
     totals = [r for group in groups for r in group.rewards]
@@ -16,7 +23,7 @@ def rollout_metrics(rollouts: Rollouts) -> dict[str, float]:
     sizes = rollouts.group_sizes
     metrics: dict[str, float] = {
         "reward/total": _mean(totals),
-        "reward/total_std": statistics.pstdev(totals) if totals else 0.0,
+        "reward/total_std": _std(totals),
         "length/mean": _mean(lengths),
         "length/max": float(max(lengths, default=0)),
         "length/total": float(sum(lengths)),
@@ -29,14 +36,25 @@ def rollout_metrics(rollouts: Rollouts) -> dict[str, float]:
         "rollout_rounds": float(rollouts.rounds),
         "dropped_prompts": float(rollouts.dropped_prompts),
     }
-    names = {name for group in groups for name in group.components}
+    errors = Counter(error.reward for error in rollouts.reward_errors)
+    names = {name for group in [*groups, *rollouts.filtered] for name in group.components} | set(errors)
     for name in sorted(names):
         values = [v for group in groups for v in group.components.get(name, []) if v is not None]
-        metrics[f"reward/{name}"] = _mean(values)
-        metrics[f"reward/{name}_std"] = statistics.pstdev(values) if values else 0.0
+        if values:
+            metrics[f"reward/{name}"] = _mean(values)
+            metrics[f"reward/{name}_std"] = _std(values)
+        metrics[f"reward/{name}/errors"] = float(errors[name])
     metrics["accuracy"] = _mean([float(ok) for group in groups for ok in group.successes()])
     return metrics
 
 
-def _mean(values: list[float] | list[int]) -> float:
-    return float(sum(values) / len(values)) if values else 0.0
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else 0.0
+
+
+def _std(values: Sequence[float]) -> float:
+    """Population standard deviation (0 for fewer than two values)."""
+    if len(values) < 2:
+        return 0.0
+    mean = _mean(values)
+    return math.sqrt(math.fsum((value - mean) ** 2 for value in values) / len(values))

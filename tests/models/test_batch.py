@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
-from mmgrpo.models.batch import build_prompt_batch, build_train_batch, pad_completions
+from mmgrpo.models.batch import PROMPT_TOO_LONG, build_prompt_batch, build_train_batch, pad_completions
+from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Sample
 from processors import MissingMediaError
 
@@ -50,13 +50,14 @@ def test_overlong_prompts_are_dropped_and_counted_never_truncated(load_tiny, med
 
     batch = build_prompt_batch(processor, samples, family="qwen2_5_vl", max_prompt_len=limit)
 
-    assert batch.dropped == [samples[longest].id]
+    assert [(row.row_id, row.reason) for row in batch.dropped] == [(samples[longest].id, PROMPT_TOO_LONG)]
     assert batch.kept == [row for row in range(3) if row != longest]
     assert batch.input_ids.shape[1] == limit  # the dropped row's padding is trimmed too
     kept_alone = build_prompt_batch(processor, [samples[batch.kept[0]]], family="qwen2_5_vl")
     assert torch.equal(batch.select([0]).input_ids, kept_alone.input_ids)  # intact, not truncated
-    with pytest.raises(ValueError, match="every prompt exceeds max_prompt_len=1"):
-        build_prompt_batch(processor, samples, family="qwen2_5_vl", max_prompt_len=1)
+    nothing_left = build_prompt_batch(processor, samples, family="qwen2_5_vl", max_prompt_len=1)
+    assert len(nothing_left) == 0 and nothing_left.kept == []
+    assert [row.row_id for row in nothing_left.dropped] == [sample.id for sample in samples]
 
 
 def test_train_batch_concatenates_prompt_and_completion(load_tiny, media_samples) -> None:
@@ -100,13 +101,14 @@ def test_audio_batch_has_features_per_clip(load_tiny, media_samples) -> None:
     assert torch.equal(reordered.media_inputs["input_features"], batch.media_inputs["input_features"][1:2])
 
 
-def test_unloadable_media_raises_typed_error_naming_file(load_tiny, tmp_path) -> None:
+def test_unloadable_media_is_skipped_naming_file(load_tiny, tmp_path) -> None:
     _, processor = load_tiny("qwen2_5_vl")
     missing = str(tmp_path / "nowhere.png")
     content = [{"type": "image", "image": missing}, {"type": "text", "text": "How many?"}]
     sample = Sample(id="bad", task="test", messages=[{"role": "user", "content": content}])
-    with pytest.raises(MissingMediaError, match="nowhere.png"):
-        build_prompt_batch(processor, [sample], family="qwen2_5_vl")
+    batch = build_prompt_batch(processor, [sample], family="qwen2_5_vl")
+    assert len(batch) == 0
+    assert batch.dropped == [SkippedRow("bad", missing, MissingMediaError.category, "file does not exist")]
 
 
 def test_pad_completions() -> None:

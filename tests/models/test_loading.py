@@ -13,8 +13,9 @@ from transformers import (
     AutoConfig,
     AutoModelForImageTextToText,
     AutoModelForMultimodalLM,
+    Glm4vConfig,
     Qwen2_5OmniConfig,
-    Qwen2_5OmniThinkerForConditionalGeneration,
+    Qwen2_5OmniThinkerConfig,
     Qwen2Config,
 )
 
@@ -83,6 +84,12 @@ def test_model_class_follows_the_config(tiny_qwen25vl: Path) -> None:
     assert model_class_for(AutoConfig.from_pretrained(tiny_qwen25vl), "x") is AutoModelForImageTextToText
     audio_config = AutoConfig.for_model("qwen2_audio")
     assert model_class_for(audio_config, "x") is AutoModelForMultimodalLM
-    assert model_class_for(Qwen2_5OmniConfig(), "x") is Qwen2_5OmniThinkerForConditionalGeneration
     with pytest.raises(ModelLoadError, match="text_lm: model type 'qwen2' is not an image/audio-text-to-text"):
         model_class_for(Qwen2Config(), "text_lm")
+
+
+@pytest.mark.parametrize("config", [Qwen2_5OmniConfig(), Qwen2_5OmniThinkerConfig(), Glm4vConfig()], ids=lambda config: config.model_type)
+def test_families_with_multi_axis_positions_and_no_adapter_are_refused(config) -> None:
+    """The generic adapter's 1-D positions would silently train an M-RoPE family wrong."""
+    with pytest.raises(ModelLoadError, match=f"omni_or_glm: model type '{config.model_type}' computes multi-axis"):
+        model_class_for(config, "omni_or_glm")

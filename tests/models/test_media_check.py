@@ -7,7 +7,7 @@ import torch
 from PIL import Image
 
 from mmgrpo.models.adapters import adapter_for
-from mmgrpo.models.batch import build_prompt_batch, build_train_batch
+from mmgrpo.models.batch import PLACEHOLDER_MISMATCH, build_prompt_batch, build_train_batch
 from mmgrpo.models.media_check import MediaTokenMismatchError, check_media_tokens
 from mmgrpo.models.shared_prefix import grouped_logprobs
 from mmgrpo.types import Sample
@@ -41,12 +41,13 @@ def test_truncated_image_tokens_raise_naming_the_sample(load_tiny, media_samples
 
 
 def test_prompt_placeholders_without_media_are_rejected(load_tiny) -> None:
-    """A bad row: its text holds a placeholder token but it carries no image."""
+    """A bad row: its text holds a placeholder token but it carries no image. It is left out, named."""
     _, processor = load_tiny("qwen2_5_vl")
     content = [{"type": "text", "text": f"look {processor.image_token} here"}]
     sample = Sample(id="row-17", task="test", messages=[{"role": "user", "content": content}])
-    with pytest.raises(MediaTokenMismatchError, match="sample 'row-17': 1 image placeholder tokens but image inputs"):
-        build_prompt_batch(processor, [sample], family="qwen2_5_vl")
+    (skipped,) = build_prompt_batch(processor, [sample], family="qwen2_5_vl").dropped
+    assert (skipped.row_id, skipped.reason) == ("row-17", PLACEHOLDER_MISMATCH)
+    assert skipped.detail.startswith("sample 'row-17': 1 image placeholder tokens but image inputs")
 
 
 def test_placeholder_sampled_in_a_completion_is_rejected(load_tiny, media_samples) -> None:

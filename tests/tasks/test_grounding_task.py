@@ -9,11 +9,13 @@ from PIL import Image
 
 from processors.budgets import ImageBudget
 from tasks import REWARDS, RowError, get_task
+from tasks.base import ModelInfo
 from tasks.grounding import box_iou, parse_box
 
 # A 1000x500 original shown to the model at 392x196: smart_resize under this budget
 # (factor 28, at most 280*280 pixels) floors 1000/2.525 and 500/2.525 to multiples of 28.
 BUDGET = ImageBudget(min_pixels=56 * 56, max_pixels=280 * 280)
+MODEL = ModelInfo(image_budget=BUDGET)
 ORIGINAL, RESIZED = (1000, 500), (392, 196)
 TRUTH = [200, 100, 400, 300]  # original pixels
 # The same physical box as a model writes it in each system (computed by hand).
@@ -32,7 +34,7 @@ def image_file(tmp_path: Path, size: tuple[int, int] = ORIGINAL) -> str:
 
 
 def grounding_sample(tmp_path: Path, coords: str, iou_threshold: float = 0.5, **row):
-    task = get_task("grounding", coords=coords, image_budget=BUDGET, iou_threshold=iou_threshold)
+    task = get_task("grounding", coords=coords, model=MODEL, iou_threshold=iou_threshold)
     base = {"id": "g1", "problem": "Where is the small red circle?", "answer": TRUTH, "image": image_file(tmp_path)}
     return task, task.to_sample({**base, **row})
 
@@ -60,7 +62,7 @@ def test_partial_overlap_iou_and_accuracy_threshold(tmp_path: Path) -> None:
     assert REWARDS.get("iou")([half_overlap], **fields) == [pytest.approx(1 / 3)]
     assert REWARDS.get("grounding_accuracy")([half_overlap], **fields, threshold=0.3) == [1.0]
     assert REWARDS.get("grounding_accuracy")([half_overlap], **fields) == [0.0]
-    lenient = get_task("grounding", coords="absolute_original", image_budget=BUDGET, iou_threshold=0.3)
+    lenient = get_task("grounding", coords="absolute_original", model=MODEL, iou_threshold=0.3)
     assert lenient.metric(half_overlap, sample) == 1.0
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from mmgrpo.types import Sample
 from tasks import REWARDS, get_task, register_reward, reward_fields, score_completions
+from tasks.reward_calls import RewardFailure, RewardPolicy
 
 
 def sample(sample_id: str, answer: object, **extra: object) -> Sample:
@@ -81,10 +82,11 @@ def test_fields_align_extra_keys_across_a_mixed_batch() -> None:
 
 def test_errors_name_the_reward() -> None:
     samples = [sample("a", 3)]
-    with pytest.raises(RuntimeError, match="reward 'test_broken' raised ZeroDivisionError: oops"):
-        score_completions(["x"], samples, {"test_broken": 1.0})
-    with pytest.raises(ValueError, match="reward 'test_short' returned 1 values for 2 completions"):
-        score_completions(["x", "y"], samples * 2, {"test_short": 1.0})
+    strict = RewardPolicy(errors="raise")
+    with pytest.raises(RewardFailure, match="reward 'test_broken' on sample 'a' .*raised: ZeroDivisionError: oops"):
+        score_completions(["x"], samples, {"test_broken": 1.0}, policy=strict)
+    with pytest.raises(RewardFailure, match="reward 'test_short' .*returned 1 values for 2 completions"):
+        score_completions(["x", "y"], samples * 2, {"test_short": 1.0}, policy=strict)
     with pytest.raises(KeyError, match="unknown reward 'formt'.*Did you mean 'format'"):
         score_completions(["x"], samples, {"formt": 1.0})
     with pytest.raises(ValueError, match="2 completions but 1 samples"):

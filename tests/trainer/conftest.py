@@ -8,7 +8,7 @@ from typing import Callable
 import pytest
 
 from mmgrpo.config import Config, load_config
-from mmgrpo.trainer.setup import load_policy, load_samples, pick_device
+from mmgrpo.trainer.setup import load_policy, load_samples, pick_device, task_model_info
 
 # A reward that is easy to climb from a random model: the share of completion characters
 # that are the digit "3". A trainer that follows its policy gradient raises it within a
@@ -65,7 +65,8 @@ def small_config(tmp_path: Path, tiny_qwen25vl: Path, digit_reward_plugin: Path)
 def build_trainer_inputs(config: Config, run_dir: Path, *, checkpoint: Path | None = None):
     """(model, processor, train samples) as ``run_training`` would build them."""
     device = pick_device(config.train.device)
-    train_set = load_samples(config.data.train, config.task, Path(config.data.dir), seed=config.data.seed)
+    train_set = load_samples(config.data.train, config.task, Path(config.data.dir), seed=config.data.seed,
+                             model=task_model_info(config.model, config.model.name_or_path))
     model, processor = load_policy(config, config.model.name_or_path, device, checkpoint=checkpoint)
     run_dir.mkdir(parents=True, exist_ok=True)
     return model, processor, train_set

@@ -17,7 +17,7 @@ from mmgrpo.config import Config, load_config
 from mmgrpo.models.batch import build_prompt_batch, pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs
 from mmgrpo.trainer.pipeline import run_training
-from mmgrpo.trainer.setup import load_samples, media_budgets
+from mmgrpo.trainer.setup import load_samples, media_budgets, task_model_info
 from mmgrpo.trainer.sft import SFTExample, completion_token_ids, load_sft_file, reference_examples
 
 # A reward that about half of a random model's completions earn, decided by the text alone,
@@ -73,7 +73,8 @@ def test_sft_command_trains_and_saves_a_loadable_model(recipe_file, tiny_qwen25v
     assert main(["sft", str(recipe), "--out", str(out)]) == 0
 
     config = load_config(recipe)
-    train_set = load_samples(config.data.train, config.task, Path(config.data.dir), seed=config.data.seed)
+    train_set = load_samples(config.data.train, config.task, Path(config.data.dir), seed=config.data.seed,
+                             model=task_model_info(config.model, config.model.name_or_path))
     examples = reference_examples(train_set.samples, train_set.tasks)
     assert len(examples) == 12
     before, after = completion_nll(tiny_qwen25vl, examples, config), completion_nll(out, examples, config)

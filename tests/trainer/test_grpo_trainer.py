@@ -17,11 +17,14 @@ from mmgrpo.trainer.metrics import read_metrics
 from .conftest import build_trainer_inputs
 
 
-def train(config, run_dir: Path, *, resume: bool = False) -> GRPOTrainer:
-    checkpoint = latest_checkpoint(run_dir / "checkpoints") if resume else None
+def train(config, run_dir: Path, *, resume: bool = False, resume_from: Path | None = None) -> GRPOTrainer:
+    checkpoint = resume_from or (latest_checkpoint(run_dir / "checkpoints") if resume else None)
     model, processor, train_set = build_trainer_inputs(config, run_dir, checkpoint=checkpoint)
     torch.manual_seed(config.seed)
-    trainer = GRPOTrainer(config, run_dir, model, processor, train_set, resume_from=checkpoint)
+    trainer = GRPOTrainer(
+        config, run_dir, model, processor, train_set, resume_from=checkpoint,
+        reference_source=config.model.name_or_path,  # the initial policy: the model it loads
+    )
     trainer.train()
     return trainer
 
@@ -37,7 +40,9 @@ def test_reward_rises_under_grpo(small_config, tmp_path):
 
 
 def test_ctrl_c_saves_and_resume_continues_exactly(small_config, tmp_path, monkeypatch):
-    config = small_config("train.steps=4", "checkpoint.every_n_steps=0")
+    """With a KL reference (beta > 0, full fine-tuning), as every real-model recipe trains:
+    the resumed run must rebuild the reference from the initial policy, not the checkpoint."""
+    config = small_config("train.steps=4", "checkpoint.every_n_steps=0", "algo.beta=0.5")
     full = train(config, tmp_path / "full")
 
     real_step = GRPOTrainer.step
@@ -48,16 +53,18 @@ def test_ctrl_c_saves_and_resume_continues_exactly(small_config, tmp_path, monke
         return real_step(self)
 
     monkeypatch.setattr(GRPOTrainer, "step", interrupt_at_step_three)
-    stopped = train(config, tmp_path / "half")
-    assert stopped.interrupted and latest_checkpoint(tmp_path / "half" / "checkpoints").name == "step-2"
+    with pytest.raises(KeyboardInterrupt):
+        train(config, tmp_path / "half")
+    assert latest_checkpoint(tmp_path / "half" / "checkpoints").name == "step-2"
     monkeypatch.setattr(GRPOTrainer, "step", real_step)
     resumed = train(config, tmp_path / "half", resume=True)
 
     full_rows = read_metrics(tmp_path / "full" / "metrics.jsonl")
     resumed_rows = read_metrics(tmp_path / "half" / "metrics.jsonl")
     assert [r["step"] for r in resumed_rows] == [1, 2, 3, 4]
+    assert full_rows[2]["kl"] > 1e-4  # the policy has moved from the reference by step 3
     for a, b in zip(full_rows, resumed_rows):
-        for key in ("reward/total", "loss", "grad_norm", "length/mean", "entropy"):
+        for key in ("reward/total", "loss", "grad_norm", "length/mean", "entropy", "kl"):
             assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-7), (a["step"], key)
     for (name, p), (_, q) in zip(full.model.named_parameters(), resumed.model.named_parameters()):
         assert torch.allclose(p, q, atol=1e-6), name
@@ -83,25 +90,3 @@ def test_lora_with_kl_to_adapter_free_base(small_config, tmp_path):
     saved = dict(reloaded.named_parameters())
     assert all(torch.equal(p.detach(), saved[n]) for n, p in trainer.model.named_parameters() if "lora_" in n)
 
-
-def test_dynamic_sampling_drops_zero_variance_groups(small_config, tmp_path):
-    # format reward is 0 for every completion of a random model: every group is zero-variance.
-    config = small_config("algo.dynamic_sampling=true", "algo.max_resample_rounds=1",
-                          "task.rewards={format: 1.0, share_of_threes: 0.0}", "train.steps=1")
-    train(config, tmp_path / "run")
-    row = read_metrics(tmp_path / "run" / "metrics.jsonl")[0]
-    assert row["zero_variance_frac"] == 1.0
-    assert row["groups"] == 0 and row["rollout_rounds"] == 2
-
-
-def test_dynamic_group_size_ppo_iterations_and_dapo_options_run(small_config, tmp_path):
-    config = small_config("algo.dynamic_group_size=true", "algo.group_size_min=2", "algo.group_size_max=6",
-                          "algo.num_iterations=2", "train.mini_batch_size=8", "train.steps=3",
-                          "algo.loss_agg=seq-mean-token-sum-norm", "algo.overlong_buffer=2", "algo.mask_truncated=true")
-    trainer = train(config, tmp_path / "run")
-    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
-    assert len(rows) == 3
-    assert all(2 <= r["group_size/min"] <= r["group_size/max"] <= 6 for r in rows)
-    assert sum(trials for _, trials in trainer.group_sizes.counts.values()) == sum(
-        r["groups"] * r["group_size/mean"] for r in rows
-    )

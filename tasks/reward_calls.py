@@ -1,0 +1,219 @@
+"""Call reward functions safely: a per-call timeout, a thread pool across groups, an error policy.
+
+A reward is a plain Python callable, often a closure from a plugin file, so calls run on
+threads: a process pool could not pickle such callables, and forking a process that holds
+torch (and CUDA) state is unsafe. A thread cannot be killed, so a call past its timeout is
+*abandoned*: it keeps running on a daemon thread until it returns (or the process exits),
+and its completions count as errors. Threads overlap rewards that wait (sleeps, I/O, HTTP
+judges, subprocesses, C code that releases the GIL); a pure-Python CPU-bound reward runs
+no faster than serially.
+
+A failure is per completion where it can be: a batch call that raises is retried item by
+item, so one bad completion does not void its group; a NaN, inf or non-number is an error
+of that item only. A call that times out or returns the wrong number of values fails for
+all its completions.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Literal, Sequence
+
+from tasks.registry import REWARDS, RewardFn
+
+ErrorPolicy = Literal["raise", "skip"]
+
+
+@dataclass(frozen=True)
+class RewardPolicy:
+    """How reward calls run and what a failed one does (the ``task.reward_*`` config keys).
+
+    ``skip``: a failed completion scores ``None`` for that reward (left out of its weighted
+    total) and is reported as a :class:`RewardError`; ``raise``: the first failure raises
+    :class:`RewardFailure`. ``timeout`` is seconds per call (None = no limit).
+    """
+
+    errors: ErrorPolicy = "skip"
+    timeout: float | None = 60.0
+    workers: int = 4
+
+    @classmethod
+    def from_task_config(cls, task: Any) -> RewardPolicy:
+        """The policy of a ``TaskConfig`` (``reward_errors``, ``reward_timeout``, ``reward_workers``)."""
+        return cls(errors=task.reward_errors, timeout=task.reward_timeout, workers=task.reward_workers)
+
+
+@dataclass(frozen=True)
+class RewardError:
+    """One completion a reward could not score: which reward, sample and completion, and why."""
+
+    reward: str
+    sample_id: str
+    completion: int  # index of the completion within its call (its group)
+    kind: Literal["raised", "timeout", "non-finite", "not a number", "wrong length"]
+    detail: str
+
+    def describe(self) -> str:
+        where = f"reward {self.reward!r} on sample {self.sample_id!r} (completion {self.completion})"
+        return f"{where}: {self.kind}: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"reward": self.reward, "sample_id": self.sample_id, "completion": self.completion,
+                "kind": self.kind, "detail": self.detail}
+
+
+class RewardFailure(RuntimeError):
+    """A reward failed under ``task.reward_errors: raise``; the message names the reward, sample and value."""
+
+    def __init__(self, error: RewardError) -> None:
+        super().__init__(f"{error.describe()} (task.reward_errors=raise; 'skip' scores it None and goes on)")
+        self.error = error
+
+
+@dataclass(frozen=True)
+class RewardCall:
+    """One reward function on one batch of completions (typically one group)."""
+
+    reward: str
+    completions: list[str]
+    fields: dict[str, list[Any]]  # keyword fields, one entry per completion (see tasks.scoring.reward_fields)
+    sample_ids: list[str]  # one per completion, for error reports
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CallResult:
+    """A call's value per completion (None = not applicable or failed) and its failures."""
+
+    values: list[float | None]
+    errors: list[RewardError]
+
+
+def run_reward_calls(calls: Sequence[RewardCall], policy: RewardPolicy = RewardPolicy()) -> list[CallResult]:
+    """Run ``calls`` on up to ``policy.workers`` threads; results in the order of ``calls``.
+
+    An unknown reward name raises at once (a config error, whatever the policy). Under
+    ``raise`` the first failure in call order raises :class:`RewardFailure`.
+    """
+    functions = [REWARDS.get(call.reward) for call in calls]
+    workers = min(policy.workers, len(calls))
+    if workers <= 1:
+        results = [_run_call(fn, call, policy.timeout) for fn, call in zip(functions, calls)]
+    else:
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reward")
+        try:
+            futures = [pool.submit(_run_call, fn, call, policy.timeout) for fn, call in zip(functions, calls)]
+            results = [future.result() for future in futures]
+        finally:  # on Ctrl-C, do not wait for queued calls
+            pool.shutdown(wait=False, cancel_futures=True)
+    if policy.errors == "raise":
+        first = next((result.errors[0] for result in results if result.errors), None)
+        if first is not None:
+            raise RewardFailure(first)
+    return results
+
+
+def _run_call(fn: RewardFn, call: RewardCall, timeout: float | None) -> CallResult:
+    """The whole batch in one call; if it raises, each completion alone (per-item failures)."""
+    outcome = _call_with_timeout(lambda: fn(list(call.completions), **call.fields, **call.options), timeout)
+    if outcome.timed_out:
+        return _failed(call, range(len(call.completions)), "timeout", f"no result after {timeout:g} s (call abandoned)")
+    if outcome.error is None:
+        return _checked(call, outcome.value)
+    if len(call.completions) == 1:
+        return _failed(call, [0], "raised", _error_text(outcome.error))
+    items = [_run_call(fn, _item(call, index), timeout) for index in range(len(call.completions))]
+    errors = [replace(error, completion=index) for index, item in enumerate(items) for error in item.errors]
+    return CallResult(values=[item.values[0] for item in items], errors=errors)
+
+
+def _item(call: RewardCall, index: int) -> RewardCall:
+    """The call restricted to completion ``index``."""
+    return RewardCall(
+        reward=call.reward, completions=[call.completions[index]],
+        fields={key: [values[index]] for key, values in call.fields.items()},
+        sample_ids=[call.sample_ids[index]], options=call.options,
+    )
+
+
+def _checked(call: RewardCall, returned: Any) -> CallResult:
+    """Values as floats or None; a non-number or non-finite value is an error of its completion."""
+    try:
+        values = list(returned)
+    except TypeError:
+        values = None
+    if values is None or len(values) != len(call.completions):
+        got = f"{len(values)} values" if values is not None else f"a {type(returned).__name__}"
+        return _failed(call, range(len(call.completions)), "wrong length",
+                       f"returned {got} for {len(call.completions)} completions")
+    result = CallResult(values=[], errors=[])
+    for index, value in enumerate(values):
+        number, problem = _as_number(value)
+        result.values.append(number)
+        if problem is not None:
+            result.errors.append(RewardError(call.reward, call.sample_ids[index], index, *problem))
+    return result
+
+
+def _as_number(value: Any) -> tuple[float | None, tuple[str, str] | None]:
+    """``value`` as a float (numpy and torch scalars included), or None and (kind, detail) if unusable."""
+    if value is None:
+        return None, None
+    try:
+        number = float(value) if hasattr(type(value), "__float__") else None  # "__float__": not str/bytes
+    except (TypeError, ValueError):
+        number = None
+    if number is None:
+        return None, ("not a number", f"returned {_short_repr(value)}")
+    if not math.isfinite(number):
+        return None, ("non-finite", f"returned {number}")
+    return number, None
+
+
+def _failed(call: RewardCall, indices: Sequence[int] | range, kind: str, detail: str) -> CallResult:
+    return CallResult(
+        values=[None] * len(call.completions),
+        errors=[RewardError(call.reward, call.sample_ids[i], i, kind, detail) for i in indices],
+    )
+
+
+@dataclass
+class _Outcome:
+    value: Any = None
+    error: BaseException | None = None
+    timed_out: bool = False
+
+
+def _call_with_timeout(thunk: Callable[[], Any], timeout: float | None) -> _Outcome:
+    """Run ``thunk`` on a daemon thread for at most ``timeout`` seconds (directly when None)."""
+    if timeout is None:
+        try:
+            return _Outcome(value=thunk())
+        except Exception as error:  # noqa: BLE001 - any reward failure is reported, not fatal
+            return _Outcome(error=error)
+    outcome = _Outcome()
+
+    def target() -> None:
+        try:
+            outcome.value = thunk()
+        except BaseException as error:  # noqa: BLE001 - even SystemExit in a reward is its failure
+            outcome.error = error
+
+    thread = threading.Thread(target=target, name="reward-call", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        return _Outcome(timed_out=True)
+    return outcome
+
+
+def _error_text(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}"
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,110 @@
+"""Issue 9's acceptance run: ``mmgrpo train`` over a dataset seeded with every kind of bad row,
+with rewards that raise, return NaN and hang, finishes with exit 0 and names every fault.
+
+Each bad row replaces a good row of the generated counting dataset in both splits; the
+faulty rewards fail on completions chosen by their text, so every step meets some of them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mmgrpo.cli import main
+from mmgrpo.trainer.setup import generate_dataset
+
+FAULTY_REWARDS_PLUGIN = '''
+import threading, time
+from tasks import register_reward
+
+_first_call = threading.Event()
+
+@register_reward("raises_on_some")
+def raises_on_some(completions, **_):
+    if any(len(text) % 3 == 0 for text in completions):
+        raise RuntimeError("deliberate failure")
+    return [1.0 for _ in completions]
+
+@register_reward("nan_on_some")
+def nan_on_some(completions, **_):
+    return [float("nan") if len(text) % 3 == 1 else 0.5 for text in completions]
+
+@register_reward("hangs_once")
+def hangs_once(completions, **_):
+    if not _first_call.is_set():
+        _first_call.set()
+        time.sleep(3.0)
+    return [0.0 for _ in completions]
+'''
+
+# bad file in the conftest ``bad_images`` fixture -> the ledger reason its row must carry
+BAD_FILES = {"truncated_jpeg": "corrupt media", "corrupt_png": "corrupt media", "tall": "bad media shape",
+             "wide": "bad media shape"}
+
+
+def _seed_bad_rows(dataset: Path, bad_images: dict[str, Path]) -> dict[tuple[str, str], str]:
+    """Overwrite good rows of both splits with bad ones; returns (split, row id) -> what is wrong."""
+    seeded = {}
+    for split in ("train", "test"):
+        path = dataset / f"{split}.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        victims = iter(rows)
+        for name, reason in BAD_FILES.items():
+            row = next(victims)
+            row["image"] = f"media/bad-{split}-{name}{bad_images[name].suffix}"
+            shutil.copyfile(bad_images[name], dataset / row["image"])
+            seeded[split, row["id"]] = reason
+        missing = next(victims)
+        missing["image"] = "media/does-not-exist.png"
+        seeded[split, missing["id"]] = "missing media"
+        overlong = next(victims)
+        overlong["problem"] = "How many objects are there? " * 400
+        seeded[split, overlong["id"]] = "prompt too long"
+        ambiguous = next(victims)
+        ambiguous["answer"] = "<answer>3</answer><answer>4</answer>"
+        seeded[split, ambiguous["id"]] = "answer"
+        sixteen_bit = next(victims)  # a good row: 16-bit images are scaled, not skipped
+        sixteen_bit["image"] = f"media/gray16-{split}.png"
+        shutil.copyfile(bad_images["gray16"], dataset / sixteen_bit["image"])
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return seeded
+
+
+@pytest.mark.slow
+def test_a_run_over_bad_rows_and_faulty_rewards_finishes_and_names_every_fault(
+    small_config, tmp_path: Path, bad_images: dict[str, Path], digit_reward_plugin: Path
+) -> None:
+    plugin = tmp_path / "faulty_rewards.py"
+    plugin.write_text(FAULTY_REWARDS_PLUGIN)
+    config = small_config(
+        f"task.reward_plugins=[{digit_reward_plugin}, {plugin}]",
+        "task.rewards={share_of_threes: 1.0, raises_on_some: 0.1, nan_on_some: 0.1, hangs_once: 0.1}",
+        "task.reward_timeout=1.0", "train.steps=20", "data.max_prompt_tokens=512",
+        "sft.enabled=true", "sft.steps=2", "sft.batch_size=32", "sft.micro_batch_size=8",
+        "eval.limit=40", "eval.batch_size=8", "checkpoint.every_n_steps=10",
+    )
+    dataset = generate_dataset(config.data.train[0], Path(config.data.dir), seed=config.data.seed)
+    seeded = _seed_bad_rows(dataset, bad_images)
+    recipe = tmp_path / "recipe.yaml"
+    config.save_yaml(recipe)
+
+    assert main(["train", str(recipe)]) == 0
+
+    run_dir = Path(config.log.output_dir) / config.log.run_name
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["grpo_steps"] == 20
+    ledger = [json.loads(line) for line in (run_dir / "skipped_rows.jsonl").read_text().splitlines()]
+    named = {(row["split"], row["row_id"]): row for row in ledger}
+    assert set(seeded) <= set(named), f"not named: {sorted(set(seeded) - set(named))}"
+    for key, reason in seeded.items():
+        assert reason in json.dumps(named[key]), (key, named[key])
+    failures = [json.loads(line) for line in (run_dir / "reward_errors.jsonl").read_text().splitlines()]
+    kinds = {(row["reward"], row["kind"]) for row in failures}
+    assert {("raises_on_some", "raised"), ("nan_on_some", "non-finite"), ("hangs_once", "timeout")} <= kinds
+    assert all(row["sample_id"] for row in failures)
+    metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in metrics] == list(range(1, 21))
+    assert sum(row.get("reward/nan_on_some/errors", 0) for row in metrics) > 0

@@ -1,0 +1,129 @@
+"""Per-step logs of a tiny GRPO run: TensorBoard events, W&B (offline) history, completions.jsonl."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from mmgrpo.trainer.metrics import read_metrics
+
+from .test_grpo_trainer import train
+
+# A reward that is not 0 for a random model's text, so a record's reward can be checked against its completion.
+LENGTH_REWARD_PLUGIN = '''
+from tasks import register_reward
+
+@register_reward("length_in_hundreds")
+def length_in_hundreds(completions, **_):
+    return [len(text) / 100 for text in completions]
+'''
+
+# Keys every trained step logs (the sinks must carry at least these, with the jsonl's values).
+STEP_KEYS = ("reward/total", "loss", "grad_norm", "length/mean", "groups")
+
+
+@pytest.fixture(scope="session")
+def length_reward_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    plugin = tmp_path_factory.mktemp("plugins") / "length_reward.py"
+    plugin.write_text(LENGTH_REWARD_PLUGIN)
+    return plugin
+
+
+def _logged_steps(run_dir: Path) -> dict[int, dict[str, Any]]:
+    return {row["step"]: row for row in read_metrics(run_dir / "metrics.jsonl")}
+
+
+def test_tensorboard_events_mirror_metrics_jsonl(small_config, tmp_path):
+    run_dir = tmp_path / "run"
+    train(small_config("log.tensorboard=true", "train.steps=3"), run_dir)
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    events.Reload()
+    rows = _logged_steps(run_dir)
+    assert sorted(rows) == [1, 2, 3]
+    tags = set(events.Tags()["scalars"])
+    numeric = {key for row in rows.values() for key, value in row.items() if key != "step" and isinstance(value, float)}
+    assert numeric <= tags, f"scalars missing from TensorBoard: {sorted(numeric - tags)}"
+    for key in STEP_KEYS:
+        scalars = events.Scalars(key)
+        assert [s.step for s in scalars] == [1, 2, 3], key
+        assert [s.value for s in scalars] == pytest.approx([rows[s.step][key] for s in scalars], rel=1e-6), key
+
+
+def _wandb_records(path: Path) -> Iterator[Any]:
+    """The protobuf records of a ``.wandb`` file (a LevelDB-style log: 32 KiB blocks of
+    chunks, each ``crc32 u32 | length u16 | type u8`` then the bytes; type 1 = whole record,
+    2/3/4 = first/middle/last piece), after the 7-byte ``:W&B`` header."""
+    from wandb.proto import wandb_internal_pb2
+
+    block, chunk_header = 32 * 1024, 7
+    data = path.read_bytes()
+    assert data[:4] == b":W&B", f"{path} is not a W&B run file"
+    position, pieces = chunk_header, b""
+    while position + chunk_header <= len(data):
+        room = block - position % block
+        if room < chunk_header:  # a block's tail too short for a header is padding
+            position += room
+            continue
+        _, length, kind = struct.unpack("<IHB", data[position : position + chunk_header])
+        pieces += data[position + chunk_header : position + chunk_header + length]
+        position += chunk_header + length
+        if kind in (1, 4):
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pieces)
+            pieces = b""
+            yield record
+
+
+def _item_key(item: Any) -> str:
+    return item.key or "/".join(item.nested_key)
+
+
+def test_wandb_offline_run_has_every_step(small_config, tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install 'mmgrpo[wandb]')")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_dir = tmp_path / "run"
+    train(small_config("log.wandb=true", "log.wandb_project=mmgrpo-test", "train.steps=2", "algo.beta=0.04"), run_dir)
+    wandb.teardown()  # the W&B service writes the run file in the background; wait for it
+
+    [run_file] = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    records = list(_wandb_records(run_file))
+    [run] = [r.run for r in records if r.WhichOneof("record_type") == "run"]
+    assert run.project == "mmgrpo-test" and run.display_name == run_dir.name
+    config = {_item_key(item): json.loads(item.value_json) for item in run.config.update}
+    assert config["algo"]["beta"] == 0.04 and config["train"]["steps"] == 2
+    history = [
+        {_item_key(item): json.loads(item.value_json) for item in r.history.item}
+        for r in records if r.WhichOneof("record_type") == "history"
+    ]
+    rows = _logged_steps(run_dir)
+    assert [h["_step"] for h in history] == sorted(rows) == [1, 2]
+    for logged in history:
+        for key in (*STEP_KEYS, "kl"):
+            assert logged[key] == pytest.approx(rows[logged["_step"]][key], rel=1e-9), key
+    assert any(r.WhichOneof("record_type") == "exit" for r in records), "the W&B run was not finished"
+
+
+def test_completions_jsonl_every_n_steps(small_config, length_reward_plugin, tmp_path):
+    run_dir = tmp_path / "run"
+    config = small_config(
+        "train.steps=4", "log.log_completions_every=2", "log.completions_per_log=6",
+        f"task.reward_plugins=[{length_reward_plugin}]", "task.rewards={length_in_hundreds: 1.0}",
+    )
+    trainer = train(config, run_dir)
+    records = [json.loads(line) for line in (run_dir / "completions.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == [2] * 6 + [4] * 6
+    samples = {sample.id: sample for sample in trainer.samples}
+    for record in records:
+        assert set(record) == {"step", "sample_id", "answer", "completion", "reward", "truncated"}
+        assert record["answer"] == samples[record["sample_id"]].answer
+        text = record["completion"]
+        assert record["reward"] == pytest.approx(len(text) / 100)
+        assert isinstance(record["truncated"], bool)
+    assert len({r["completion"] for r in records}) > 1 and any(r["reward"] > 0 for r in records)
