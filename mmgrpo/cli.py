@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # Taken out before parsing, so it works after any (sub-)sub-command and among overrides.
     debug = DEBUG_FLAG in argv
-    args = parser.parse_args([arg for arg in argv if arg != DEBUG_FLAG])
+    args = _parse(parser, [arg for arg in argv if arg != DEBUG_FLAG])
     if getattr(args, "_run", None) is None:
         parser.print_help()
         return 0
@@ -78,6 +78,21 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"mmgrpo {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``; ``KEY=VALUE`` overrides may also follow a flag (``train r.yaml --resume seed=7``).
+
+    argparse stops collecting a sub-command's positional overrides at its first flag, so the
+    ones after it come back unrecognised; they are appended to the command's overrides.
+    """
+    args, extras = parser.parse_known_args(argv)
+    overrides = [arg for arg in extras if "=" in arg and not arg.startswith("-")]
+    if extras and (len(overrides) != len(extras) or not isinstance(getattr(args, "overrides", None), list)):
+        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+    if overrides:
+        args.overrides = [*args.overrides, *overrides]
+    return args
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ module here plus one import line below.
 """
 
 from tasks import audio_count, clevr_count, format_rewards, geometry, grounding, math, video_count
-from tasks.base import RowError, Task
+from tasks.base import ModelInfo, RowError, Task
 from tasks.guards import GuardedAnswer, Guards, guarded_answer
 from tasks.registry import REWARDS, TASKS, get_task, load_reward_plugins, register_reward, register_task
 from tasks.scoring import RewardBreakdown, reward_fields, score_completions
@@ -15,6 +15,7 @@ __all__ = [
     "TASKS",
     "GuardedAnswer",
     "Guards",
+    "ModelInfo",
     "RewardBreakdown",
     "RowError",
     "Task",

@@ -21,6 +21,8 @@ names itself:
 - ``malformed_answer``: answer tags that do not pair up -- unclosed (``<answer>3</answer><answer>4``),
   stray (``<answer>3</answer></answer>``) or nested.
 - ``answer_in_think``: a container inside the reasoning -- answering while thinking.
+  Switched off, containers in the reasoning are ignored when one follows it (for models
+  that box intermediate results while thinking).
 - ``multiple_answers``: more than one container (two tags, or a tag and a ``\\boxed{}``
   outside it, or two boxes) -- hedging between answers.
 - ``untagged_answer``: no container at all -- the answer sits outside the tags.
@@ -148,16 +150,19 @@ def guarded_answer(
     scan = scan_answers(completion)
     if guards.malformed_answer and not scan.tags_pair_up:
         return GuardedAnswer(None, "malformed_answer")
-    if guards.answer_in_think and scan.in_reasoning():
+    containers, in_reasoning = scan.containers, scan.in_reasoning()
+    if in_reasoning and guards.answer_in_think:
         return GuardedAnswer(None, "answer_in_think")
-    if guards.multiple_answers and len(scan.containers) > 1:
+    if len(in_reasoning) < len(containers):  # switched off: what the reasoning holds does not count
+        containers = [span for span in containers if span not in in_reasoning]
+    if guards.multiple_answers and len(containers) > 1:
         return GuardedAnswer(None, "multiple_answers")
-    if not scan.containers:
+    if not containers:
         if guards.untagged_answer:
             return GuardedAnswer(None, "untagged_answer")
         answer = completion[scan.reasoning_end :]
     else:
-        answer = scan.containers[-1].content
+        answer = containers[-1].content
     if not answer.strip():
         return GuardedAnswer(None, "empty_answer" if guards.empty_answer else None)
     if guards.prompt_copy and problem and _answer_rests_on_copy(answer, problem, guards.copy_min_words, read):

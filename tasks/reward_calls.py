@@ -11,15 +11,19 @@ no faster than serially.
 A failure is per completion where it can be: a batch call that raises is retried item by
 item, so one bad completion does not void its group; a NaN, inf or non-number is an error
 of that item only. A call that times out or returns the wrong number of values fails for
-all its completions.
+all its completions. Abandoned calls are bounded: while a reward has ``workers`` of them
+still running, its next calls fail at once as timeouts instead of starting more threads
+(a reward that hangs for good cannot pile up threads over a long run).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Literal, Sequence
 
 from tasks.registry import REWARDS, RewardFn
@@ -40,11 +44,6 @@ class RewardPolicy:
     timeout: float | None = 60.0
     workers: int = 4
 
-    @classmethod
-    def from_task_config(cls, task: Any) -> RewardPolicy:
-        """The policy of a ``TaskConfig`` (``reward_errors``, ``reward_timeout``, ``reward_workers``)."""
-        return cls(errors=task.reward_errors, timeout=task.reward_timeout, workers=task.reward_workers)
-
 
 @dataclass(frozen=True)
 class RewardError:
@@ -61,8 +60,7 @@ class RewardError:
         return f"{where}: {self.kind}: {self.detail}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"reward": self.reward, "sample_id": self.sample_id, "completion": self.completion,
-                "kind": self.kind, "detail": self.detail}
+        return asdict(self)
 
 
 class RewardFailure(RuntimeError):
@@ -101,11 +99,11 @@ def run_reward_calls(calls: Sequence[RewardCall], policy: RewardPolicy = RewardP
     functions = [REWARDS.get(call.reward) for call in calls]
     workers = min(policy.workers, len(calls))
     if workers <= 1:
-        results = [_run_call(fn, call, policy.timeout) for fn, call in zip(functions, calls)]
+        results = [_run_call(fn, call, policy) for fn, call in zip(functions, calls)]
     else:
         pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="reward")
         try:
-            futures = [pool.submit(_run_call, fn, call, policy.timeout) for fn, call in zip(functions, calls)]
+            futures = [pool.submit(_run_call, fn, call, policy) for fn, call in zip(functions, calls)]
             results = [future.result() for future in futures]
         finally:  # on Ctrl-C, do not wait for queued calls
             pool.shutdown(wait=False, cancel_futures=True)
@@ -116,16 +114,21 @@ def run_reward_calls(calls: Sequence[RewardCall], policy: RewardPolicy = RewardP
     return results
 
 
-def _run_call(fn: RewardFn, call: RewardCall, timeout: float | None) -> CallResult:
+def _run_call(fn: RewardFn, call: RewardCall, policy: RewardPolicy) -> CallResult:
     """The whole batch in one call; if it raises, each completion alone (per-item failures)."""
-    outcome = _call_with_timeout(lambda: fn(list(call.completions), **call.fields, **call.options), timeout)
+    everything = range(len(call.completions))
+    if (hung := abandoned_calls(call.reward)) >= policy.workers:
+        return _failed(call, everything, "timeout", f"not called: {hung} earlier calls still run past the timeout")
+    outcome = _call_with_timeout(
+        functools.partial(fn, list(call.completions), **call.fields, **call.options), policy.timeout, call.reward
+    )
     if outcome.timed_out:
-        return _failed(call, range(len(call.completions)), "timeout", f"no result after {timeout:g} s (call abandoned)")
+        return _failed(call, everything, "timeout", f"no result after {policy.timeout:g} s (call abandoned)")
     if outcome.error is None:
         return _checked(call, outcome.value)
     if len(call.completions) == 1:
         return _failed(call, [0], "raised", _error_text(outcome.error))
-    items = [_run_call(fn, _item(call, index), timeout) for index in range(len(call.completions))]
+    items = [_run_call(fn, _item(call, index), policy) for index in everything]
     errors = [replace(error, completion=index) for index, item in enumerate(items) for error in item.errors]
     return CallResult(values=[item.values[0] for item in items], errors=errors)
 
@@ -187,27 +190,43 @@ class _Outcome:
     timed_out: bool = False
 
 
-def _call_with_timeout(thunk: Callable[[], Any], timeout: float | None) -> _Outcome:
+_abandoned_lock = threading.Lock()
+_abandoned: Counter[str] = Counter()  # reward name -> its calls past their timeout that still run
+
+
+def abandoned_calls(reward: str) -> int:
+    """How many calls of ``reward`` were abandoned at their timeout and are still running."""
+    with _abandoned_lock:
+        return _abandoned[reward]
+
+
+def _call_with_timeout(thunk: Callable[[], Any], timeout: float | None, reward: str) -> _Outcome:
     """Run ``thunk`` on a daemon thread for at most ``timeout`` seconds (directly when None)."""
     if timeout is None:
         try:
             return _Outcome(value=thunk())
         except Exception as error:  # noqa: BLE001 - any reward failure is reported, not fatal
             return _Outcome(error=error)
-    outcome = _Outcome()
+    outcome, state = _Outcome(), {"finished": False, "abandoned": False}
 
     def target() -> None:
         try:
             outcome.value = thunk()
         except BaseException as error:  # noqa: BLE001 - even SystemExit in a reward is its failure
             outcome.error = error
+        with _abandoned_lock:
+            state["finished"] = True
+            _abandoned[reward] -= state["abandoned"]
 
-    thread = threading.Thread(target=target, name="reward-call", daemon=True)
+    thread = threading.Thread(target=target, name=f"reward-call-{reward}", daemon=True)
     thread.start()
     thread.join(timeout)
-    if thread.is_alive():
-        return _Outcome(timed_out=True)
-    return outcome
+    with _abandoned_lock:
+        if state["finished"]:
+            return outcome
+        state["abandoned"] = True
+        _abandoned[reward] += 1
+    return _Outcome(timed_out=True)
 
 
 def _error_text(error: BaseException) -> str:

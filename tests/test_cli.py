@@ -111,3 +111,20 @@ def test_eval_media_root_finds_images_kept_apart(tmp_path, tiny_qwen25vl, counti
 def test_eval_media_root_needs_data(capsys) -> None:
     assert main(["eval", "--media-root", "images"]) == 2
     assert "--media-root applies to --data" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["train", "r.yaml", "--resume", "seed=7"], ["train", "r.yaml", "seed=7", "--resume"]],
+)
+def test_overrides_after_a_flag_join_the_other_overrides(argv) -> None:
+    from mmgrpo.cli import _parse, build_parser
+
+    args = _parse(build_parser(), argv)
+    assert args.overrides == ["seed=7"] and args.resume is True
+
+
+def test_an_unknown_flag_is_still_refused(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["train", "--no-such-flag", "seed=7"])
+    assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err

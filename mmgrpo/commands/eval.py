@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
                 path=args.data, split=args.split, adapter=args.adapter, task=args.task, media_root=args.media_root,
             )]
             config.validate()
-        preflight(config, datasets=["data.test"], models=[])  # a missing --model: the loader's one-line error
+        preflight(config, datasets=["data.test"], check_model=False)  # --model: the loader's one-line error
     except ConfigError as error:
         print(f"mmgrpo eval: {error}", file=sys.stderr)
         return 2

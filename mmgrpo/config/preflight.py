@@ -6,7 +6,8 @@ import, reward and task names are registered (after the plugins load), dataset p
 media roots and model paths exist (or are Hub ids), dataset adapters and data recipes
 are registered. Every command runs it right after loading its config, so a typo fails in
 about a second with one line per problem, not after data generation, SFT and the first
-eval. It imports tasks and data recipes only: no model code, no torch.
+eval. It imports tasks and data recipes only, no torch: model code only to check a
+``tiny:<family>`` other than the default.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ TINY_PREFIX = "tiny:"
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # owner/name, as the Hub and data_recipes.reading take it
 
 
-def preflight(config: Config, *, datasets: Sequence[str] = DATASET_KEYS, models: Sequence[str] | None = None) -> None:
+def preflight(config: Config, *, datasets: Sequence[str] = DATASET_KEYS, check_model: bool = True) -> None:
     """Raise ``ConfigError`` listing every problem :func:`preflight_problems` finds."""
-    problems = preflight_problems(config, datasets=datasets, models=models)
+    problems = preflight_problems(config, datasets=datasets, check_model=check_model)
     if len(problems) == 1:
         raise ConfigError(problems[0])
     if problems:
@@ -36,39 +37,34 @@ def preflight(config: Config, *, datasets: Sequence[str] = DATASET_KEYS, models:
 
 
 def preflight_problems(
-    config: Config, *, datasets: Sequence[str] = DATASET_KEYS, models: Sequence[str] | None = None
+    config: Config, *, datasets: Sequence[str] = DATASET_KEYS, check_model: bool = True
 ) -> list[str]:
-    """Every problem with the plugins, reward names, datasets and models ``config`` names.
-
-    ``datasets``: the dataset lists a command uses (default all); ``models``: the models it
-    loads (default ``model.name_or_path``).
-    """
-    prefix = ""
+    """Every problem with the plugins, reward names, datasets (the lists in ``datasets``, the
+    ones a command uses) and model (unless ``check_model`` is False) that ``config`` names."""
     problems = list(_plugins(config.task.reward_plugins))
     if not problems:  # a plugin that did not load explains its missing reward names
         problems += _reward_names(config)
     for key in datasets:
         for index, spec in enumerate(value_of(config, key)):
             problems += _dataset(spec, f"{key}[{index}]")
-    if models is None:  # the default model is known good: no need to import model code to check it
-        models = [] if at_default(config, "model.name_or_path") else [config.model.name_or_path]
-        prefix = "model.name_or_path: "
-    for model in models:
-        if problem := model_problem(model):
-            problems.append(prefix + problem)
+    # The default model is known good (a test checks): checking it would import model code.
+    if check_model and not at_default(config, "model.name_or_path"):
+        if problem := model_problem(config.model.name_or_path):
+            problems.append(f"model.name_or_path: {problem}")
     return problems
 
 
 def model_problem(name_or_path: str) -> str | None:
     """Why ``name_or_path`` cannot name a model (None if it can): an existing folder, a Hub id
-    ``owner/name``, or ``tiny:<family>`` of a registered tiny family."""
-    if name_or_path.startswith(TINY_PREFIX):
-        family = name_or_path[len(TINY_PREFIX) :]
-        families = _tiny_families()
-        if families is not None and family not in families:
-            return f"unknown tiny model family {family!r}.{did_you_mean(family, families)} Known: {', '.join(families)}"
-        return None
-    return _local_or_hub(name_or_path, "model")
+    ``owner/name``, or ``tiny:<family>`` of a registered tiny family (this imports model code)."""
+    if not name_or_path.startswith(TINY_PREFIX):
+        return _local_or_hub(name_or_path, "model")
+    from mmgrpo.models.tiny import TINY_FAMILIES
+
+    family, known = name_or_path[len(TINY_PREFIX) :], TINY_FAMILIES.names()
+    if family not in known:
+        return f"unknown tiny model family {family!r}.{did_you_mean(family, known)} Known: {', '.join(known)}"
+    return None
 
 
 def _plugins(paths: list[str]) -> Iterator[str]:
@@ -113,15 +109,6 @@ def _dataset(spec: DatasetConfig, key: str) -> Iterator[str]:
 
 def _local_or_hub(source: str, what: str) -> str | None:
     """None when ``source`` exists locally or has the form of a Hub id; else why not."""
-    if Path(source).expanduser().exists() or (HUB_ID.fullmatch(source) and not source.startswith(".")):
+    if Path(source).expanduser().exists() or HUB_ID.fullmatch(source):
         return None
     return f"{what} {source!r} not found: not a local file or folder, nor a Hub id (owner/name)"
-
-
-def _tiny_families() -> list[str] | None:
-    """Registered tiny model families; None when model code cannot be imported here (checked at load)."""
-    try:
-        from mmgrpo.models.tiny import TINY_FAMILIES
-    except ImportError:
-        return None
-    return TINY_FAMILIES.names()

@@ -138,7 +138,8 @@ class TaskConfig:
     )
     reward_plugins: list[str] = option([], "Python files whose @register'ed reward functions become usable in rewards.")
     options: dict[str, Any] = option(
-        {}, "Task constructor options, e.g. {coords: relative1000} for grounding; reach every task of the run."
+        {}, "Task constructor options, e.g. {coords: norm1000, iou_threshold: 0.5} for grounding (coords default: "
+        "the model family's), {timeout_seconds: 2.0} for math; reach every task of the run; unknown ones are an error."
     )
     guards: dict[str, Any] = option(
         {}, "Reward-hacking guard settings (tasks.guards.Guards fields), e.g. {max_tokens: null, prompt_copy: false}; "
@@ -323,7 +324,8 @@ class CheckpointConfig:
     )
     allow_config_changes: bool = option(
         False, "On resume, accept changed keys that alter what the run computes (all but log.*, checkpoint.*, "
-        "eval.*, data.dir, train.num_threads); the resumed run then no longer continues the saved one exactly."
+        "eval.*, data.dir, train.num_threads, task.reward_workers); the resumed run then no longer continues "
+        "the saved one exactly."
     )
 
 

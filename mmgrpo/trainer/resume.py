@@ -25,8 +25,8 @@ CHECKPOINTS = "checkpoints"
 SFT_MODEL = Path("sft") / "model"  # the policy after SFT: the start (and KL reference) of GRPO
 SFT_CHECKPOINTS = Path("sft") / "checkpoints"
 # Keys (or sections, ending in ".") that a resumed run may change and still continue exactly:
-# where and how it logs, checkpoints and evaluates, and how many CPU threads it uses.
-SAFE_TO_CHANGE = ("log.", "checkpoint.", "eval.", "data.dir", "train.num_threads")
+# where and how it logs, checkpoints and evaluates, and how many threads it runs on.
+SAFE_TO_CHANGE = ("log.", "checkpoint.", "eval.", "data.dir", "train.num_threads", "task.reward_workers")
 # What a run leaves once it has trained or evaluated anything; a folder without any of these
 # (a start that failed early, e.g. on a bad dataset path) may be reused by a fresh run.
 RUN_OUTPUTS = ("metrics.jsonl", "evaluations.json", "summary.json", CHECKPOINTS, "sft")

@@ -57,7 +57,7 @@ class Rollouts:
     zero_variance_groups: int = 0  # groups whose rewards were all equal (before filtering)
     sampled_groups: int = 0  # groups sampled in all rounds
     filtered: list[Group] = field(default_factory=list)  # groups dropped by dynamic sampling
-    reward_errors: list[RewardError] = field(default_factory=list)  # failed reward calls, scored None (all rounds)
+    reward_errors: list[RewardError] = field(default_factory=list)  # completions a reward failed on (all rounds)
 
     @property
     def dropped_prompts(self) -> int:

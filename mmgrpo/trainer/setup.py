@@ -114,7 +114,9 @@ def scoring_rule(config: Config, task: Task) -> ScoringRule:
         max_new_tokens=config.rollout.max_new_tokens,
         overlong_buffer=config.algo.overlong_buffer,
         overlong_penalty=config.algo.overlong_penalty,
-        policy=RewardPolicy.from_task_config(config.task),
+        policy=RewardPolicy(
+            errors=config.task.reward_errors, timeout=config.task.reward_timeout, workers=config.task.reward_workers
+        ),
     )
 
 

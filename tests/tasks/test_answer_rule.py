@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from tasks import RowError, get_task
-from tasks.guards import guarded_answer
+from tasks.guards import Guards, guarded_answer
 
 # A correct answer written as {} in each task, and the rows that make it correct.
 CORRECT = {"clevr_count": "3", "math": "0.5", "geometry": "B", "grounding": "[20, 10, 60, 50]"}
@@ -95,3 +95,10 @@ def test_ambiguous_solutions_are_rejected_at_load(name: str, solution: str) -> N
 def test_a_solution_with_one_answer_tag_is_its_content() -> None:
     sample = get_task("math").to_sample({"id": "m", "problem": "?", "answer": "<answer> \\frac{1}{2} </answer>"})
     assert sample.answer.strip() == "\\frac{1}{2}"
+
+
+def test_with_answer_in_think_off_the_reasoning_does_not_count() -> None:
+    completion = "<think>halfway \\boxed{4}, then</think><answer>3</answer>"
+    assert guarded_answer(completion).tripped == "answer_in_think"
+    assert guarded_answer(completion, guards=Guards(answer_in_think=False)).text == "3"
+    assert guarded_answer("<think><answer>3</answer></think>", guards=Guards(answer_in_think=False)).text == "3"

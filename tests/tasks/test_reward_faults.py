@@ -14,6 +14,7 @@ from mmgrpo.types import Completion, Sample
 from tasks import get_task, register_reward, score_completions
 
 RELEASE = threading.Event()  # lets hung test rewards return once a test is done with them
+RELEASE_HUNG = threading.Event()
 
 
 def sample(sample_id: str, answer: object = 3) -> Sample:
@@ -40,6 +41,12 @@ def numpy_values(completions: list[str], **_) -> list:
 @register_reward("test_fault_hangs")
 def hangs(completions: list[str], **_) -> list[float]:
     RELEASE.wait(timeout=3.0)  # a hang, bounded so that a test on old code ends
+    return [1.0] * len(completions)
+
+
+@register_reward("test_fault_hangs_until_released")
+def hangs_until_released(completions: list[str], **_) -> list[float]:
+    RELEASE_HUNG.wait(timeout=10.0)
     return [1.0] * len(completions)
 
 
@@ -107,3 +114,31 @@ def test_reward_calls_of_a_step_run_in_parallel_across_groups() -> None:
     elapsed = time.perf_counter() - started
     assert [rewards for rewards, _ in scored] == [[1.0] * 4] * 8
     assert elapsed < 0.2 * 8 / 2, f"8 calls of 0.2 s on 8 workers took {elapsed:.2f} s"
+
+
+def test_hung_calls_are_bounded_by_the_workers_not_piled_up() -> None:
+    from tasks.reward_calls import RewardPolicy, abandoned_calls
+    from tasks.scoring import score_batches
+
+    reward = "test_fault_hangs_until_released"
+    policy = RewardPolicy(timeout=0.2, workers=2)
+    batches = [(["x"] * 2, [sample(f"s{i}")] * 2) for i in range(12)]
+    try:
+        started = time.perf_counter()
+        first = score_batches(batches, {reward: 1.0}, policy=policy)
+        hung = abandoned_calls(reward)
+        # Both workers' first calls hang; a worker may start one more call in the instant before
+        # the other's times out, then none: 2 or 3 hung threads, not 12.
+        assert 2 <= hung < 2 * policy.workers, hung
+        assert first[0].components[reward] == [None, None] and first[0].errors[0].kind == "timeout"
+        again = score_batches(batches, {reward: 1.0}, policy=policy)
+        assert time.perf_counter() - started < 2.0
+        assert {error.kind for breakdown in again for error in breakdown.errors} == {"timeout"}
+        assert "earlier calls still run past the timeout" in again[0].errors[0].detail
+        assert abandoned_calls(reward) == hung, "no call is started while the earlier ones hang"
+    finally:
+        RELEASE_HUNG.set()
+    deadline = time.perf_counter() + 5
+    while abandoned_calls(reward) and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    assert abandoned_calls(reward) == 0, "a hung call that returns is no longer counted"

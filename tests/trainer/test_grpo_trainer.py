@@ -19,6 +19,7 @@ from .conftest import build_trainer_inputs
 
 def train(config, run_dir: Path, *, resume: bool = False, resume_from: Path | None = None) -> GRPOTrainer:
     checkpoint = resume_from or (latest_checkpoint(run_dir / "checkpoints") if resume else None)
+    torch.manual_seed(config.seed)  # LoRA adapters are initialised from it
     model, processor, train_set = build_trainer_inputs(config, run_dir, checkpoint=checkpoint)
     torch.manual_seed(config.seed)
     trainer = GRPOTrainer(
@@ -39,10 +40,11 @@ def test_reward_rises_under_grpo(small_config, tmp_path):
     assert last > first + 0.25, f"reward did not rise: first steps {first:.3f}, last steps {last:.3f}"
 
 
-def test_ctrl_c_saves_and_resume_continues_exactly(small_config, tmp_path, monkeypatch):
-    """With a KL reference (beta > 0, full fine-tuning), as every real-model recipe trains:
+@pytest.mark.parametrize("tuning", [(), ("lora.enabled=true", "lora.r=4")], ids=["full", "lora"])
+def test_ctrl_c_saves_and_resume_continues_exactly(small_config, tmp_path, monkeypatch, tuning):
+    """With a KL reference (beta > 0), as every real-model recipe trains: with full fine-tuning
     the resumed run must rebuild the reference from the initial policy, not the checkpoint."""
-    config = small_config("train.steps=4", "checkpoint.every_n_steps=0", "algo.beta=0.5")
+    config = small_config("train.steps=4", "checkpoint.every_n_steps=0", "algo.beta=0.5", *tuning)
     full = train(config, tmp_path / "full")
 
     real_step = GRPOTrainer.step

@@ -16,14 +16,14 @@ from safetensors.torch import load_file
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from mmgrpo.cli import build_parser, main
+from mmgrpo.commands.config import config_from_args
 from mmgrpo.trainer import grpo as grpo_module
 from mmgrpo.trainer import sft as sft_module
-from mmgrpo.commands.config import config_from_args
 from mmgrpo.trainer.checkpoint import (
     TrainerState, capture_rng_state, latest_checkpoint, load_trainer_state, save_checkpoint, step_dirs,
 )
 from mmgrpo.trainer.grpo import GRPOTrainer
-from mmgrpo.trainer.interrupts import exit_code
+from mmgrpo.trainer.interrupts import Interrupted, exit_code, signals_allowed, signals_deferred, stop_on_signals
 from mmgrpo.trainer.metrics import MetricsLogger, read_metrics
 from mmgrpo.trainer.optim import build_optimizer, build_scheduler
 from mmgrpo.trainer.pipeline import run_training
@@ -66,7 +66,7 @@ def _assert_same(a, b, where="state") -> None:  # noqa: ANN001
 
 def test_optimizer_scheduler_and_rng_states_round_trip_exactly(tmp_path):
     optimizer, scheduler = _trained_optimizer()
-    random.random(), np.random.rand(), torch.rand(1)
+    random.random(), np.random.rand(), torch.rand(1)  # generators mid-stream, not freshly seeded
     state = TrainerState(
         step=3, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(), data={"epoch": 1, "position": 5},
         extra={"group_sizes": {"counts": {"a": [1, 2]}}}, reference="/models/base",
@@ -208,6 +208,26 @@ def test_sigterm_stops_the_run_with_143_and_resume_finishes_it(small_config, tmp
     assert json.loads((run / "summary.json").read_text())["grpo_steps"] == 3
 
 
+def test_a_stop_during_the_weight_update_waits_until_the_step_is_recorded(small_config, tmp_path, monkeypatch):
+    _signal_on_call(monkeypatch, grpo_module, "policy_update", 2, signal.SIGTERM)
+    with pytest.raises(Interrupted):
+        train(small_config("train.steps=4"), tmp_path / "run")
+    assert latest_checkpoint(tmp_path / "run" / "checkpoints").name == "step-2"
+    assert [row["step"] for row in read_metrics(tmp_path / "run" / "metrics.jsonl")] == [1, 2]
+
+
+def test_signals_are_held_back_in_a_deferred_block_and_let_through_where_allowed():
+    with stop_on_signals():
+        with pytest.raises(Interrupted) as stop:
+            with signals_deferred():
+                os.kill(os.getpid(), signal.SIGTERM)
+                held = True  # still running: the request waits for the block's end
+        assert held and exit_code(stop.value) == 143
+        with pytest.raises(Interrupted), signals_deferred(), signals_allowed():
+            os.kill(os.getpid(), signal.SIGINT)
+            pytest.fail("a stop request inside signals_allowed() must raise at once")
+
+
 # -- the run folder and the command line ------------------------------------------------------
 def test_resume_flag_leaves_the_next_override_alone():
     args = build_parser().parse_args(["train", "--resume", "seed=7"])
@@ -252,11 +272,12 @@ def test_resume_refuses_config_changes_that_alter_the_run_unless_allowed(small_c
     assert plan_resume(forced, run).grpo == run / "checkpoints" / "step-2"
 
 
-def test_stops_in_sft_and_grpo_resume_to_the_uninterrupted_result(small_config, monkeypatch):
+@pytest.mark.parametrize("tuning", [(), ("lora.enabled=true", "lora.r=4")], ids=["full", "lora"])
+def test_stops_in_sft_and_grpo_resume_to_the_uninterrupted_result(small_config, monkeypatch, tuning):
     """SFT then GRPO with a KL reference (the post-SFT policy): Ctrl-C in SFT step 3, SIGTERM in
     GRPO step 2, two resumes; every weight and logged step matches one uninterrupted run."""
     options = ("sft.enabled=true", "sft.steps=4", "sft.batch_size=4", "sft.micro_batch_size=4", "train.steps=3",
-               "algo.beta=0.5", "eval.before=false", "eval.after=false")
+               "algo.beta=0.5", "eval.before=false", "eval.after=false", *tuning)
     full = small_config(*options, "log.run_name=full")
     run_training(full)
 
@@ -277,8 +298,9 @@ def test_stops_in_sft_and_grpo_resume_to_the_uninterrupted_result(small_config, 
     run_training(small_config(*options, "log.run_name=half", "checkpoint.resume=latest"))
 
     done = Path(full.log.output_dir) / "full"
+    weights = "adapter_model.safetensors" if tuning else "model.safetensors"
     for folder in ("sft/model", "checkpoints/step-3"):
-        expected, got = (load_file(str(root / folder / "model.safetensors")) for root in (done, run))
+        expected, got = (load_file(str(root / folder / weights)) for root in (done, run))
         assert all(torch.equal(expected[name], got[name]) for name in expected), folder
     for log in ("sft/metrics.jsonl", "metrics.jsonl"):
         expected, got = read_metrics(done / log), read_metrics(run / log)

@@ -42,9 +42,8 @@ def fresh_trainer(config, run_dir: Path) -> GRPOTrainer:
 
 def test_bfloat16_weights_train(small_config, tmp_path):
     config = small_config("model.dtype=bfloat16", "algo.beta=0.04")
-    model, _, _ = build_trainer_inputs(config, tmp_path / "loaded")
-    before = {name: p.detach().clone() for name, p in model.named_parameters()}
     trainer = fresh_trainer(config, tmp_path / "run")
+    before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
     metrics = trainer.step()
     assert {p.dtype for p in trainer.model.parameters()} == {torch.bfloat16}
     assert {p.dtype for p in trainer.reference.module.parameters()} == {torch.bfloat16}
@@ -63,9 +62,10 @@ def _inside_checkpointed_layers(model: torch.nn.Module) -> list[torch.nn.Module]
     return [inner for layer in layers for inner in layer.modules() if inner is not layer]
 
 
-def _step_counting_training_forwards(config, run_dir: Path) -> tuple[GRPOTrainer, dict[str, float], int]:
-    """One step; also the number of calls, in train mode (the update), of the modules inside
-    checkpointable layers, counted on entry (a recomputation may stop early)."""
+def _step_with_probes(config, run_dir: Path) -> tuple[dict[str, float], dict[str, torch.Tensor], int]:
+    """One step; returns its metrics, the gradients the optimizer stepped with, and the number
+    of calls, in train mode (the update), of the modules inside checkpointable layers, counted
+    on entry (a recomputation in backward may stop early)."""
     trainer = fresh_trainer(config, run_dir)
     calls = 0
 
@@ -75,22 +75,31 @@ def _step_counting_training_forwards(config, run_dir: Path) -> tuple[GRPOTrainer
 
     inner = _inside_checkpointed_layers(trainer.model)
     assert inner, "the tiny model has no checkpointable layers"
-    handles = [module.register_forward_pre_hook(count) for module in inner]
-    metrics = trainer.step()
-    for handle in handles:
-        handle.remove()
-    return trainer, metrics, calls
+    for module in inner:
+        module.register_forward_pre_hook(count)
+    gradients: dict[str, torch.Tensor] = {}
+    names = {id(p): name for name, p in trainer.model.named_parameters()}
+
+    def snapshot(optimizer: torch.optim.Optimizer, *_) -> None:
+        params = (p for group in optimizer.param_groups for p in group["params"] if p.grad is not None)
+        gradients.update({names[id(p)]: p.grad.clone() for p in params})
+
+    trainer.optimizer.register_step_pre_hook(snapshot)
+    assert any(getattr(m, "gradient_checkpointing", False) for m in trainer.model.modules()) == (
+        config.train.gradient_checkpointing
+    )
+    return trainer.step(), gradients, calls
 
 
 def test_gradient_checkpointing_recomputes_and_matches_plain_step(small_config, tmp_path):
-    options = ("train.group_shared_encoding=false", "algo.beta=0.04", "train.lr=0.001")
-    plain, plain_metrics, plain_calls = _step_counting_training_forwards(small_config(*options), tmp_path / "plain")
-    checkpointed, ckpt_metrics, ckpt_calls = _step_counting_training_forwards(
+    options = ("train.group_shared_encoding=false", "algo.beta=0.04")
+    plain, plain_grads, plain_calls = _step_with_probes(small_config(*options), tmp_path / "plain")
+    ckpt, ckpt_grads, ckpt_calls = _step_with_probes(
         small_config(*options, "train.gradient_checkpointing=true"), tmp_path / "ckpt"
     )
-    assert checkpointed.model.is_gradient_checkpointing and not plain.model.is_gradient_checkpointing
     assert 0 < plain_calls < ckpt_calls <= 2 * plain_calls  # layers ran again in backward
     for key in ("reward/total", "loss", "grad_norm", "kl", "entropy"):
-        assert ckpt_metrics[key] == pytest.approx(plain_metrics[key], rel=1e-5, abs=1e-7), key
-    for (name, p), (_, q) in zip(plain.model.named_parameters(), checkpointed.model.named_parameters()):
-        assert torch.allclose(p, q, atol=1e-6), name
+        assert ckpt[key] == pytest.approx(plain[key], rel=1e-5, abs=1e-7), key
+    assert plain_grads and plain_grads.keys() == ckpt_grads.keys()
+    for name, grad in plain_grads.items():
+        assert torch.allclose(ckpt_grads[name], grad, rtol=1e-4, atol=1e-7), name
