@@ -245,7 +245,8 @@ class GroundingTask(Task):
         return parse_box(answer_text)
 
     def format_answer(self, sample: Sample) -> str:
-        """The ground-truth box in the coordinate system the prompt asks for, rounded to pixels."""
+        """The ground-truth box in the coordinate system the prompt asks for, rounded as the system's
+        ``decimals`` say (whole pixels or thousandths; three decimals for 0-1)."""
         extra = sample.extra
         sx, sy = COORDINATE_SYSTEMS.get(self.coords).scale(tuple(extra["image_size"]), tuple(extra["resized_size"]))
         digits = COORDINATE_SYSTEMS.get(self.coords).decimals or None

@@ -11,7 +11,7 @@ Each comparison is bounded by ``timeout_seconds``, silent, and computed once per
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 from tasks.base import RowError, Task
 from tasks.guards import Guards, guarded_answer
@@ -42,7 +42,7 @@ def math_accuracy(
 class TimedTask(Task):
     """A task whose rewards call math-verify: it takes a ``timeout_seconds`` option for them."""
 
-    timed_rewards: tuple[str, ...] = ()
+    timed_rewards: ClassVar[tuple[str, ...]] = ()  # rewards taking a ``timeout_seconds`` option
 
     def __init__(self, *, timeout_seconds: float = DEFAULT_TIMEOUT, **options) -> None:
         super().__init__(**options)

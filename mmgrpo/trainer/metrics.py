@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 COMPLETIONS_FILE = "completions.jsonl"
+WANDB_ID_FILE = "wandb_run_id"  # the W&B run this mmgrpo run logs to, kept across resumes
 REWARD_ERRORS_FILE = "reward_errors.jsonl"  # written by mmgrpo.trainer.reward_errors
 STEP_FILES = (METRICS_FILE, COMPLETIONS_FILE, REWARD_ERRORS_FILE)  # JSON lines, each with the "step" it belongs to
 
@@ -77,7 +79,7 @@ class MetricsLogger:
         self._file = open(self.path, "a", encoding="utf-8")
         purge_step = None if resume_step is None else resume_step + 1
         self._tensorboard = _open_tensorboard(run_dir / "tensorboard", purge_step) if tensorboard else None
-        self._wandb = _open_wandb(wandb_project, run_name, config) if wandb else None
+        self._wandb = _open_wandb(run_dir, wandb_project, run_name, config) if wandb else None
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:
         row = {"step": step, **metrics}
@@ -113,10 +115,20 @@ def _open_tensorboard(log_dir: Path, purge_step: int | None):
     return SummaryWriter(str(log_dir), purge_step=purge_step)
 
 
-def _open_wandb(project: str, run_name: str, config: dict[str, Any] | None):
+def _open_wandb(run_dir: Path, project: str, run_name: str, config: dict[str, Any] | None):
+    """A W&B run writing its files under ``run_dir``; a resumed mmgrpo run continues the same W&B run.
+
+    The W&B run id is kept in ``run_dir/wandb_run_id``. W&B keeps the history it already has, so
+    after a resume it ignores the re-logged steps up to its last one (it warns about each).
+    """
     try:
         import wandb
     except ImportError:
         logger.warning("wandb is not installed; skipping W&B logging (pip install 'mmgrpo[wandb]')")
         return None
-    return wandb.init(project=project, name=run_name or None, config=config)
+    id_file = run_dir / WANDB_ID_FILE
+    run_id = id_file.read_text().strip() if id_file.is_file() else secrets.token_hex(8)
+    id_file.write_text(run_id + "\n")
+    return wandb.init(
+        project=project, name=run_name or None, config=config, dir=str(run_dir), id=run_id, resume="allow"
+    )

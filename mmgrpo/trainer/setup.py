@@ -22,7 +22,7 @@ from data_recipes.make import make_dataset
 from mmgrpo.config import Config, DatasetConfig, ModelConfig, TaskConfig
 from mmgrpo.models.batch import MediaBudgets
 from mmgrpo.models.budget_limits import require_budgets_fit
-from mmgrpo.models.loading import load_model_and_processor, load_model_config, load_processor
+from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor, load_model_config, load_processor
 from mmgrpo.models.tiny import make_tiny
 from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
 from mmgrpo.trainer.rollouts import ScoringRule
@@ -166,7 +166,9 @@ class SampleSet:
 def task_model_info(model: ModelConfig, model_path: str) -> ModelInfo:
     """What tasks must know of the policy, read from its files before its weights load: its
     family (``model_type``) and the image budget its batches are built with."""
-    config = load_model_config(model_path, trust_remote_code=model.trust_remote_code)
+    adapter = Path(model_path) / ADAPTER_CONFIG  # a LoRA checkpoint: its base model's config says the family
+    config_source = json.loads(adapter.read_text())["base_model_name_or_path"] if adapter.is_file() else model_path
+    config = load_model_config(config_source, trust_remote_code=model.trust_remote_code)
     processor = load_processor(model_path, trust_remote_code=model.trust_remote_code)
     require_budgets_fit(model, config, processor)  # before any data is loaded
     return ModelInfo(family=config.model_type, image_budget=media_budgets(model, processor)["image"])

@@ -25,6 +25,7 @@ TRUTH = (0.25, 0.2, 0.75, 0.6)  # the box as fractions of the image: x1, y1, x2,
 # Image sizes and pixel budgets seen in practice: the tiny default (3136..12544 pixels) and R1-V's 401408.
 CASES = [((200, 200), 56 * 56, 112 * 112), ((1024, 768), 56 * 56, 401408), ((1920, 1080), 56 * 56, 401408),
          ((333, 517), 128 * 28 * 28, 256 * 28 * 28)]
+ROOMY = {"min_pixels": 56 * 56, "max_pixels": 16384 * 28 * 28}  # a tiny model whose processor takes all these budgets
 
 
 def written_box(coords: str, original: tuple[int, int], seen: tuple[int, int]) -> str:
@@ -55,8 +56,9 @@ def run_config(data: Path, min_pixels: int, max_pixels: int, *overrides: str):
 @pytest.mark.parametrize("size, min_pixels, max_pixels", CASES)
 @pytest.mark.parametrize("coords", ["absolute_resized", "norm1000", "norm1"])
 def test_a_perfect_box_scores_one_under_the_model_budget(
-    tmp_path: Path, tiny_qwen25vl: Path, size, min_pixels: int, max_pixels: int, coords: str
+    tmp_path: Path, tiny_model_dir, size, min_pixels: int, max_pixels: int, coords: str
 ) -> None:
+    tiny_qwen25vl = tiny_model_dir("qwen2_5_vl", **ROOMY)
     config = run_config(grounding_dataset(tmp_path / "data", [size]), min_pixels, max_pixels,
                         f"task.options={{coords: {coords}}}")
     train = load_samples(config.data.train, config.task, tmp_path, seed=0,
@@ -73,7 +75,7 @@ def test_a_perfect_box_scores_one_under_the_model_budget(
 def test_the_coordinate_system_follows_the_model_family(tmp_path: Path, tiny_model_dir, family: str) -> None:
     data = grounding_dataset(tmp_path / "data", [(640, 480)])
     config = run_config(data, 56 * 56, 112 * 112)
-    model_dir = tiny_model_dir(family)
+    model_dir = tiny_model_dir(family, **ROOMY)
     train = load_samples(config.data.train, config.task, tmp_path, seed=0,
                          model=task_model_info(config.model, str(model_dir)))
     (sample,) = train.samples
@@ -138,3 +140,12 @@ def test_math_timeout_is_a_task_option() -> None:
     with pytest.raises(ValueError, match="timeout_seconds must be positive"):
         get_task("geometry", timeout_seconds=0)
     assert REWARDS.get("math_accuracy")(["<answer>1/2</answer>"], answer=["0.5"], timeout_seconds=0.5) == [1.0]
+
+
+def test_a_lora_checkpoint_tells_its_family_through_its_base_model(tmp_path: Path, tiny_qwen25vl: Path) -> None:
+    checkpoint = tmp_path / "lora-step-3"
+    load_processor(str(tiny_qwen25vl)).save_pretrained(checkpoint)
+    (checkpoint / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(tiny_qwen25vl)}))
+    config = load_config(None, [])
+    assert task_model_info(config.model, str(checkpoint)) == task_model_info(config.model, str(tiny_qwen25vl))
+    assert task_model_info(config.model, str(checkpoint)).family == "qwen2_5_vl"

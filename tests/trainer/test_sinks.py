@@ -86,16 +86,16 @@ def _item_key(item: Any) -> str:
 def test_wandb_offline_run_has_every_step(small_config, tmp_path, monkeypatch):
     wandb = pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install 'mmgrpo[wandb]')")
     monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_DIR", str(tmp_path))
     monkeypatch.setenv("WANDB_SILENT", "true")
     run_dir = tmp_path / "run"
     train(small_config("log.wandb=true", "log.wandb_project=mmgrpo-test", "train.steps=2", "algo.beta=0.04"), run_dir)
     wandb.teardown()  # the W&B service writes the run file in the background; wait for it
 
-    [run_file] = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
+    [run_file] = (run_dir / "wandb").glob("offline-run-*/run-*.wandb")  # inside the run folder
     records = list(_wandb_records(run_file))
     [run] = [r.run for r in records if r.WhichOneof("record_type") == "run"]
     assert run.project == "mmgrpo-test" and run.display_name == run_dir.name
+    assert run.run_id == (run_dir / "wandb_run_id").read_text().strip()  # what a resume continues
     config = {_item_key(item): json.loads(item.value_json) for item in run.config.update}
     assert config["algo"]["beta"] == 0.04 and config["train"]["steps"] == 2
     history = [
