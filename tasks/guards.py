@@ -6,8 +6,10 @@ well-formed container, and nothing answer-like stands beside it.
 - Containers are ``<answer>...</answer>`` tags. When a completion has no answer tag, a
   ``\\boxed{...}`` is the container (the math convention). A ``\\boxed{}`` inside the answer
   tag is part of the answer; one outside it is a second answer.
-- The reasoning is everything up to the last ``</think>``; a container inside it is an
-  answer given while thinking.
+- The reasoning is everything up to the last ``</think>``; an answer tag inside it is an
+  answer given while thinking. A ``\\boxed{}`` inside it is an intermediate result when an
+  answer follows the reasoning (math models box partial results while thinking), and the
+  answer given while thinking when none does.
 
 Accuracy rewards grade only what :func:`guarded_answer` returns. Each guard, on by
 default unless said otherwise, turns a completion into "no answer" (accuracy 0) and
@@ -118,6 +120,8 @@ def scan_answers(completion: str) -> AnswerScan:
     boxes = [box for box in boxed_spans(completion) if not any(tag.start <= box.start < tag.end for tag in tags)]
     closing_think = completion.rfind(f"</{THINK_TAG}>")
     reasoning_end = 0 if closing_think < 0 else closing_think + len(f"</{THINK_TAG}>")
+    if any(span.start >= reasoning_end for span in tags + boxes):  # boxes while thinking are intermediate results
+        boxes = [box for box in boxes if box.start >= reasoning_end]
     containers = sorted(tags + boxes, key=lambda span: span.start)
     return AnswerScan(containers, tags_pair_up, reasoning_end)
 

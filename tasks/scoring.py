@@ -58,7 +58,7 @@ def score_completions(
     """Score ``completions[i]`` (a completion of ``samples[i]``) with every reward in ``weights``.
 
     ``reward_options`` maps a reward name to extra keyword arguments for it (e.g.
-    ``{"count_accuracy": {"guards": {"max_chars": 2000}}}``). A reward with weight 0 is
+    ``{"count_accuracy": {"guards": {"max_tokens": 2000}}}``). A reward with weight 0 is
     still computed and reported. ``policy`` sets the timeout, the worker threads and what
     a failing reward does (see :mod:`tasks.reward_calls`).
     """

@@ -153,3 +153,16 @@ def test_a_non_finite_reward_weight_is_rejected() -> None:
 
     with pytest.raises(ConfigError, match=r"task.rewards.format=nan: a reward weight must be a finite number"):
         load_config(None, ["task.rewards={format: .nan}"])
+
+
+def test_task_options_and_guards_are_checked_for_every_task_of_the_run() -> None:
+    config = load_config(None, [
+        "task.options={coords: relative1000}", "task.guards={max_chars: 4000}",
+        "data.train=[{recipe: grounding, task: grounding}, {recipe: clevr_count}]",
+    ])
+    problems = preflight_problems(config)
+    assert len(problems) == 2, problems
+    assert problems[0].startswith("task.options: task 'clevr_count' has no option(s) ['coords']")
+    assert problems[1].startswith("task.guards: unknown guard option(s) ['max_chars']")
+    assert preflight_problems(load_config(None, ["task.name=grounding", "task.options={coords: relative1000}",
+                                                 "data.train=[{recipe: grounding}]", "data.test=[{recipe: grounding}]"])) == []

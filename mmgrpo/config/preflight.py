@@ -47,6 +47,7 @@ def preflight_problems(
     for key in datasets:
         for index, spec in enumerate(value_of(config, key)):
             problems += _dataset(spec, f"{key}[{index}]")
+    problems += _task_settings(config, datasets)
     # The default model is known good (a test checks): checking it would import model code.
     if check_model and not at_default(config, "model.name_or_path"):
         if problem := model_problem(config.model.name_or_path):
@@ -85,6 +86,22 @@ def _reward_names(config: Config) -> Iterator[str]:
             hint = did_you_mean(name, REWARDS.names())
             yield (f"task.rewards: unknown reward {name!r}.{hint} Known: {', '.join(REWARDS.names())} "
                    "(a reward of your own: add its file to task.reward_plugins)")
+
+
+def _task_settings(config: Config, datasets: Sequence[str]) -> Iterator[str]:
+    """``task.options`` every task of the run takes, and ``task.guards`` fields that exist."""
+    from tasks import TASKS
+    from tasks.guards import Guards
+
+    names = {config.task.name} | {spec.task for key in datasets for spec in value_of(config, key) if spec.task}
+    for name in sorted(names & set(TASKS.names())):
+        unknown = sorted(set(config.task.options) - TASKS.get(name).option_names())
+        if unknown:
+            yield f"task.options: task {name!r} has no option(s) {unknown}; its options: {sorted(TASKS.get(name).option_names())}"
+    try:
+        Guards.coerce(config.task.guards or None)
+    except (TypeError, ValueError) as error:
+        yield f"task.guards: {error}"
 
 
 def _dataset(spec: DatasetConfig, key: str) -> Iterator[str]:

@@ -25,7 +25,6 @@ HOLES = [
     "<think>x</think><answer><answer>{right}</answer>",  # stray opening tag
     "<think>so <answer>{right}</answer></think> I am not sure.",  # answered only while thinking
     "<think>maybe <answer>{wrong}</answer></think><answer>{right}</answer>",  # a second answer in the reasoning
-    "<think>maybe \\boxed{{{wrong}}}</think><answer>{right}</answer>",  # a box in the reasoning
     "\\boxed{{{right}}} \\boxed{{{wrong}}}",  # two boxes
 ]
 
@@ -69,6 +68,8 @@ def test_one_box_without_tags_is_the_answer_in_every_task(name: str, tmp_path: P
     ("<think><answer>3</answer></think>", "answer_in_think"),
     ("<think>x</think><answer>\\boxed{3}</answer>", None),  # a box inside the tag is the answer itself
     ("<think>x</think><answer>3</answer> Hope this helps.", None),  # prose after the answer is not an answer
+    ("<think>halfway \\boxed{4}, then</think><answer>3</answer>", None),  # an intermediate result while thinking
+    ("<think>so \\boxed{4}</think>", "answer_in_think"),  # nothing follows the reasoning: answered while thinking
 ])
 def test_each_hole_is_named(completion: str, tripped: str | None) -> None:
     assert guarded_answer(completion).tripped == tripped
@@ -98,7 +99,7 @@ def test_a_solution_with_one_answer_tag_is_its_content() -> None:
 
 
 def test_with_answer_in_think_off_the_reasoning_does_not_count() -> None:
-    completion = "<think>halfway \\boxed{4}, then</think><answer>3</answer>"
+    completion = "<think>halfway <answer>4</answer>, then</think><answer>3</answer>"
     assert guarded_answer(completion).tripped == "answer_in_think"
     assert guarded_answer(completion, guards=Guards(answer_in_think=False)).text == "3"
     assert guarded_answer("<think><answer>3</answer></think>", guards=Guards(answer_in_think=False)).text == "3"
