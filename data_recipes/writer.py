@@ -33,8 +33,10 @@ class IdentifiedExample:
 
 
 def _row(out_dir: Path, item: IdentifiedExample) -> dict[str, Any]:
-    """Write the example's media file and return its canonical row (media path relative to DIR)."""
+    """Write the example's media file, if any, and return its canonical row (media path relative to DIR)."""
     media = item.example.media
+    if media is None:
+        return {"id": item.id, **item.example.fields}
     relative = Path(MEDIA_DIR) / f"{item.id}{media.suffix}"
     (out_dir / relative).write_bytes(media.data)
     return {"id": item.id, **item.example.fields, media.column: relative.as_posix()}

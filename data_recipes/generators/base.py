@@ -27,10 +27,11 @@ class MediaFile:
 
 @dataclass(frozen=True)
 class Example:
-    """One generated example: canonical fields (no ``id``, no media paths yet) and its media file."""
+    """One generated example: canonical fields (no ``id``, no media paths yet) and its media file, if any."""
 
     fields: dict[str, Any]
-    media: MediaFile
+    media: MediaFile | None = None
+    """None for a text-only example (e.g. a word problem)."""
 
 
 class Generator(Protocol):

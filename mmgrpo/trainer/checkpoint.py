@@ -115,7 +115,10 @@ def save_model(folder: Path, model: torch.nn.Module, processor: Any) -> Path:
 
 
 def _save_model(folder: Path, model: torch.nn.Module, processor: Any) -> None:
-    model.save_pretrained(folder)
+    if getattr(model, "peft_config", None):  # the adapter being trained, not a frozen reference beside it
+        model.save_pretrained(folder, selected_adapters=[model.active_adapter])
+    else:
+        model.save_pretrained(folder)
     if processor is not None:
         processor.save_pretrained(folder)
 

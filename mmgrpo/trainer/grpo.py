@@ -12,10 +12,10 @@ import copy
 import logging
 import math
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from tqdm.auto import tqdm
@@ -24,7 +24,7 @@ from mmgrpo.algos import group_advantages
 from mmgrpo.config import Config
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import PromptBatch, build_prompt_batch
-from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor
 from mmgrpo.rollout.base import RolloutEngine
 from mmgrpo.trainer.checkpoint import (
     TrainerState, capture_rng_state, load_trainer_state, remove_stale_staging, restore_rng_state,
@@ -44,6 +44,7 @@ from mmgrpo.trainer.update import LossSettings, StepBatch, UpdateSettings, batch
 
 logger = logging.getLogger(__name__)
 
+REFERENCE_ADAPTER = "reference"  # the frozen SFT adapter of a LoRA run's KL reference
 Evaluator = Callable[[str], dict[str, float]]  # tag -> metrics, run on the live policy
 
 
@@ -295,13 +296,13 @@ class GRPOTrainer:
 
     # -- reference model ------------------------------------------------------------------
     def _make_reference(self, *, fresh: bool) -> _Reference | None:
-        """None when beta = 0; the LoRA base (adapters off); else a frozen initial policy:
+        """None when beta = 0; with LoRA see :meth:`_lora_reference`; else a frozen initial policy:
         a copy of ``model`` in a fresh run, reloaded from ``reference_source`` in a resumed one."""
         cfg = self.config
         if cfg.algo.beta == 0:
             return None
         if cfg.lora.enabled:
-            return _Reference(self.model, self.model.disable_adapter)
+            return self._lora_reference()
         if self.reference_source is None:
             raise ValueError(
                 "algo.beta > 0 with full fine-tuning needs reference_source: where the initial policy loads from"
@@ -315,6 +316,17 @@ class GRPOTrainer:
             )
         frozen.eval().requires_grad_(False)
         return _Reference(frozen, nullcontext)
+
+    def _lora_reference(self) -> _Reference:
+        """The initial policy under LoRA: the base with adapters off, or, when the run starts
+        from a LoRA SFT (``reference_source`` holds an adapter), the base with that SFT adapter,
+        loaded frozen beside the adapter GRPO trains (no second copy of the base)."""
+        source = Path(self.reference_source) if self.reference_source is not None else None
+        if source is None or not (source / ADAPTER_CONFIG).is_file():
+            return _Reference(self.model, self.model.disable_adapter)
+        self.model.load_adapter(str(source), adapter_name=REFERENCE_ADAPTER, is_trainable=False)
+        trained = self.model.active_adapter
+        return _Reference(self.model, lambda: _adapter_active(self.model, REFERENCE_ADAPTER, then=trained))
 
     # -- checkpoints ------------------------------------------------------------------------
     def _total_optimizer_steps(self) -> int:
@@ -366,6 +378,16 @@ class _Finished:
     rng: dict[str, Any]
     optimizer_steps: int  # scheduler.last_epoch: moves with each optimizer step
     skipped_ids: set[str]  # samples left out so far (never drawn again)
+
+
+@contextmanager
+def _adapter_active(model: torch.nn.Module, name: str, *, then: str) -> Iterator[None]:
+    """Run the block with LoRA adapter ``name`` active, then make ``then`` active (and trainable) again."""
+    model.set_adapter(name)
+    try:
+        yield
+    finally:
+        model.set_adapter(then)
 
 
 class _Reference:

@@ -23,7 +23,7 @@ from mmgrpo.config import Config, DatasetConfig, ModelConfig, TaskConfig
 from mmgrpo.models.batch import MediaBudgets
 from mmgrpo.models.budget_limits import require_budgets_fit
 from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor, load_model_config, load_processor
-from mmgrpo.models.tiny import make_tiny
+from mmgrpo.models.tiny import make_tiny, tiny_identity
 from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
 from mmgrpo.trainer.rollouts import ScoringRule
 from mmgrpo.types import Sample
@@ -48,7 +48,7 @@ def resolve_model_path(model: ModelConfig, cache_dir: Path, seed: int) -> str:
     if not model.name_or_path.startswith(TINY_PREFIX):
         return model.name_or_path
     family = model.name_or_path[len(TINY_PREFIX) :]
-    key = _fingerprint({"family": family, "seed": seed, **model.tiny_options})
+    key = _fingerprint(tiny_identity(family, seed=seed, **model.tiny_options))
     out = cache_dir / f"tiny-{family}-{key}"
     if not (out / "config.json").is_file():
         make_tiny(family, out, seed=seed, **model.tiny_options)

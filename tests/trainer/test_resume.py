@@ -311,6 +311,20 @@ def test_stops_in_sft_and_grpo_resume_to_the_uninterrupted_result(small_config, 
     assert read_metrics(done / "metrics.jsonl")[-1]["kl"] > 1e-4
 
 
+@pytest.mark.parametrize("tuning", [(), ("lora.enabled=true", "lora.r=4", "lora.dropout=0")], ids=["full", "lora"])
+def test_the_kl_reference_is_the_policy_after_sft(small_config, tuning):
+    """GRPO starts from the SFT policy, so its first update (one per step) sees KL 0 exactly;
+    a reference without the SFT (e.g. a LoRA base with every adapter off) would not."""
+    config = small_config("sft.enabled=true", "sft.steps=3", "sft.batch_size=4", "sft.micro_batch_size=4",
+                          "sft.lr=0.05", "train.steps=2", "algo.beta=0.5", "eval.before=false", "eval.after=false",
+                          *tuning)
+    run_training(config)
+    first, second = read_metrics(Path(config.log.output_dir) / config.log.run_name / "metrics.jsonl")
+    assert first["kl"] == pytest.approx(0.0, abs=1e-7) and second["kl"] > 1e-5
+    if tuning:  # checkpoints hold the trained adapter only, not the frozen reference beside it
+        assert not list((Path(config.log.output_dir) / config.log.run_name / "checkpoints").glob("*/reference"))
+
+
 def _signal_on_call(monkeypatch, module, name: str, call: int, signum: int) -> None:  # noqa: ANN001
     """Make ``module.name`` send ``signum`` to this process on its ``call``-th call (then run as usual)."""
     real, calls = getattr(module, name), []

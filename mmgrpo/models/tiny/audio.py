@@ -7,6 +7,7 @@ padded to ``TinySpec.audio_max_seconds``; each clip becomes ``<|audio_bos|>`` + 
 
 from __future__ import annotations
 
+import torch
 from transformers import (
     Qwen2AudioConfig,
     Qwen2AudioForConditionalGeneration,
@@ -62,5 +63,19 @@ def build_qwen2_audio(spec: TinySpec) -> TinyModel:
         feature_extractor=feature_extractor, tokenizer=tokenizer, chat_template=tokenizer.chat_template
     )
     model = Qwen2AudioForConditionalGeneration(config)
+    amplify_audio_input(model, spec.audio_conv_init_std)
     model.generation_config = generation_config(tokenizer, STOP_TOKENS)
     return TinyModel(model, processor)
+
+
+def amplify_audio_input(model: Qwen2AudioForConditionalGeneration, std: float) -> None:
+    """Redraw the audio encoder's input convolutions with weights of ``std`` (bias stays 0).
+
+    With transformers' init (std 0.02) the convolutions' output is far weaker than the
+    position embedding added to it, so the encoder's output hardly depends on the clip and
+    a random tiny model cannot learn to hear (``TinySpec.audio_conv_init_std``).
+    """
+    tower = model.model.audio_tower
+    with torch.no_grad():
+        for conv in (tower.conv1, tower.conv2):
+            conv.weight.normal_(0.0, std)

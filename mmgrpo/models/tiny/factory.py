@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from mmgrpo.models.tiny.families import TINY_FAMILIES, TinySpec
+from mmgrpo.models.tiny.tokenizer import corpus_fingerprint
 
 # Moved into place last, so its presence marks a complete checkpoint.
 COMPLETION_MARKER = "config.json"
+
+
+def tiny_identity(family: str, *, seed: int = 0, **overrides: object) -> dict[str, Any]:
+    """Everything ``make_tiny`` builds from: family, seed and the whole spec, defaults included.
+
+    A cache keyed on this is rebuilt when a spec default changes (e.g. an init), not only
+    when an override does.
+    """
+    spec = dataclasses.asdict(TinySpec.from_overrides(**overrides))
+    return {"family": family, "seed": seed, "tokenizer_corpus": corpus_fingerprint(), **spec}
 
 
 def make_tiny(family: str, out_dir: str | Path, *, seed: int = 0, **overrides: object) -> Path:

@@ -50,6 +50,11 @@ class TinySpec:
     audio_num_mel_bins: int = 128
     audio_max_seconds: int = 10
     """Longest audio clip the audio encoder's positions cover."""
+    audio_conv_init_std: float = 0.2
+    """Std of the audio encoder's two input convolutions' random weights (transformers: 0.02).
+    At 0.02 a beep (2-3 lit mel bins) leaves the convolutions ~100x weaker than the clip-independent
+    position embedding, so after the encoder's LayerNorm all clips look alike and neither SFT nor
+    GRPO learns; at 0.2 the clip's own signal dominates (see tests/models for the check)."""
 
     def pixel_budget(self, patch_size: int, merge_size: int) -> tuple[int, int]:
         """(min_pixels, max_pixels) for a vision tower with this patch grid."""

@@ -9,6 +9,7 @@ real checkpoint's tokenizer.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from collections.abc import Sequence
@@ -59,6 +60,20 @@ _PROMPT_BOILERPLATE = (
 )
 _BOILERPLATE_REPEATS = 30
 
+# Short arithmetic word problems (data_recipes/generators/arithmetic.py), so their words are
+# whole tokens: a tiny model then reads the numbers and operations, not letters.
+_WORD_PROBLEM_NAMES = ("Ann", "Ben", "Sam", "Mia")
+_WORD_PROBLEM_ITEMS = ("apples", "pens", "cards", "coins")
+
+
+def word_problems() -> list[str]:
+    """One word problem per (name, item) pair, amounts varying, in the arithmetic recipe's phrasing."""
+    return [
+        f"{name} has {i % 10} {item}. {name} gets {(i + 3) % 10} more. {name} gives away {(i + 7) % 10}. "
+        f"How many {item} does {name} have?"
+        for i, (name, item) in enumerate(itertools.product(_WORD_PROBLEM_NAMES, _WORD_PROBLEM_ITEMS))
+    ]
+
 
 def tiny_corpus() -> list[str]:
     """The built-in training text: deterministic, a few hundred short lines."""
@@ -68,7 +83,12 @@ def tiny_corpus() -> list[str]:
         for (n, word), obj in itertools.product(enumerate(_NUMBER_WORDS), _OBJECTS[:3])
     ]
     arithmetic = [f"{a} + {b} = {a + b}" for a, b in itertools.product(range(10), repeat=2)]
-    return [*_FILLER, *counting, *numbers, *arithmetic, *_PROMPT_BOILERPLATE * _BOILERPLATE_REPEATS]
+    return [*_FILLER, *counting, *numbers, *arithmetic, *word_problems(), *_PROMPT_BOILERPLATE * _BOILERPLATE_REPEATS]
+
+
+def corpus_fingerprint() -> str:
+    """A short hash of the built-in corpus: tiny-model caches key on it, so a corpus change rebuilds them."""
+    return hashlib.sha1("\n".join(tiny_corpus()).encode()).hexdigest()[:10]
 
 
 def train_byte_level_bpe(corpus: Sequence[str], *, vocab_size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
