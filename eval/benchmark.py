@@ -29,8 +29,9 @@ from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.rollout.base import ENGINES
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.setup import (
-    SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, task_model_info,
+    SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, reward_policy, task_model_info,
 )
+from tasks.reward_calls import RewardPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +81,8 @@ def run(
             ledger.add(eval_set.skipped, split="test", stage="load")
         logger.info("evaluating %s on %d items", name, len(eval_set.samples))
         results[name] = _evaluate_model(
-            model_paths[name], config, eval_set, options, device=pick_device(device), engine=engine, **engine_options
+            model_paths[name], config, eval_set, options, device=pick_device(device), engine=engine,
+            rewards=reward_policy(task_config), **engine_options,
         )
         results[name].write(out / "models" / f"{index + 1}-{_slug(name)}", model_name=name)
         ledger.add(results[name].skipped, split="test", stage="eval")
@@ -100,7 +102,7 @@ def run(
 
 def _evaluate_model(
     path: str, config: ModelConfig, eval_set: SampleSet, options: EvalOptions, *,
-    device: torch.device, engine: str, **engine_options: Any,
+    device: torch.device, engine: str, rewards: RewardPolicy, **engine_options: Any,
 ) -> EvalResult:
     """Load one model, evaluate it, and free it again before the next one loads."""
     started = time.perf_counter()
@@ -111,7 +113,9 @@ def _evaluate_model(
     load_seconds = time.perf_counter() - started
     require_budgets_fit(config, policy, processor)
     rollout = ENGINES.get(engine)(policy, processor, budgets=media_budgets(config, processor), **engine_options)
-    result = evaluate_policy(rollout, eval_set.samples, eval_set.tasks, options, skipped=eval_set.skipped)
+    result = evaluate_policy(
+        rollout, eval_set.samples, eval_set.tasks, options, skipped=eval_set.skipped, reward_policy=rewards
+    )
     result.timings["load_seconds"] = load_seconds
     del policy, processor, rollout
     gc.collect()

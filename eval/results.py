@@ -105,6 +105,8 @@ class ItemRecord:
     media: list[str]
     """Media references of the prompt (paths; in-memory media as ``<TypeName>``)."""
     completions: list[CompletionRecord]
+    reward_errors: list[dict[str, Any]] = field(default_factory=list)
+    """Rewards that failed on a completion (scored None there): reward, completion, kind, detail."""
 
     def n_correct(self, threshold: float) -> int:
         return sum(completion.metric >= threshold for completion in self.completions)
@@ -127,6 +129,7 @@ class EvalResult:
         """All numbers (see the module docstring): overall, ``skipped``, then per task."""
         numbers = summarize_items(self.items, self.options)
         numbers["skipped"] = len(self.skipped)
+        numbers["reward_errors"] = sum(len(item.reward_errors) for item in self.items)
         for task in self.tasks():
             task_items = [item for item in self.items if item.task == task]
             numbers |= {f"{task}/{key}": value for key, value in summarize_items(task_items, self.options).items()}

@@ -18,11 +18,11 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from eval.results import FORMAT_REWARD, CompletionRecord, EvalOptions, EvalResult, ItemRecord, json_safe
-from mmgrpo.models.batch import PROMPT_TOO_LONG, PromptBatch  # PROMPT_TOO_LONG: eval's skip reason too
-from mmgrpo.rollout.base import RolloutEngine
+from mmgrpo.rollout.base import RolloutEngine, generate_or_skip
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
 from tasks import Task, score_completions
+from tasks.reward_calls import RewardPolicy
 from tasks.base import MEDIA_KINDS
 
 
@@ -33,6 +33,7 @@ def evaluate_policy(
     options: EvalOptions,
     *,
     skipped: Sequence[SkippedRow] = (),
+    reward_policy: RewardPolicy = RewardPolicy(),
 ) -> EvalResult:
     """Generate ``options.samples`` completions per sample and score each with its task.
 
@@ -51,17 +52,10 @@ def evaluate_policy(
     with tqdm(total=len(samples), desc="eval", unit="prompt", disable=not options.progress) as bar:
         for batch_index, batch in enumerate(_batches(samples, options.batch_size)):
             generate_started = time.perf_counter()
-            prompts = _encoded(engine, batch)
-            params = options.sampling_params(batch_index)
-            encoded = {} if prompts is None else {"prompts": prompts}
-            groups = engine.generate(batch, params, **encoded)
+            groups, left_out = generate_or_skip(engine, batch, options.sampling_params(batch_index))
             generation_seconds += time.perf_counter() - generate_started
-            reasons = {row.row_id: row for row in getattr(prompts, "dropped", [])}
-            for sample, group in zip(batch, groups):
-                if group:
-                    items.append(score_item(sample, group, tasks[sample.task]))
-                else:
-                    dropped.append(reasons.get(sample.id) or _dropped_by_engine(sample))
+            items += [score_item(sample, group, tasks[sample.task], policy=reward_policy) for sample, group in groups]
+            dropped += left_out
             bar.update(len(batch))
     total_seconds = time.perf_counter() - started
     timings = {
@@ -72,12 +66,15 @@ def evaluate_policy(
     return EvalResult(options=options, items=items, skipped=[*skipped, *dropped], timings=timings)
 
 
-def score_item(sample: Sample, completions: Sequence[Completion], task: Task) -> ItemRecord:
-    """Score one prompt's completions with the task's rewards (plus ``format``) and its metric."""
+def score_item(
+    sample: Sample, completions: Sequence[Completion], task: Task, *, policy: RewardPolicy = RewardPolicy()
+) -> ItemRecord:
+    """Score one prompt's completions with the task's rewards (plus ``format``) and its metric;
+    a reward that fails under ``policy`` scores None there and is named in ``reward_errors``."""
     weights = {FORMAT_REWARD: 0.0} | task.default_rewards  # format is always reported, weighted only if the task says
     texts = [completion.text for completion in completions]
     breakdown = score_completions(
-        texts, [sample] * len(texts), weights, reward_options=task.reward_options(weights)
+        texts, [sample] * len(texts), weights, reward_options=task.reward_options(weights), policy=policy
     )
     # The metric is one of the task's rewards: read from the breakdown, not computed twice.
     metrics = breakdown.components.get(task.metric_reward) or [task.metric(text, sample) for text in texts]
@@ -99,23 +96,13 @@ def score_item(sample: Sample, completions: Sequence[Completion], task: Task) ->
         answer=json_safe(sample.answer),
         media=[media_label(ref) for kind in MEDIA_KINDS for ref in sample.media(kind)],
         completions=records,
+        reward_errors=[error.to_dict() for error in breakdown.errors],
     )
 
 
 def media_label(ref: Any) -> str:
     """A printable media reference: the path, or ``<TypeName>`` for in-memory media."""
     return os.fspath(ref) if isinstance(ref, (str, os.PathLike)) else f"<{type(ref).__name__}>"
-
-
-def _encoded(engine: RolloutEngine, batch: list[Sample]) -> PromptBatch | None:
-    """``batch`` encoded by the engine's own batch builder, or None for an engine that has none."""
-    encode = getattr(engine, "encode", None)
-    return encode(batch) if callable(encode) else None
-
-
-def _dropped_by_engine(sample: Sample) -> SkippedRow:
-    """The record of an item the engine returned no completion for (it drops over-long prompts)."""
-    return SkippedRow(sample.id, sample.task, PROMPT_TOO_LONG, "dropped by the rollout engine")
 
 
 def _batches(samples: Sequence[Sample], size: int) -> Iterator[list[Sample]]:

@@ -158,6 +158,8 @@ class Task:
         messages: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
         messages.append({"role": "user", "content": [*parts, {"type": "text", "text": text}]})
         extra = {"problem": str(require(row, "problem")), "think": think, **self.task_fields(row)}
+        if row.get("reasoning"):  # a worked solution (e.g. GSM8K's): the SFT target's think part
+            extra["reasoning"] = str(row["reasoning"])
         sample_id, answer = str(require(row, "id")), self.ground_truth(row)
         return Sample(id=sample_id, task=self.name, messages=messages, answer=answer, extra=extra)
 

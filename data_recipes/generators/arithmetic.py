@@ -68,13 +68,20 @@ class Arithmetic:
         check_range("amount", self.min_amount, self.max_amount, minimum=1)
         if not 0 <= self.max_start <= self.max_answer:
             raise ValueError(f"need 0 <= max_start <= max_answer, got {self.max_start} and {self.max_answer}")
-        if self.max_amount > self.max_answer:
-            raise ValueError(f"max_amount {self.max_amount} exceeds max_answer {self.max_answer}")
         unknown = sorted(set(self.operations) - set(OPERATIONS))
         if unknown or not self.operations:
             raise ValueError(f"operations must be a non-empty subset of {OPERATIONS}, got {list(self.operations)}")
         if not self.names or not self.items:
             raise ValueError("names and items must not be empty")
+        if not self.starts(self.max_steps):
+            raise ValueError(
+                f"no start in 0..{self.max_start} allows {self.max_steps} steps within 0..{self.max_answer}; "
+                "raise max_answer or allow both operations"
+            )
+
+    def starts(self, n_steps: int) -> list[int]:
+        """Start amounts from which ``n_steps`` operations can stay within 0..max_answer."""
+        return [start for start in range(self.max_start + 1) if can_continue(self, start, n_steps)]
 
     def possible_steps(self, total: int, remaining: int = 1) -> list[tuple[str, int]]:
         """Every (operation, amount) from ``total`` after which ``remaining - 1`` more steps stay in 0..max_answer."""
@@ -87,12 +94,7 @@ class Arithmetic:
 
     def example(self, rng: np.random.Generator) -> Example:
         n_steps = int(rng.integers(self.min_steps, self.max_steps + 1))
-        starts = [s for s in range(self.max_start + 1) if can_continue(self, s, n_steps)]
-        if not starts:
-            raise ValueError(
-                f"no start in 0..{self.max_start} allows {n_steps} steps within 0..{self.max_answer}; "
-                "raise max_answer or allow both operations"
-            )
+        starts = self.starts(n_steps)  # never empty: checked for max_steps, and fewer steps are easier
         total = start = starts[int(rng.integers(len(starts)))]
         steps: list[tuple[str, int]] = []
         for remaining in range(n_steps, 0, -1):

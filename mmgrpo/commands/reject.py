@@ -8,6 +8,7 @@ reaches ``--threshold``, and writes them as JSON lines for ``mmgrpo sft --data``
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from mmgrpo.commands.config import config_from_args
 
@@ -26,6 +27,7 @@ def run(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     # heavy imports once the config is known good
+    from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger, describe_skipped
     from mmgrpo.trainer.pipeline import load_run_policy
     from mmgrpo.trainer.reject import RejectionRule, rejection_sample, write_jsonl
     from mmgrpo.trainer.pipeline import base_model_path
@@ -35,11 +37,18 @@ def run(args: argparse.Namespace) -> int:
     policy_info = task_model_info(config.model, base_model_path(config, paths))
     train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed, model=policy_info)
     scoring = {name: scoring_rule(config, task) for name, task in train_set.tasks.items()}
-    rows = rejection_sample(
+    rows, skipped = rejection_sample(
         build_engine(config, model, processor), train_set.samples, scoring, sampling_params(config, config.seed),
         RejectionRule(args.threshold, args.keep), batch_size=args.batch_size, progress_bar=config.log.progress_bar,
     )
     write_jsonl(rows, args.out)
     accepted = len({row["id"] for row in rows})
     print(f"kept {len(rows)} completions for {accepted}/{len(train_set.samples)} prompts -> {args.out}")
+    ledger_path = Path(args.out).with_name(Path(args.out).stem + "." + LEDGER_FILE)
+    ledger_path.unlink(missing_ok=True)  # this command's skips only, not a previous run's
+    ledger = SkipLedger(ledger_path)
+    ledger.add(train_set.skipped, split="train", stage="load")
+    ledger.add(skipped, split="train", stage="reject")
+    if ledger.records:
+        print(f"skipped {len(ledger.records)} rows ({describe_skipped(ledger.records)}) -> {ledger_path}")
     return 0

@@ -29,8 +29,9 @@ from typing import Literal, Protocol, runtime_checkable
 
 import torch
 
-from mmgrpo.models.batch import PromptBatch
+from mmgrpo.models.batch import PROMPT_TOO_LONG, PromptBatch
 from mmgrpo.registry import Registry
+from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
 
 LogprobsMode = Literal["raw", "processed"]
@@ -108,6 +109,26 @@ class RolloutEngine(Protocol):
 
 
 ENGINES: Registry[type[RolloutEngine]] = Registry("rollout engine")
+
+
+def generate_or_skip(
+    engine: RolloutEngine, samples: Sequence[Sample], params: SamplingParams
+) -> tuple[list[tuple[Sample, list[Completion]]], list[SkippedRow]]:
+    """Completions of ``samples`` (pairs of sample and its non-empty group) and the samples left
+    out, each with why: the engine's batch builder reason when it has ``encode`` (bad media, a
+    prompt over the length limit), else "prompt too long" for a group the engine returned empty."""
+    encode = getattr(engine, "encode", None)
+    prompts = encode(samples) if callable(encode) else None
+    groups = engine.generate(samples, params, **({} if prompts is None else {"prompts": prompts}))
+    reasons = {row.row_id: row for row in getattr(prompts, "dropped", [])}
+    kept, skipped = [], []
+    for sample, group in zip(samples, groups):
+        if group:
+            kept.append((sample, group))
+        else:
+            default = SkippedRow(sample.id, sample.task, PROMPT_TOO_LONG, "dropped by the rollout engine")
+            skipped.append(reasons.get(sample.id, default))
+    return kept, skipped
 
 
 def resolve_group_sizes(

@@ -32,7 +32,7 @@ from mmgrpo.trainer.reward_errors import reward_error_summary
 from mmgrpo.trainer.resume import SFT_CHECKPOINTS, SFT_MODEL, plan_resume
 from mmgrpo.trainer.setup import (
     SampleSet, build_engine, load_policy, load_samples, media_budgets, pick_device, resolve_model_path,
-    task_model_info,
+    reward_policy, task_model_info,
 )
 from mmgrpo.trainer.sft import run_sft, sft_examples
 
@@ -64,6 +64,20 @@ def prepare_process(config: Config) -> None:
     torch.manual_seed(config.seed)
     if config.train.num_threads:
         torch.set_num_threads(config.train.num_threads)
+    _show_library_progress_bars(config.log.progress_bar)
+
+
+def _show_library_progress_bars(show: bool) -> None:
+    """transformers' and datasets' own bars (loading and writing weights, generating splits) follow log.progress_bar."""
+    import datasets
+    import transformers
+
+    if show:
+        transformers.utils.logging.enable_progress_bar()
+        datasets.enable_progress_bars()
+    else:
+        transformers.utils.logging.disable_progress_bar()
+        datasets.disable_progress_bars()
 
 
 def load_run_policy(config: Config, *, checkpoint: Path | None = None) -> tuple[torch.nn.Module, Any, RunPaths]:
@@ -173,7 +187,10 @@ def _evaluate(  # noqa: ANN001
         max_new_tokens=config.eval.max_new_tokens or config.rollout.max_new_tokens, seed=config.seed,
         progress=config.log.progress_bar,
     )
-    result = evaluate_policy(engine, test_set.samples, test_set.tasks, options, skipped=test_set.skipped)
+    result = evaluate_policy(
+        engine, test_set.samples, test_set.tasks, options, skipped=test_set.skipped,
+        reward_policy=reward_policy(config.task),
+    )
     result.write(out_dir, model_name=out_dir.name)
     ledger.add(result.skipped, split="test", stage="eval")
     return result

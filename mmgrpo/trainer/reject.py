@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 from tqdm.auto import tqdm
 
-from mmgrpo.rollout.base import RolloutEngine, SamplingParams
+from mmgrpo.rollout.base import RolloutEngine, SamplingParams, generate_or_skip
+from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.trainer.rollouts import ScoringRule, score_groups
 from mmgrpo.types import Sample
 
@@ -35,13 +36,14 @@ def rejection_sample(
     *,
     batch_size: int = 32,
     progress_bar: bool = True,
-) -> list[dict[str, Any]]:
-    """Rows of accepted completions, best first within each prompt (``scoring`` is per task name)."""
+) -> tuple[list[dict[str, Any]], list[SkippedRow]]:
+    """Rows of accepted completions, best first within each prompt (``scoring`` is per task name),
+    and the samples the engine could not take (bad media, prompt too long), each with why."""
     rows: list[dict[str, Any]] = []
+    skipped: list[SkippedRow] = []
     for start in tqdm(range(0, len(samples), batch_size), desc="reject", disable=not progress_bar):
-        batch = list(samples[start : start + batch_size])
-        generated = engine.generate(batch, params)
-        groups = [(sample, completions) for sample, completions in zip(batch, generated) if completions]
+        groups, left_out = generate_or_skip(engine, list(samples[start : start + batch_size]), params)
+        skipped += left_out
         for (sample, completions), (rewards, breakdown) in zip(groups, score_groups(scoring, groups)):
             ranked = sorted(range(len(completions)), key=lambda i: -rewards[i])
             seen: set[str] = set()
@@ -55,7 +57,7 @@ def rejection_sample(
                     "id": sample.id, "task": sample.task, "messages": sample.messages, "completion": text,
                     "reward": rewards[i], "rewards": components, "answer": sample.answer, "extra": sample.extra,
                 })
-    return rows
+    return rows, skipped
 
 
 def write_jsonl(rows: Sequence[dict[str, Any]], path: str | Path) -> Path:

@@ -114,10 +114,13 @@ def scoring_rule(config: Config, task: Task) -> ScoringRule:
         max_new_tokens=config.rollout.max_new_tokens,
         overlong_buffer=config.algo.overlong_buffer,
         overlong_penalty=config.algo.overlong_penalty,
-        policy=RewardPolicy(
-            errors=config.task.reward_errors, timeout=config.task.reward_timeout, workers=config.task.reward_workers
-        ),
+        policy=reward_policy(config.task),
     )
+
+
+def reward_policy(task: TaskConfig) -> RewardPolicy:
+    """How reward calls run and fail, from ``task.reward_errors``, ``reward_timeout`` and ``reward_workers``."""
+    return RewardPolicy(errors=task.reward_errors, timeout=task.reward_timeout, workers=task.reward_workers)
 
 
 def media_budgets(model: ModelConfig, processor: Any = None) -> MediaBudgets:

@@ -9,7 +9,7 @@ import pytest
 
 from data_recipes.loading import SkippedRow
 from eval import EvalOptions, EvalResult, comparison_table, evaluate_policy
-from eval.runner import PROMPT_TOO_LONG
+from mmgrpo.models.batch import PROMPT_TOO_LONG
 from mmgrpo.rollout.base import SamplingParams
 from mmgrpo.types import Completion, Sample
 from tasks import get_task
@@ -138,3 +138,22 @@ def test_comparison_table_has_a_column_per_model_with_intervals(samples, tasks):
     assert len(accuracy_cells) == 2 and all(cell.startswith("0.500 [") for cell in accuracy_cells)
     assert rows["pass@4"].split(" | ")[1] == "-"  # the one-sample result has no pass@4
     assert "clevr_count/accuracy" in rows and "video_count/accuracy" in rows
+
+
+def test_a_failing_reward_is_named_per_item_and_follows_the_run_policy(samples, tasks, monkeypatch):
+    from tasks import REWARDS
+    from tasks.reward_calls import RewardFailure, RewardPolicy
+
+    def nan_for_wrong_format(completions, **_):
+        return [1.0 if text.endswith("</answer>") else float("nan") for text in completions]
+
+    monkeypatch.setitem(REWARDS._items, "format", nan_for_wrong_format)
+    options = EvalOptions(samples=4, temperature=1.0, seed=7, progress=False)
+    result = evaluate_policy(ScriptedEngine(), samples, tasks, options)
+    failed = {item.sample_id: [(e["reward"], e["completion"], e["kind"]) for e in item.reward_errors] for item in result.items}
+    assert failed == {"q0": [], "q1": [("format", 2, "non-finite")], "q2": [("format", i, "non-finite") for i in range(4)],
+                      "v0": []}
+    assert result.summary()["reward_errors"] == 5
+    assert EvalResult.from_dict(json.loads(json.dumps(result.to_dict()))).summary()["reward_errors"] == 5
+    with pytest.raises(RewardFailure, match="reward 'format' on sample 'q1'"):
+        evaluate_policy(ScriptedEngine(), samples, tasks, options, reward_policy=RewardPolicy(errors="raise"))

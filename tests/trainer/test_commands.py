@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,7 +18,7 @@ from mmgrpo.config import Config, load_config
 from mmgrpo.models.batch import build_prompt_batch, pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs
 from mmgrpo.trainer.pipeline import run_training
-from mmgrpo.trainer.setup import load_samples, media_budgets, task_model_info
+from mmgrpo.trainer.setup import generate_dataset, load_samples, media_budgets, task_model_info
 from mmgrpo.trainer.sft import SFTExample, completion_token_ids, load_sft_file, reference_examples
 
 # A reward that about half of a random model's completions earn, decided by the text alone,
@@ -138,3 +139,17 @@ def test_run_training_writes_every_run_output(small_config):
     assert "plots/reward_total.png" in plots
     assert all((run_dir / plot).is_file() for plot in plots)
     assert "before GRPO" in report and "after GRPO" in report
+
+
+def test_reject_names_the_rows_it_could_not_sample(recipe_file, odd_length_plugin: Path, tmp_path: Path, bad_images):
+    recipe = recipe_file(f"task.reward_plugins=[{odd_length_plugin}]", "task.rewards={odd_length: 1.0}")
+    config = load_config(recipe)
+    dataset = generate_dataset(config.data.train[0], Path(config.data.dir), seed=config.data.seed)
+    rows = [json.loads(line) for line in (dataset / "train.jsonl").read_text().splitlines()]
+    shutil.copyfile(bad_images["truncated_jpeg"], dataset / rows[0]["image"])  # passes the header check
+    kept_file = tmp_path / "kept.jsonl"
+    assert main(["reject", str(recipe), "--out", str(kept_file), "--threshold", "0.0"]) == 0
+
+    [skipped] = [json.loads(line) for line in (tmp_path / "kept.skipped_rows.jsonl").read_text().splitlines()]
+    assert (skipped["row_id"], skipped["reason"], skipped["stage"]) == (rows[0]["id"], "corrupt media", "reject")
+    assert rows[0]["id"] not in {json.loads(line)["id"] for line in kept_file.read_text().splitlines()}

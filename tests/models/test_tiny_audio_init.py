@@ -1,0 +1,48 @@
+"""The tiny Qwen2-Audio hears its input at init, and its cache key follows its init."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+import numpy as np
+import soundfile
+import torch
+
+from data_recipes.generators.audio_count import AudioCount
+from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.models.tiny import TinySpec, tiny_identity
+
+CLIPS = 8
+CLIP_SECONDS = 3
+
+
+def beep_clips(count: int) -> list[np.ndarray]:
+    """``count`` generated beep clips (1-6 beeps over noise), as float samples."""
+    rng = np.random.default_rng(0)
+    return [soundfile.read(io.BytesIO(AudioCount().example(rng).media.data))[0] for _ in range(count)]
+
+
+def between_clip_share(hidden: torch.Tensor) -> float:
+    """Share of the encoder output's variance ``[clips, tokens, dim]`` that differs between clips
+    at the same token position (0 = every clip looks the same, 1 = only the clip matters)."""
+    between = hidden.var(dim=0).sum(-1).mean()
+    total = (hidden - hidden.mean(dim=(0, 1))).pow(2).sum(-1).mean()
+    return float(between / total)
+
+
+def test_audio_encoder_output_depends_on_the_clip(tiny_model_dir) -> None:
+    """transformers' default init (conv std 0.02) gives a share of ~0.03: a policy that cannot hear."""
+    model, processor = load_model_and_processor(tiny_model_dir("qwen2_audio", audio_max_seconds=CLIP_SECONDS))
+    features = processor.feature_extractor(beep_clips(CLIPS), sampling_rate=16_000, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model.model.audio_tower(features["input_features"]).last_hidden_state
+    assert between_clip_share(hidden) > 0.5
+
+
+def test_tiny_cache_identity_covers_every_spec_default() -> None:
+    """A changed spec default (an init, a size) must change the key a built tiny model is cached under."""
+    identity = tiny_identity("qwen2_audio", seed=3, hidden_size=32)
+    spec_fields = {field.name: getattr(TinySpec(), field.name) for field in dataclasses.fields(TinySpec)}
+    expected = {"family": "qwen2_audio", "seed": 3, **spec_fields, "hidden_size": 32}
+    assert identity.items() >= expected.items()
