@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
 from mmgrpo.config import Config, load_config
+from mmgrpo.trainer.metrics import read_metrics
 from mmgrpo.trainer.setup import load_policy, load_samples, pick_device, task_model_info
 
 # A reward that is easy to climb from a random model: the share of completion characters
@@ -70,3 +72,9 @@ def build_trainer_inputs(config: Config, run_dir: Path, *, checkpoint: Path | No
     model, processor = load_policy(config, config.model.name_or_path, device, checkpoint=checkpoint)
     run_dir.mkdir(parents=True, exist_ok=True)
     return model, processor, train_set
+
+
+def reward_at_start_and_end(run_dir: Path, key: str = "reward/total", window: int = 5) -> tuple[float, float]:
+    """Mean of ``key`` over the first and over the last ``window`` GRPO steps of a finished run."""
+    rewards = [row[key] for row in read_metrics(run_dir / "metrics.jsonl")]
+    return statistics.mean(rewards[:window]), statistics.mean(rewards[-window:])

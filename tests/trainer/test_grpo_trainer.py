@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from mmgrpo.trainer.checkpoint import latest_checkpoint
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.metrics import read_metrics
 
-from .conftest import build_trainer_inputs
+from .conftest import build_trainer_inputs, reward_at_start_and_end
 
 
 def train(config, run_dir: Path, *, resume: bool = False, resume_from: Path | None = None) -> GRPOTrainer:
@@ -35,8 +34,7 @@ def test_reward_rises_under_grpo(small_config, tmp_path):
     """Fails if the policy-gradient sign is flipped or advantages are zeroed (reward then falls or stays flat)."""
     config = small_config("train.steps=40", "rollout.prompts_per_step=4", "rollout.num_generations=8")
     train(config, tmp_path / "run")
-    rewards = [row["reward/total"] for row in read_metrics(tmp_path / "run" / "metrics.jsonl")]
-    first, last = statistics.mean(rewards[:5]), statistics.mean(rewards[-5:])
+    first, last = reward_at_start_and_end(tmp_path / "run")
     assert last > first + 0.25, f"reward did not rise: first steps {first:.3f}, last steps {last:.3f}"
 
 

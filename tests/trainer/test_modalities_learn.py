@@ -1,0 +1,27 @@
+"""GRPO learns on every modality's tiny model, as the image test in test_grpo_trainer.py does."""
+
+from __future__ import annotations
+
+from .conftest import reward_at_start_and_end
+from .test_grpo_trainer import train
+
+AUDIO_SECONDS = 3  # the audio_count clips' length, as recipes/audio_count.yaml sets it
+
+
+def test_reward_rises_under_grpo_on_audio(small_config, tiny_model_dir, tmp_path):
+    """GRPO on the tiny Qwen2-Audio over generated beep clips (audio features in every batch).
+
+    Fails if the policy-gradient sign is flipped or advantages are zeroed (reward then falls or
+    stays flat). That the encoder hears the clips is tests/models/test_tiny_audio_init.py's check.
+    """
+    config = small_config(
+        f"model.name_or_path={tiny_model_dir('qwen2_audio', audio_max_seconds=AUDIO_SECONDS)}",
+        f"model.max_audio_seconds={AUDIO_SECONDS}",
+        "data.train.0.recipe=audio_count",
+        "data.test.0.recipe=audio_count",
+        "task.name=audio_count",
+        "train.steps=40", "rollout.prompts_per_step=4", "rollout.num_generations=8",
+    )
+    train(config, tmp_path / "run")
+    first, last = reward_at_start_and_end(tmp_path / "run")
+    assert last > first + 0.25, f"reward did not rise: first steps {first:.3f}, last steps {last:.3f}"
