@@ -21,7 +21,7 @@ from tasks import REWARDS
 RECIPES = sorted(RECIPES_DIR.glob("*.yaml"))
 EXPECTED = {
     "default", "clevr70k_qwen2_5_vl_3b", "clevr70k_qwen2_5_vl_7b", "geometry3k", "grounding", "video_count",
-    "audio_count",
+    "audio_count", "arithmetic",
 }
 
 

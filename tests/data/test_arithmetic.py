@@ -19,7 +19,8 @@ QUESTION = re.compile(r" How many (\w+) does (\w+) have\?$")
 
 
 def rows(directory: Path) -> list[dict]:
-    return [json.loads(line) for split in ("train", "test") for line in (directory / f"{split}.jsonl").read_text().splitlines()]
+    lines = [line for split in ("train", "test") for line in (directory / f"{split}.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in lines]
 
 
 def answer_from_text(problem: str) -> tuple[int, list[int], int]:

@@ -47,11 +47,14 @@ def test_jsonl_rows_keep_the_final_number_and_skip_bad_answers_with_a_reason(tmp
 
 
 def test_parquet_in_the_published_layout_is_detected(tmp_path):
-    table = {"question": [NATALIA["question"]] * 2, "answer": [NATALIA["answer"], "no answer line"]}
+    """openai/gsm8k on the Hub: main/{train,test}-00000-of-00001.parquet."""
     (tmp_path / "main").mkdir()
-    datasets.Dataset.from_dict(table).to_parquet(tmp_path / "main" / "test-00000-of-00001.parquet")
+    test = {"question": [NATALIA["question"]] * 2, "answer": [NATALIA["answer"], "no answer line"]}
+    datasets.Dataset.from_dict(test).to_parquet(tmp_path / "main" / "test-00000-of-00001.parquet")
+    train = {"question": ["What is 2 + 2?"], "answer": ["2 + 2 = <<2+2=4>>4\n#### 4"]}
+    datasets.Dataset.from_dict(train).to_parquet(tmp_path / "main" / "train-00000-of-00001.parquet")
 
-    loaded = load_rows(tmp_path / "main" / "test-00000-of-00001.parquet", split="train")
+    loaded = load_rows(tmp_path / "main", split="test")
 
     assert loaded.adapter == "gsm8k" and [row["answer"] for row in loaded.rows] == [72]
     assert [skip.reason for skip in loaded.skipped] == ["no final answer"]
