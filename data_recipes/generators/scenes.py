@@ -131,13 +131,31 @@ def place(
     margin: int = 1,
     align: int = 1,
     max_tries: int = 200,
+    max_layouts: int = 50,
 ) -> list[SceneObject]:
     """Place ``(shape, colour, size_label, px)`` objects at random positions on a square canvas.
 
     Without ``allow_overlap`` every pair of boxes is at least ``min_gap`` pixels apart, so each
     object stays a separate connected blob. Corners are multiples of ``align`` (video uses 2 so
-    objects cover whole 2x2 chroma blocks and colours do not bleed in yuv420p).
+    objects cover whole 2x2 chroma blocks and colours do not bleed in yuv420p). An object that
+    finds no free spot in ``max_tries`` draws starts the layout over (the first objects may have
+    crowded it out), up to ``max_layouts`` times.
     """
+    for _ in range(max_layouts):
+        objects = _layout(rng, attributes, canvas, allow_overlap, min_gap, margin, align, max_tries)
+        if objects is not None:
+            return objects
+    raise SceneError(
+        f"could not place {len(attributes)} objects without overlap on a {canvas}-px canvas "
+        f"in {max_layouts} layouts of {max_tries} tries each; use a larger canvas, fewer or smaller objects"
+    )
+
+
+def _layout(
+    rng: np.random.Generator, attributes: Sequence[ObjectSpec], canvas: int, allow_overlap: bool, min_gap: int,
+    margin: int, align: int, max_tries: int,
+) -> list[SceneObject] | None:
+    """One attempt at a layout of every object; None when an object found no free spot."""
     objects: list[SceneObject] = []
     for shape, colour, size, px in attributes:
         first, last = -(-margin // align), (canvas - margin - px) // align  # corner range in align steps
@@ -150,10 +168,7 @@ def place(
                 objects.append(candidate)
                 break
         else:
-            raise SceneError(
-                f"could not place {len(attributes)} objects without overlap on a {canvas}-px canvas "
-                f"in {max_tries} tries; use a larger canvas, fewer or smaller objects"
-            )
+            return None
     return objects
 
 

@@ -180,3 +180,19 @@ def test_generated_rows_load_and_become_samples_of_their_task(recipe, made):
     sample = task.to_sample(loaded.rows[0])
     [media] = [part for part in sample.messages[-1]["content"] if part["type"] != "text"]
     assert Path(media[media["type"]]).is_absolute() and sample.answer == task.ground_truth(loaded.rows[0])
+
+
+def test_a_crowded_layout_starts_over_instead_of_failing():
+    """The video default (5 x 12-px objects, gap 3, on 64 px): some layouts crowd the last object
+    out (seed 265 here); placement starts the layout over rather than stopping the dataset."""
+    from data_recipes.generators.scenes import SceneError, place
+
+    objects = [("square", "red", "12px", 12)] * 5
+    with pytest.raises(SceneError):
+        place(np.random.default_rng(265), objects, 64, min_gap=3, align=2, max_layouts=1)
+    placed = place(np.random.default_rng(265), objects, 64, min_gap=3, align=2)
+    boxes = [obj.box for obj in placed]
+    assert len(boxes) == 5
+    for i, (x1, y1, x2, y2) in enumerate(boxes):
+        for a1, b1, a2, b2 in boxes[i + 1 :]:
+            assert x2 + 3 <= a1 or a2 + 3 <= x1 or y2 + 3 <= b1 or b2 + 3 <= y1  # at least the gap apart
