@@ -127,20 +127,11 @@ def _evaluate_model(
 def run_config(config: Config, out_dir: str | Path, models: Sequence[str] | None = None) -> dict[str, EvalResult]:
     """:func:`run` with everything taken from ``config``: ``data.test`` are the datasets (each
     capped at ``eval.limit`` rows), ``eval.*`` the options, ``models`` default to ``model.name_or_path``."""
-    options = EvalOptions(
-        samples=config.eval.samples,
-        temperature=config.eval.temperature,
-        batch_size=config.eval.batch_size,
-        max_new_tokens=config.eval.max_new_tokens or config.rollout.max_new_tokens,
-        seed=config.seed,
-        progress=config.log.progress_bar,
-    )
-    datasets = [dataclasses.replace(spec, limit=_smaller(spec.limit, config.eval.limit)) for spec in config.data.test]
     return run(
         list(models or [config.model.name_or_path]),
-        datasets,
+        held_out_datasets(config),
         out_dir,
-        options=options,
+        options=eval_options(config),
         model=config.model,
         task=config.task,
         max_prompt_tokens=config.data.max_prompt_tokens,
@@ -150,6 +141,23 @@ def run_config(config: Config, out_dir: str | Path, models: Sequence[str] | None
         cache_dir=config.data.dir,
         data_seed=config.data.seed,
     )
+
+
+def eval_options(config: Config) -> EvalOptions:
+    """The evaluation options ``config.eval`` (and the rollout's token budget) describe."""
+    return EvalOptions(
+        samples=config.eval.samples,
+        temperature=config.eval.temperature,
+        batch_size=config.eval.batch_size,
+        max_new_tokens=config.eval.max_new_tokens or config.rollout.max_new_tokens,
+        seed=config.seed,
+        progress=config.log.progress_bar,
+    )
+
+
+def held_out_datasets(config: Config) -> list[DatasetConfig]:
+    """``data.test``, each dataset capped at ``eval.limit`` rows: a mixture's every task is evaluated."""
+    return [dataclasses.replace(spec, limit=_smaller(spec.limit, config.eval.limit)) for spec in config.data.test]
 
 
 def _unique_names(models: Sequence[str]) -> list[str]:

@@ -289,7 +289,7 @@ class EvalConfig:
     before: bool = option(True, "Evaluate before GRPO (after SFT).")
     after: bool = option(True, "Evaluate after GRPO.")
     every_n_steps: int = option(0, "Also evaluate every N GRPO steps; 0 = never.", ge=0)
-    limit: int | None = option(300, "Evaluate on at most this many held-out items; None = all.", ge=1)
+    limit: int | None = option(300, "Evaluate on at most this many items of each held-out dataset; None = all.", ge=1)
     samples: int = option(1, "Completions per item; > 1 reports pass@k and mean@k.", ge=1)
     temperature: float = option(0.0, "0 = greedy decoding.", ge=0)
     batch_size: int = option(64, "Prompts per generate call.", ge=1)

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from eval import EvalOptions, EvalResult, comparison_table, evaluate_policy
+from eval import EvalResult, comparison_table, evaluate_policy
+from eval.benchmark import eval_options, held_out_datasets
 from mmgrpo.config import Config
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.checkpoint import checkpoint_step, save_model
@@ -108,8 +109,9 @@ def run_training(config: Config) -> dict[str, Any]:
     train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed, model=policy_info)
     test_set = SampleSet(samples=[], tasks={})  # built only for an eval the config asks for
     if config.eval.before or config.eval.after or config.eval.every_n_steps:
-        test_set = load_samples(config.data.test, config.task, paths.data, seed=config.data.seed, model=policy_info)
-        test_set.samples = test_set.samples[: config.eval.limit]
+        test_set = load_samples(
+            held_out_datasets(config), config.task, paths.data, seed=config.data.seed, model=policy_info
+        )
     ledger = SkipLedger(paths.root / LEDGER_FILE)
     ledger.add(train_set.skipped, split="train", stage="load")
     ledger.add(test_set.skipped, split="test", stage="load")
@@ -182,13 +184,8 @@ def _evaluate(  # noqa: ANN001
     config: Config, model, processor, test_set: SampleSet, out_dir: Path, ledger: SkipLedger
 ) -> EvalResult:
     engine = build_engine(config, model, processor)
-    options = EvalOptions(
-        samples=config.eval.samples, temperature=config.eval.temperature, batch_size=config.eval.batch_size,
-        max_new_tokens=config.eval.max_new_tokens or config.rollout.max_new_tokens, seed=config.seed,
-        progress=config.log.progress_bar,
-    )
     result = evaluate_policy(
-        engine, test_set.samples, test_set.tasks, options, skipped=test_set.skipped,
+        engine, test_set.samples, test_set.tasks, eval_options(config), skipped=test_set.skipped,
         reward_policy=reward_policy(config.task),
     )
     result.write(out_dir, model_name=out_dir.name)
