@@ -46,6 +46,9 @@ class Grounding:
     colours: tuple[str, ...] = tuple(COLOURS)
     background: tuple[int, ...] = DEFAULT_BACKGROUND
     min_gap: int = 2
+    margin: int = 1
+    """Fewest pixels between any object and the image border (on 128-px images, 13 keeps every
+    0-1000 coordinate at three digits, so its first digit always means the same thing)."""
 
     def __post_init__(self) -> None:
         check_range("objects", self.min_objects, self.max_objects, minimum=1)
@@ -64,7 +67,7 @@ class Grounding:
         others = [choice for choice in choices if choice != target]
         n = int(rng.integers(self.min_objects, self.max_objects + 1))
         distractors = [others[int(i)] for i in rng.integers(len(others), size=n - 1)]
-        objects = place(rng, [target, *distractors], self.image_size, min_gap=self.min_gap)
+        objects = place(rng, [target, *distractors], self.image_size, min_gap=self.min_gap, margin=self.margin)
         image = render(objects, self.image_size, tuple(self.background))
         fields = {
             "problem": f"Where is the {objects[0].describe()}?",

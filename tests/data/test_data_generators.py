@@ -122,6 +122,15 @@ def test_grounding_box_holds_exactly_the_named_object(made):
     assert widths["small"] and widths["large"] and max(widths["small"]) < min(widths["large"])
 
 
+def test_grounding_margin_keeps_every_object_off_the_border(tmp_path):
+    make_dataset("grounding", N, tmp_path, seed=7, image_size=128, margin=13)
+    for row in rows(tmp_path):
+        pixels = np.asarray(Image.open(tmp_path / row["image"]).convert("RGB"))
+        ys, xs = np.nonzero(np.any(pixels != DEFAULT_BACKGROUND, axis=-1))
+        assert xs.min() >= 13 and ys.min() >= 13 and xs.max() < 128 - 13 and ys.max() < 128 - 13
+        assert all(100 <= round(value * 1000 / 128) <= 999 for value in row["answer"])  # three digits in 0-1000
+
+
 def decoded_frames(path: Path) -> list[np.ndarray]:
     with av.open(str(path)) as container:
         return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]

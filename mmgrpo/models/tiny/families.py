@@ -57,6 +57,15 @@ class TinySpec:
     clips, and neither SFT nor GRPO learns to count beeps. At 0.2 it is >99%
     (tests/models/test_tiny_audio_init.py)."""
 
+    rope_theta: float = 10000.0
+    """Base of the language model's rotary positions. Qwen's M-RoPE gives the height and width of
+    image/video tokens the lowest frequencies: at 8 frequency pairs and base 10000, one image
+    column turns the width pairs by at most 0.003 rad, so a tiny model cannot tell which tokens
+    share a place (what deduplicating objects across video frames needs). Base 10: 0.13-0.24 rad."""
+    vision_position_init_std: float | None = None
+    """Std of Qwen3-VL's learned patch-position embeddings at init; None = transformers' (0.02).
+    Only Qwen3-VL's vision tower has absolute positions (the others rotate attention only)."""
+
     def pixel_budget(self, patch_size: int, merge_size: int) -> tuple[int, int]:
         """(min_pixels, max_pixels) for a vision tower with this patch grid."""
         token_pixels = (patch_size * merge_size) ** 2

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from transformers import (
     Qwen2_5_VLConfig,
     Qwen2_5_VLForConditionalGeneration,
@@ -78,7 +80,9 @@ def qwen_tokenizer(spec: TinySpec, *, default_system: str | None) -> Qwen2Tokeni
 def qwen_text_config(spec: TinySpec, tokenizer: Qwen2Tokenizer, **rope_extras: Any) -> dict[str, Any]:
     """The language-model half of a Qwen-VL config (M-RoPE over ``head_dim``)."""
     head_dim = spec.hidden_size // spec.num_heads
-    rope = {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": mrope_section(head_dim), **rope_extras}
+    rope = {
+        "rope_type": "default", "rope_theta": spec.rope_theta, "mrope_section": mrope_section(head_dim), **rope_extras
+    }
     return decoder_config(spec, tokenizer, head_dim=head_dim, rope_parameters=rope)
 
 
@@ -206,7 +210,7 @@ def build_qwen3_vl(spec: TinySpec) -> TinyModel:
         cap_pixels_per_frame=True,
         **half_grey,
     )
-    return _assemble(
+    tiny = _assemble(
         spec,
         classes=(Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor),
         vision=vision,
@@ -215,3 +219,7 @@ def build_qwen3_vl(spec: TinySpec) -> TinyModel:
         default_system=None,
         rope_extras={"mrope_interleaved": True},
     )
+    if spec.vision_position_init_std is not None:
+        with torch.no_grad():
+            tiny.model.model.visual.pos_embed.weight.normal_(0.0, spec.vision_position_init_std)
+    return tiny
