@@ -13,6 +13,9 @@ Summary definitions (per task under ``"<task>/..."`` and over all items without 
 - ``mean@k``: mean over items of the average metric of the k completions;
 - ``format_rate``, ``mean_length`` (tokens), ``truncation_rate``: over ALL completions
   (the format interval is over items, each an average of its k completions);
+- ``reward/<name>``: mean over items of each reward's average over the item's completions
+  (a reward that failed on a completion is left out of that average), e.g. ``reward/iou``,
+  the mean IoU of a grounding task whose accuracy counts boxes with IoU above a threshold;
 - ``n``: items evaluated; ``skipped``: rows left out (bad data, prompts too long);
 - ``<metric>_ci_low`` / ``<metric>_ci_high``: the confidence interval of a mean.
 """
@@ -190,9 +193,23 @@ def summarize_items(items: Sequence[ItemRecord], options: EvalOptions) -> dict[s
     # Interval over items, not completions: an item's k completions are not independent.
     format_per_item = [metrics.mean([c.rewards.get(FORMAT_REWARD) or 0.0 for c in item.completions]) for item in items]
     with_ci(numbers, "format_rate", format_per_item)
+    for name in _reward_names(completions):
+        per_item = [_mean_reward(item.completions, name) for item in items]
+        with_ci(numbers, f"reward/{name}", [value for value in per_item if value is not None])
     numbers["mean_length"] = metrics.mean([c.n_tokens for c in completions])
     numbers["truncation_rate"] = metrics.mean([float(c.truncated) for c in completions])
     return numbers
+
+
+def _reward_names(completions: Sequence[CompletionRecord]) -> list[str]:
+    """Every reward that scored some completion, in first-seen order."""
+    return list(dict.fromkeys(name for completion in completions for name in completion.rewards))
+
+
+def _mean_reward(completions: Sequence[CompletionRecord], name: str) -> float | None:
+    """Mean of reward ``name`` over the completions it scored; None when it scored none."""
+    values = [c.rewards[name] for c in completions if c.rewards.get(name) is not None]
+    return metrics.mean(values) if values else None
 
 
 def _interval_adder(options: EvalOptions) -> Callable[[dict[str, float], str, list[float]], None]:

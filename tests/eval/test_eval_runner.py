@@ -79,6 +79,8 @@ def test_summary_matches_hand_computation(samples, tasks):
     assert summary["truncation_rate"] == pytest.approx(5 / 16)
     lengths = [len(text) for _, _, texts in SCRIPT.values() for text in texts]
     assert summary["mean_length"] == pytest.approx(sum(lengths) / len(lengths))
+    assert summary["reward/format"] == summary["format_rate"]
+    assert summary["reward/count_accuracy"] == pytest.approx((1 + 0.5 + 0 + 0.75) / 4)  # every completion, not the first
     assert summary["clevr_count/accuracy"] == pytest.approx(1 / 3)
     assert summary["video_count/accuracy"] == 1.0
     assert summary["video_count/pass@1"] == pytest.approx(0.75)
