@@ -116,6 +116,20 @@ def box_iou(a: Box, b: Box) -> float:
     return intersection / (area_a + area_b - intersection)
 
 
+def box_giou(a: Box, b: Box) -> float:
+    """Generalized IoU (Rezatofighi et al. 2019): IoU minus the share of the boxes' enclosing box
+    that neither covers, in [-1, 1]; it keeps falling as disjoint boxes move apart, where IoU is
+    flat at 0. An empty or inverted box scores -1."""
+    if a[2] <= a[0] or a[3] <= a[1] or b[2] <= b[0] or b[3] <= b[1]:
+        return -1.0
+    iou = box_iou(a, b)
+    intersection_w = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    intersection_h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - intersection_w * intersection_h
+    enclosing = (max(a[2], b[2]) - min(a[0], b[0])) * (max(a[3], b[3]) - min(a[1], b[1]))
+    return iou - (enclosing - union) / enclosing
+
+
 def ground_truth_box(answer: Any) -> Box:
     """The ground-truth box (list of four numbers or its JSON text); ValueError otherwise."""
     values = json.loads(answer) if isinstance(answer, str) else answer
@@ -137,8 +151,11 @@ def _ious(
     resized_size: Sequence[Size],
     coords: Sequence[str],
     guards: Guards | Mapping[str, Any] | bool | None,
+    overlap: Callable[[Box, Box], float] = box_iou,
+    no_box: float = 0.0,
 ) -> list[float]:
-    """IoU of each completion's box, in original pixels, with its ground truth (0 if no box)."""
+    """``overlap`` (IoU) of each completion's box, in original pixels, with its ground truth
+    (``no_box`` if the completion has none)."""
     guards = Guards.coerce(guards)
     items = zip(completions, answer, problem or [None] * len(completions), image_size, resized_size, coords)
     scores = []
@@ -148,7 +165,7 @@ def _ious(
         answer_text = guarded_answer(text, question, guards, read=parse_box).text
         box = None if answer_text is None else parse_box(answer_text)
         predicted = None if box is None else to_original_pixels(box, system, original, resized)
-        scores.append(0.0 if predicted is None else box_iou(predicted, ground_truth_box(truth)))
+        scores.append(no_box if predicted is None else overlap(predicted, ground_truth_box(truth)))
     return scores
 
 
@@ -165,6 +182,24 @@ def iou_reward(
     **_,
 ) -> list[float]:
     return _ious(completions, answer, problem, image_size, resized_size, coords, guards)
+
+
+@register_reward("giou")
+def giou_reward(
+    completions: Sequence[str],
+    answer: Sequence[Any],
+    image_size: Sequence[Size],
+    resized_size: Sequence[Size],
+    coords: Sequence[str],
+    problem: Sequence[str | None] | None = None,
+    *,
+    guards: Guards | Mapping[str, Any] | bool | None = None,
+    **_,
+) -> list[float]:
+    """Generalized IoU rescaled to [0, 1] ((GIoU + 1) / 2; 0 without a box): a dense signal for a
+    policy whose boxes do not yet overlap the target, where IoU gives every sample 0."""
+    gious = _ious(completions, answer, problem, image_size, resized_size, coords, guards, box_giou, no_box=-1.0)
+    return [(value + 1.0) / 2.0 for value in gious]
 
 
 @register_reward("grounding_accuracy")

@@ -10,7 +10,7 @@ from PIL import Image
 from processors.budgets import ImageBudget
 from tasks import REWARDS, RowError, get_task
 from tasks.base import ModelInfo
-from tasks.grounding import box_iou, parse_box
+from tasks.grounding import box_giou, box_iou, parse_box
 
 # A 1000x500 original shown to the model at 392x196: smart_resize under this budget
 # (factor 28, at most 280*280 pixels) floors 1000/2.525 and 500/2.525 to multiples of 28.
@@ -92,6 +92,28 @@ def test_box_helpers() -> None:
     assert parse_box("no box") is None
     assert box_iou((0, 0, 10, 10), (5, 0, 15, 10)) == pytest.approx(50 / 150)
     assert box_iou((0, 0, 0, 10), (0, 0, 0, 10)) == 0.0
+
+
+def test_generalized_iou_by_hand() -> None:
+    assert box_giou((0, 0, 2, 2), (0, 0, 2, 2)) == pytest.approx(1.0)
+    assert box_giou((0, 0, 2, 2), (1, 1, 3, 3)) == pytest.approx(1 / 7 - 2 / 9)  # union 7, enclosing 9
+    assert box_giou((0, 0, 1, 1), (2, 0, 3, 1)) == pytest.approx(-1 / 3)  # disjoint: union 2, enclosing 3
+    assert box_giou((0, 0, 1, 1), (4, 0, 5, 1)) == pytest.approx(-3 / 5)  # farther apart, lower
+    assert box_giou((2, 0, 1, 1), (0, 0, 1, 1)) == -1.0  # inverted
+
+
+def test_giou_reward_ranks_disjoint_boxes_by_distance_where_iou_cannot(tmp_path: Path) -> None:
+    task, sample = grounding_sample(tmp_path, "absolute_original")
+    fields = {"answer": [sample.answer] * 4, **{k: [v] * 4 for k, v in sample.extra.items()}}
+    near, far = "<answer>[410, 100, 610, 300]</answer>", "<answer>[790, 100, 990, 300]</answer>"
+    exact, no_box = "<answer>[200, 100, 400, 300]</answer>", "<answer>here</answer>"
+    completions = [exact, near, far, no_box]
+    assert REWARDS.get("iou")(completions, **fields) == [1.0, 0.0, 0.0, 0.0]
+    giou = REWARDS.get("giou")(completions, **fields)
+    assert giou[0] == pytest.approx(1.0) and giou[3] == 0.0
+    assert giou[0] > giou[1] > giou[2] > giou[3]
+    # disjoint, union 80000: enclosing 410 x 200 = 82000 (near) and 790 x 200 = 158000 (far)
+    assert giou[1:3] == [pytest.approx((1 - 2000 / 82000) / 2), pytest.approx((1 - 78000 / 158000) / 2)]
 
 
 def test_prompt_names_the_coordinate_system(tmp_path: Path) -> None:
