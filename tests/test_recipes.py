@@ -21,7 +21,7 @@ from tasks import REWARDS
 RECIPES = sorted(RECIPES_DIR.glob("*.yaml"))
 EXPECTED = {
     "default", "clevr70k_qwen2_5_vl_3b", "clevr70k_qwen2_5_vl_7b", "geometry3k", "grounding", "video_count",
-    "audio_count", "arithmetic",
+    "audio_count", "arithmetic", "mixed",
 }
 
 
@@ -81,12 +81,16 @@ TINY_RECIPES = [p for p in RECIPES if load_config(p).model.name_or_path.startswi
 @pytest.mark.parametrize("path", TINY_RECIPES, ids=recipe_id)
 def test_tiny_recipe_runs_sft_eval_and_grpo(path: Path, tmp_path: Path):
     """Each CPU recipe's modality goes through the whole pipeline (one step of each phase, a few items)."""
-    small_data = "{n: 10, test_fraction: 0.2}"
+    shipped = load_config(path)
+    small_data = [
+        f"data.{split}.{index}.recipe_args={{n: 10, test_fraction: 0.2}}"
+        for split in ("train", "test") for index in range(len(getattr(shipped.data, split)))
+    ]
     config = load_config(path, [
         f"log.output_dir={tmp_path}", "log.progress_bar=false", "log.tensorboard=false", "train.steps=1",
         "sft.steps=1", "sft.batch_size=8", "sft.micro_batch_size=8", "eval.limit=2", "rollout.prompts_per_step=2",
-        "rollout.num_generations=2", "train.micro_batch_size=4", "checkpoint.every_n_steps=0",
-        f"data.train.0.recipe_args={small_data}", f"data.test.0.recipe_args={small_data}",
+        "rollout.num_generations=2", "train.micro_batch_size=4", "checkpoint.every_n_steps=0", *small_data,
     ])
     summary = run_training(config)
-    assert summary["grpo_steps"] == 1 and summary["n_eval"] == 2 and summary["skipped_rows"] == 0
+    assert summary["grpo_steps"] == 1 and summary["skipped_rows"] == 0
+    assert summary["n_eval"] == 2 * len(config.data.test)  # eval.limit items of every held-out dataset
