@@ -252,6 +252,21 @@ class TrainConfig:
         None, "Completions per optimizer step; None = the whole rollout batch (one step per iteration).", ge=1
     )
     precision: Literal["fp32", "bf16"] = option("fp32", "Compute precision of the training forward/backward.")
+    backend: Literal["single", "deepspeed", "fsdp2"] = option(
+        "single", "Training back end (mmgrpo.trainer.backends): single = one process; deepspeed = DeepSpeed ZeRO "
+        "(needs the deepspeed extra); fsdp2 = PyTorch fully_shard per block. Launch several ranks with torchrun."
+    )
+    zero_stage: Literal[2, 3] = option(
+        2, "DeepSpeed ZeRO stage: 2 shards optimizer state and gradients, 3 also the weights."
+    )
+    offload_optimizer: bool = option(
+        False, "deepspeed: keep optimizer state in CPU memory and step there (DeepSpeed's CPU Adam); "
+        "fsdp2: keep weight shards, gradients and optimizer state in CPU memory (CPUOffloadPolicy)."
+    )
+    deepspeed_config: str | None = option(
+        None, "Path of a DeepSpeed JSON merged over what this config implies; a key set both ways to different "
+        "values is an error naming it ('auto' takes this config's value)."
+    )
     gradient_checkpointing: bool = option(False, "Recompute activations in backward to save memory.")
     group_shared_encoding: bool = option(
         True, "Encode each group's prompt and media once (rollout and log-probs); false = the plain per-sample path."

@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import importlib
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from mmgrpo.config.errors import ConfigError
@@ -104,6 +105,18 @@ def _checkpointing(config: Config) -> Iterator[str]:
             "train.gradient_checkpointing=true needs train.group_shared_encoding=false: transformers drops the "
             "prompt KV cache under gradient checkpointing, and group-shared encoding is built on it"
         )
+
+
+def _training_backend(config: Config) -> Iterator[str]:
+    train = config.train
+    readers = {"train.zero_stage": ("deepspeed",), "train.deepspeed_config": ("deepspeed",),
+               "train.offload_optimizer": ("deepspeed", "fsdp2")}
+    for key, backends in readers.items():
+        if train.backend not in backends and not at_default(config, key):
+            names = " or ".join(f"train.backend={name}" for name in backends)
+            yield f"{key}={value_of(config, key)!r} is read only by {names} (got {train.backend})"
+    if train.deepspeed_config is not None and not Path(train.deepspeed_config).is_file():
+        yield f"train.deepspeed_config={train.deepspeed_config!r}: no such file"
 
 
 def _resume(config: Config) -> Iterator[str]:
@@ -203,6 +216,7 @@ RULES: list[Rule] = [
     _eval_sampling,
     _lora,
     _checkpointing,
+    _training_backend,
     _resume,
     _reward_weights,
     _media,

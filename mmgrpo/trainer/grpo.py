@@ -26,6 +26,7 @@ from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import PromptBatch, build_prompt_batch
 from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor
 from mmgrpo.rollout.base import RolloutEngine
+from mmgrpo.trainer.backends import OptimizerSpec, build_backend
 from mmgrpo.trainer.checkpoint import (
     TrainerState, capture_rng_state, load_trainer_state, remove_stale_staging, restore_rng_state,
     retire_checkpoints_after, save_checkpoint, save_last_finished,
@@ -33,7 +34,6 @@ from mmgrpo.trainer.checkpoint import (
 from mmgrpo.trainer.group_sizes import GroupSizeTracker
 from mmgrpo.trainer.interrupts import signals_allowed, signals_deferred, stop_on_signals
 from mmgrpo.trainer.metrics import MetricsLogger
-from mmgrpo.trainer.optim import build_optimizer, build_scheduler
 from mmgrpo.trainer.prompt_sampler import PromptSampler
 from mmgrpo.trainer.reward_errors import record_reward_errors
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger, describe_skipped
@@ -88,14 +88,8 @@ class GRPOTrainer:
         recorded = resumed.reference if resumed is not None else None  # a run keeps its first reference
         self.reference_source = recorded or (str(reference_source) if reference_source is not None else None)
         self.reference = self._make_reference(fresh=resumed is None)
-        self.optimizer = build_optimizer(
-            model, lr=config.train.lr, weight_decay=config.train.weight_decay,
-            betas=(config.train.adam_beta1, config.train.adam_beta2), eps=config.train.adam_eps,
-        )
-        self.scheduler = build_scheduler(
-            self.optimizer, total_steps=self._total_optimizer_steps(),
-            warmup_ratio=config.train.warmup_ratio, schedule=config.train.lr_schedule,
-        )
+        self.backend = build_backend(model, self._optimizer_spec(), config.train)
+        self.optimizer, self.scheduler = self.backend.optimizer, self.backend.scheduler
         self.step_index = 0
         self.saved_step: int | None = None  # the step of the newest checkpoint this trainer wrote
         if resumed is not None:
@@ -168,7 +162,7 @@ class GRPOTrainer:
             self.sampler.load_state_dict(finished.sampler)  # undo what the broken step drew and counted
             self.group_sizes.load_state_dict(finished.group_sizes)
             self.skipped_ids = finished.skipped_ids  # the broken step's skips are found again on resume
-            self.optimizer.zero_grad(set_to_none=True)
+            self.backend.zero_grad()
             return self.save(rng=finished.rng)
 
         save_last_finished(
@@ -204,9 +198,7 @@ class GRPOTrainer:
             reference_done = time.perf_counter()
         self.model.train()
         with signals_deferred():  # a stop request waits for the weights to be whole again
-            metrics |= policy_update(
-                self.model, self.optimizer, self.scheduler, batch, self._loss_settings(), self._update_settings()
-            )
+            metrics |= policy_update(self.backend, batch, self._loss_settings(), self._update_settings())
             self.engine.update_weights(self.model)
         metrics |= _advantage_metrics(batch.advantages)
         metrics |= _timing(started, rollout_done, reference_done, time.perf_counter())
@@ -273,7 +265,7 @@ class GRPOTrainer:
         train = self.config.train
         return UpdateSettings(
             num_iterations=self.config.algo.num_iterations, micro_batch_size=train.micro_batch_size,
-            mini_batch_size=train.mini_batch_size, max_grad_norm=train.max_grad_norm,
+            mini_batch_size=train.mini_batch_size,
             group_shared_encoding=train.group_shared_encoding, precision=train.precision,
         )
 
@@ -328,11 +320,23 @@ class GRPOTrainer:
         trained = self.model.active_adapter
         return _Reference(self.model, lambda: _adapter_active(self.model, REFERENCE_ADAPTER, then=trained))
 
-    # -- checkpoints ------------------------------------------------------------------------
+    # -- optimisation and checkpoints ---------------------------------------------------------
+    def _optimizer_spec(self) -> OptimizerSpec:
+        train = self.config.train
+        return OptimizerSpec(
+            lr=train.lr, weight_decay=train.weight_decay, total_steps=self._total_optimizer_steps(),
+            schedule=train.lr_schedule, warmup_ratio=train.warmup_ratio, betas=(train.adam_beta1, train.adam_beta2),
+            eps=train.adam_eps, max_grad_norm=train.max_grad_norm, samples_per_step=self._samples_per_optimizer_step(),
+        )
+
+    def _samples_per_optimizer_step(self) -> int:
+        rollout = self.config.rollout.prompts_per_step * self.config.rollout.num_generations
+        return self.config.train.mini_batch_size or rollout
+
     def _total_optimizer_steps(self) -> int:
         cfg = self.config
         rollout = cfg.rollout.prompts_per_step * cfg.rollout.num_generations
-        per_iteration = math.ceil(rollout / (cfg.train.mini_batch_size or rollout))
+        per_iteration = math.ceil(rollout / self._samples_per_optimizer_step())
         return cfg.train.steps * cfg.algo.num_iterations * per_iteration
 
     def save(self, *, rng: dict[str, Any] | None = None) -> Path:

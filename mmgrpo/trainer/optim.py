@@ -19,13 +19,18 @@ def build_optimizer(
     eps: float = 1e-8,
 ) -> torch.optim.AdamW:
     """AdamW over the trainable parameters; biases and norm weights (1-D) get no weight decay."""
+    return torch.optim.AdamW(parameter_groups(model, weight_decay), lr=lr, betas=betas, eps=eps)
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """The trainable parameters in optimizer groups: matrices decayed, 1-D ones (biases, norms) not."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     if not trainable:
         raise ValueError("the model has no trainable parameters")
     decayed = [p for p in trainable if p.ndim >= 2]
     undecayed = [p for p in trainable if p.ndim < 2]
     groups = [{"params": decayed, "weight_decay": weight_decay}, {"params": undecayed, "weight_decay": 0.0}]
-    return torch.optim.AdamW([g for g in groups if g["params"]], lr=lr, betas=betas, eps=eps)
+    return [g for g in groups if g["params"]]
 
 
 def lr_multiplier(step: int, *, total_steps: int, warmup_steps: int, schedule: Schedule) -> float:

@@ -35,7 +35,7 @@ from mmgrpo.trainer.checkpoint import (
 from mmgrpo.trainer.interrupts import signals_deferred, stop_on_signals
 from mmgrpo.trainer.metrics import MetricsLogger
 from mmgrpo.skipped_rows import SkipLedger, SkippedRow, describe_skipped
-from mmgrpo.trainer.optim import build_optimizer, build_scheduler
+from mmgrpo.trainer.backends import OptimizerSpec, SingleProcessBackend
 from mmgrpo.types import Sample
 from tasks.base import Task
 
@@ -118,10 +118,8 @@ def run_sft(
     """
     if not examples:
         raise ValueError("SFT needs at least one example")
-    optimizer = build_optimizer(model, lr=config.lr, weight_decay=config.weight_decay)
-    scheduler = build_scheduler(
-        optimizer, total_steps=config.steps, warmup_ratio=config.warmup_ratio, schedule=config.lr_schedule
-    )
+    backend = SingleProcessBackend(model, _optimizer_spec(config))
+    optimizer, scheduler = backend.optimizer, backend.scheduler
     order = _ExampleOrder(len(examples), seed)
     done = _restore_sft(resume_from, optimizer, scheduler, order) if resume_from is not None else 0
     progress = _SFTProgress(done, scheduler.last_epoch, order.state_dict(), capture_rng_state())
@@ -157,24 +155,26 @@ def run_sft(
                 )  # [n, Tc]
                 _, mask = pad_completions(part_targets, pad_token_id=0)  # [n, Tc]
                 token_nll = -(logp * mask.to(device)).sum()
-                (token_nll / total_tokens).backward()
+                backend.backward(token_nll / total_tokens)
                 loss_sum += float(token_nll.detach())
-            grad_norm = torch.nn.utils.clip_grad_norm_(
-                [p for p in model.parameters() if p.requires_grad], config.max_grad_norm
-            )
-            row = {"sft/loss": loss_sum / total_tokens, "sft/grad_norm": float(grad_norm), "sft/lr": scheduler.get_last_lr()[0]}
-            if not math.isfinite(row["sft/loss"]):
-                raise FloatingPointError(f"SFT loss became {row['sft/loss']} at step {step}")
+            loss, lr = loss_sum / total_tokens, scheduler.get_last_lr()[0]
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"SFT loss became {loss} at step {step}")
             with signals_deferred():  # the update and the record of the step are one
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
+                row = {"sft/loss": loss, "sft/grad_norm": backend.step(), "sft/lr": lr}
                 progress.finish(step, scheduler.last_epoch, order)
                 history.append(row)
                 if metrics is not None:
                     metrics.log(step, row)
     model.eval()
     return history
+
+
+def _optimizer_spec(config: SFTConfig) -> OptimizerSpec:
+    return OptimizerSpec(
+        lr=config.lr, weight_decay=config.weight_decay, total_steps=config.steps, schedule=config.lr_schedule,
+        warmup_ratio=config.warmup_ratio, max_grad_norm=config.max_grad_norm, samples_per_step=config.batch_size,
+    )
 
 
 @dataclass

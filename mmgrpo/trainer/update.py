@@ -5,7 +5,10 @@ encoded once, :mod:`mmgrpo.models.shared_prefix`), gradients accumulate over the
 micro-batches of a mini-batch, then one clipped optimizer step follows. Each
 micro-batch's loss is weighted by its share of the mini-batch's normaliser (tokens
 for ``token-mean``, sequences otherwise), so accumulation gives exactly the loss the
-aggregation defines over the whole mini-batch.
+aggregation defines over the whole mini-batch. Under a distributed back end each rank
+holds part of the mini-batch and the normaliser is summed over ranks, so the ranks'
+losses add up to that same loss. Backward and the optimizer step go through the
+training back end (:mod:`mmgrpo.trainer.backends`).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import torch
 from mmgrpo.algos import masked_mean, policy_loss
 from mmgrpo.models.batch import PromptBatch, pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
+from mmgrpo.trainer.backends import TrainingBackend
 
 TokenIds = Sequence[int]
 
@@ -46,7 +50,6 @@ class UpdateSettings:
     num_iterations: int = 1  # mu
     micro_batch_size: int = 64  # completions per forward/backward (whole groups)
     mini_batch_size: int | None = None  # completions per optimizer step; None = all
-    max_grad_norm: float = 1.0
     group_shared_encoding: bool = True
     with_entropy: bool = True
     precision: str = "fp32"  # "bf16": forward/backward under bfloat16 autocast (log-probs stay float32)
@@ -102,14 +105,14 @@ def batch_logprobs(
 
 
 def policy_update(
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    backend: TrainingBackend,
     batch: StepBatch,
     loss_settings: LossSettings,
     settings: UpdateSettings,
 ) -> dict[str, float]:
-    """Run mu iterations over ``batch``; returns stats averaged over micro-batches (by weight)."""
+    """Run mu iterations over ``batch`` (this rank's part); returns stats averaged over
+    micro-batches (by weight) of all ranks."""
+    model = backend.model
     one_pass = settings.num_iterations == 1 and _single_mini_batch(batch, settings)
     # With one optimizer step per batch the sampling policy IS the current one: ratio = 1.
     old_logp = None if one_pass else batch_logprobs(model, batch, settings, loss_settings.temperature)
@@ -119,29 +122,23 @@ def policy_update(
         for mini_rows, mini_slice in group_chunks(batch.group_sizes, settings.mini_batch_size or len(batch.completions)):
             mini = batch.select(mini_rows, mini_slice)
             mini_old = None if old_logp is None else old_logp[mini_slice]
-            for name, value in _accumulate_gradients(model, mini, mini_old, loss_settings, settings).items():
+            for name, value in _accumulate_gradients(backend, mini, mini_old, loss_settings, settings).items():
                 totals[name] += value
-            grad_norm = torch.nn.utils.clip_grad_norm_(
-                [p for p in model.parameters() if p.requires_grad], settings.max_grad_norm
-            )
-            totals["grad_norm"] += float(grad_norm)
-            totals["lr"] += optimizer.param_groups[0]["lr"]
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
+            totals["lr"] += backend.optimizer.param_groups[0]["lr"]
+            totals["grad_norm"] += backend.step()
             steps += 1
     return {name: value / steps for name, value in totals.items()}
 
 
 def _accumulate_gradients(
-    model: torch.nn.Module,
+    backend: TrainingBackend,
     batch: StepBatch,
     old_logp: torch.Tensor | None,
     loss_settings: LossSettings,
     settings: UpdateSettings,
 ) -> dict[str, float]:
-    """Backward every micro-batch of ``batch``; returns its weighted stats."""
-    normaliser = _normaliser(batch.loss_mask, loss_settings.agg)
+    """Backward every micro-batch of ``batch``; returns the weighted stats of all ranks' parts."""
+    normaliser = backend.all_reduce({"normaliser": _normaliser(batch.loss_mask, loss_settings.agg)})["normaliser"]
     stats: dict[str, float] = defaultdict(float)
     if normaliser == 0:  # every completion masked out (e.g. all truncated)
         return stats
@@ -152,7 +149,7 @@ def _accumulate_gradients(
             continue
         with settings.autocast(micro.advantages.device):
             logp, entropy = completion_logprobs(
-                model, micro.prompts, micro.completions, micro.group_sizes,
+                backend.model, micro.prompts, micro.completions, micro.group_sizes,
                 group_shared_encoding=settings.group_shared_encoding, micro_batch_size=len(micro.completions),
                 with_entropy=settings.with_entropy, temperature=loss_settings.temperature,
             )  # [n, Tc]
@@ -166,13 +163,13 @@ def _accumulate_gradients(
             agg=loss_settings.agg, ref_logp=ref, beta=loss_settings.beta, kl=loss_settings.kl,
             kl_clamp=loss_settings.kl_clamp, max_len=loss_settings.max_len,
         )
-        (loss * weight).backward()
+        backend.backward(loss * weight)
         stats["loss"] += float(loss.detach()) * weight
         for name, value in loss_stats.items():
             stats[name] += float(value) * weight
         if entropy is not None:
             stats["entropy"] += float(masked_mean(entropy.detach(), mask.bool())) * weight
-    return stats
+    return backend.all_reduce(stats)
 
 
 def _normaliser(loss_mask: torch.Tensor, agg: str) -> float:

@@ -38,3 +38,4 @@ def test_eval_limit_caps_each_held_out_dataset_so_every_task_is_evaluated(small_
     evaluations = json.loads((Path(config.log.output_dir) / "test" / "evaluations.json").read_text())
     tasks = [item["task"] for item in evaluations["after GRPO"]["items"]]
     assert sorted(set(tasks)) == ["clevr_count", "math"] and tasks.count("math") == 3
+

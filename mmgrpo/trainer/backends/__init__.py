@@ -1,0 +1,16 @@
+"""Training back ends: one process, DeepSpeed ZeRO, PyTorch FSDP2, behind one interface.
+
+Importing this package registers ``"single"``, ``"deepspeed"`` and ``"fsdp2"`` in :data:`BACKENDS`;
+DeepSpeed itself is imported only when that back end is built. Not yet here: sharded
+checkpoints and resume (the trainer's checkpoint code assumes one process).
+"""
+
+from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, TrainingBackend, build_backend
+from mmgrpo.trainer.backends.deepspeed_zero import DeepSpeedBackend
+from mmgrpo.trainer.backends.fsdp2 import FSDP2Backend
+from mmgrpo.trainer.backends.single import SingleProcessBackend
+
+__all__ = [
+    "BACKENDS", "DeepSpeedBackend", "FSDP2Backend", "OptimizerSpec", "SingleProcessBackend", "TrainingBackend",
+    "build_backend",
+]

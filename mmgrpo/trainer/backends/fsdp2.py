@@ -1,0 +1,97 @@
+"""PyTorch FSDP2 (``fully_shard``): weights, gradients and optimizer state sharded over the ranks.
+
+Sharding units are the model's transformer blocks (Hugging Face's ``_no_split_modules``:
+decoder layers, vision blocks), then every other module that owns parameters directly
+(embeddings, norms, the output head, the vision merger). Each unit gathers its weights
+in its own forward hook, so the trainer may call any submodule directly (group-shared
+encoding calls the backbone and the output head, never the model's own forward).
+FSDP2 averages gradients over ranks; the trainer's losses are shares of a summed global
+loss, so :meth:`FSDP2Backend.backward` scales by the world size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import torch
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+from torch.distributed.tensor import DTensor
+
+from mmgrpo.config.errors import ConfigError
+from mmgrpo.trainer.backends.base import (
+    BACKENDS, OptimizerSpec, ReduceOp, init_process_group, reduce_across_ranks, trainable_parameters,
+)
+
+if TYPE_CHECKING:
+    from mmgrpo.config.schema import TrainConfig
+
+
+@BACKENDS.register("fsdp2")
+class FSDP2Backend:
+    """``model`` sharded with ``fully_shard`` per block and per remaining parameter owner."""
+
+    def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig) -> None:
+        init_process_group()
+        self.rank, self.world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        self.spec, self.device = spec, next(model.parameters()).device
+        # bf16: compute in bf16 copies of the fp32 shards, reduce gradients in fp32.
+        precision = MixedPrecisionPolicy(
+            param_dtype=torch.bfloat16 if train.precision == "bf16" else None, reduce_dtype=torch.float32
+        )
+        # Offload keeps shards, gradients and optimizer state in CPU memory (pinned only where a GPU is).
+        offload = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if train.offload_optimizer else OffloadPolicy()
+        options = {"mp_policy": precision, "offload_policy": offload}
+        for unit in sharding_units(model):
+            fully_shard(unit, **options)
+        self.model = model
+        self.optimizer, self.scheduler = spec.build(model)
+
+    @property
+    def is_main_process(self) -> bool:
+        return self.rank == 0
+
+    def backward(self, loss: torch.Tensor) -> None:
+        (loss * self.world_size).backward()  # FSDP2 averages over ranks; the ranks' losses add up
+
+    def step(self) -> float:
+        norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(self.model), self.spec.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.zero_grad()
+        return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        options = StateDictOptions(full_state_dict=True, cpu_offload=True)  # every rank gathers, rank 0 keeps
+        state = get_model_state_dict(self.model, options=options)
+        return dict(state) if self.is_main_process else {}
+
+    def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
+        return reduce_across_ranks(values, op, self.device)
+
+
+def sharding_units(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """Blocks first (inner before outer, as ``fully_shard`` wants), then the other modules that
+    own parameters directly. Parameters shared between units (tied embeddings) are refused."""
+    block_names = set(getattr(model, "_no_split_modules", None) or ())
+    blocks = [m for m in model.modules() if type(m).__name__ in block_names]
+    inside = {id(p) for block in blocks for p in block.parameters()}
+    owners = [  # children before parents
+        m for m in reversed(list(model.modules()))
+        if type(m).__name__ not in block_names and any(id(p) not in inside for p in m.parameters(recurse=False))
+    ]
+    units = blocks + owners
+    seen: dict[int, torch.nn.Module] = {}
+    for unit in units:
+        for param in unit.parameters(recurse=unit in blocks):
+            if id(param) in seen and seen[id(param)] is not unit:
+                raise ConfigError(
+                    "train.backend=fsdp2 does not yet shard models with tied parameters "
+                    f"({type(unit).__name__} shares one with {type(seen[id(param)]).__name__}); use deepspeed"
+                )
+            seen[id(param)] = unit
+    return units

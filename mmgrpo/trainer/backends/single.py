@@ -1,0 +1,45 @@
+"""One process: plain PyTorch autograd, AdamW and ``clip_grad_norm_`` on the module as it is."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import torch
+
+from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, ReduceOp, trainable_parameters
+
+if TYPE_CHECKING:
+    from mmgrpo.config.schema import TrainConfig
+
+
+@BACKENDS.register("single")
+class SingleProcessBackend:
+    """The whole model, its gradients and its optimizer state in this process (rank 0 of 1)."""
+
+    rank = 0
+    world_size = 1
+    is_main_process = True
+
+    def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig | None = None) -> None:
+        self.model, self.spec = model, spec
+        self.optimizer, self.scheduler = spec.build(model)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def step(self) -> float:
+        grad_norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(self.model), self.spec.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.zero_grad()
+        return float(grad_norm)
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        return dict(self.model.state_dict())
+
+    def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
+        return dict(values)

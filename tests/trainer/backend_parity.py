@@ -1,0 +1,110 @@
+"""k GRPO updates of the tiny Qwen2.5-VL on FIXED rollouts through a training back end.
+
+The same prompts (seeded images), completion tokens, advantages and reference log-probs
+on every path, nothing sampled, so a distributed back end can be compared with one
+process: each rank trains on its share of the groups. Imported by
+``test_backends_distributed.py`` for the one-process run, and launched as a script under
+``torchrun`` for the distributed one (rank 0 saves the gathered weights to ``--out``)::
+
+    DS_ACCELERATOR=cpu torchrun --nproc-per-node 2 tests/trainer/backend_parity.py \\
+        --model-dir D --backend deepspeed --zero-stage 3 --out weights.pt   # or --backend fsdp2
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+
+from mmgrpo.config.schema import ModelConfig, TrainConfig
+from mmgrpo.models.batch import build_prompt_batch
+from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.trainer.backends import OptimizerSpec, build_backend
+from mmgrpo.trainer.setup import media_budgets
+from mmgrpo.trainer.update import LossSettings, StepBatch, UpdateSettings, build_loss_mask, policy_update
+from mmgrpo.types import Sample
+
+PROMPTS, GROUP_SIZE = 4, 4  # 16 completions, split by whole groups across ranks
+MICRO_BATCH = GROUP_SIZE  # one group per forward/backward
+STEPS = 3  # optimizer steps: mu = 3 iterations over the batch (ratios move off 1 after the first)
+LR = 1e-3
+Weights = dict[str, torch.Tensor]
+LOSS = LossSettings(beta=0.04, max_len=6)  # token-mean with a k3 KL term against fixed reference log-probs
+
+
+def fixed_batch(processor, family: str) -> StepBatch:
+    """Seeded images and completions of unequal lengths (ranks hold different token counts)."""
+    rng = np.random.default_rng(0)
+    samples = [
+        Sample(
+            id=f"p{i}", task="fixed",
+            messages=[{"role": "user", "content": [
+                {"type": "image", "image": Image.fromarray(rng.integers(0, 256, (56, 56, 3), dtype=np.uint8))},
+                {"type": "text", "text": f"How many objects? {i}"},
+            ]}],
+        )
+        for i in range(PROMPTS)
+    ]
+    prompts = build_prompt_batch(processor, samples, media_budgets(ModelConfig(), processor), family=family)
+    total = PROMPTS * GROUP_SIZE
+    completions = [rng.integers(10, 200, int(rng.integers(1, 7))).tolist() for _ in range(total)]
+    loss_mask = build_loss_mask(completions, [True] * total, prompts.pad_token_id)  # [N, Tc]
+    return StepBatch(
+        prompts=prompts,
+        completions=completions,
+        group_sizes=[GROUP_SIZE] * PROMPTS,
+        advantages=torch.from_numpy(rng.standard_normal(total)).float(),  # [N]
+        loss_mask=loss_mask,
+        ref_logp=-torch.from_numpy(rng.uniform(0.5, 8.0, tuple(loss_mask.shape))).float(),  # [N, Tc]
+    )
+
+
+def rank_share(batch: StepBatch, rank: int, world_size: int) -> StepBatch:
+    """The whole groups rank ``rank`` trains on: a contiguous block of prompts."""
+    per_rank = PROMPTS // world_size
+    rows = list(range(rank * per_rank, (rank + 1) * per_rank))
+    return batch.select(rows, slice(rows[0] * GROUP_SIZE, (rows[-1] + 1) * GROUP_SIZE))
+
+
+def initial_weights(model_dir: Path) -> Weights:
+    model, _ = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
+    return dict(model.state_dict())
+
+
+def train_on_fixed_rollouts(model_dir: Path, train: TrainConfig) -> tuple[Weights, dict[str, float]]:
+    """Weights after ``STEPS`` updates through ``train.backend`` (full on rank 0, ``{}`` elsewhere)
+    and the update's metrics (reduced over ranks)."""
+    model, processor = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
+    spec = OptimizerSpec(
+        lr=LR, weight_decay=0.01, total_steps=STEPS, max_grad_norm=train.max_grad_norm,
+        samples_per_step=PROMPTS * GROUP_SIZE,
+    )
+    backend = build_backend(model, spec, train)
+    batch = rank_share(fixed_batch(processor, model.config.model_type), backend.rank, backend.world_size)
+    backend.model.train()
+    metrics = policy_update(backend, batch, LOSS, UpdateSettings(num_iterations=STEPS, micro_batch_size=MICRO_BATCH))
+    return {name: tensor.detach().float().cpu() for name, tensor in backend.full_state_dict().items()}, metrics
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-dir", type=Path, required=True)
+    parser.add_argument("--backend", choices=["deepspeed", "fsdp2"], default="deepspeed")
+    parser.add_argument("--zero-stage", type=int, choices=[2, 3], default=2)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    train = TrainConfig(backend=args.backend, zero_stage=args.zero_stage, micro_batch_size=MICRO_BATCH)
+    weights, metrics = train_on_fixed_rollouts(args.model_dir, train)
+    if weights:
+        torch.save({"weights": weights, "metrics": metrics}, args.out)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

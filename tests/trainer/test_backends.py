@@ -1,0 +1,186 @@
+"""Training back ends in one process: the single back end's step, the DeepSpeed JSON mmgrpo
+builds and merges with a user's file, FSDP2's sharding units, and the config checks on the
+back-end keys."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+import torch
+
+from mmgrpo.config import ConfigError, load_config
+from mmgrpo.config.schema import TrainConfig
+from mmgrpo.trainer.backends import BACKENDS, OptimizerSpec, SingleProcessBackend, build_backend
+from mmgrpo.trainer.backends.deepspeed_config import implied_settings, merged_config, read_user_config
+from mmgrpo.trainer.backends.fsdp2 import sharding_units
+from mmgrpo.trainer.pipeline import run_training
+
+
+def _model() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
+
+
+def _loss(model: torch.nn.Module) -> torch.Tensor:
+    return 50.0 * model(torch.arange(6.0).view(2, 3)).square().sum()  # a gradient norm far above 1
+
+
+SPEC = OptimizerSpec(lr=0.1, weight_decay=0.01, total_steps=4, schedule="linear", max_grad_norm=0.5)
+
+
+# -- the single back end ---------------------------------------------------------------------
+def test_single_step_clips_steps_and_schedules_as_torch_does_by_hand():
+    model, by_hand = _model(), _model()
+    backend = build_backend(model, SPEC, TrainConfig())
+    assert isinstance(backend, SingleProcessBackend) and backend.is_main_process and backend.world_size == 1
+    backend.backward(_loss(model))
+    norm = backend.step()
+
+    optimizer, scheduler = SPEC.build(by_hand)
+    _loss(by_hand).backward()
+    expected_norm = torch.nn.utils.clip_grad_norm_(by_hand.parameters(), SPEC.max_grad_norm)
+    optimizer.step()
+    scheduler.step()
+    assert norm == pytest.approx(float(expected_norm)) and norm > 10 * SPEC.max_grad_norm
+    for ours, theirs in zip(model.parameters(), by_hand.parameters()):
+        assert torch.equal(ours, theirs)
+        assert ours.grad is None  # zeroed after the step
+    assert backend.scheduler.last_epoch == 1
+    assert backend.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 3 / 4)
+
+
+def test_single_full_state_dict_and_all_reduce_are_this_process():
+    backend = build_backend(_model(), SPEC, TrainConfig())
+    assert backend.full_state_dict().keys() == backend.model.state_dict().keys()
+    assert backend.all_reduce({"loss": 2.5, "tokens": 7.0}, op="mean") == {"loss": 2.5, "tokens": 7.0}
+
+
+def test_backends_are_registered_by_the_names_the_config_offers():
+    offered = typing.get_args(typing.get_type_hints(TrainConfig)["backend"])
+    assert BACKENDS.names() == sorted(offered)
+
+
+def test_deepspeed_missing_is_a_config_error_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "deepspeed", None)  # import deepspeed -> ImportError
+    with pytest.raises(ConfigError, match=r"train.backend=deepspeed needs DeepSpeed.*mmgrpo\[deepspeed\]"):
+        build_backend(_model(), SPEC, TrainConfig(backend="deepspeed"))
+
+
+# -- the DeepSpeed JSON ------------------------------------------------------------------------
+def _implied(world_size: int = 2, **train: object) -> list:
+    spec = OptimizerSpec(lr=1e-5, weight_decay=0.1, total_steps=10, betas=(0.9, 0.95), samples_per_step=64)
+    return implied_settings(TrainConfig(micro_batch_size=4, **train), spec, world_size)
+
+
+def test_implied_config_maps_stage_precision_clipping_and_accumulation():
+    config = merged_config(_implied(zero_stage=3, precision="bf16"), {}, "user.json")
+    assert config["zero_optimization"] == {"stage": 3, "offload_optimizer": {"device": "none"}}
+    assert config["bf16"] == {"enabled": True}
+    assert config["gradient_clipping"] == 1.0
+    assert config["train_micro_batch_size_per_gpu"] == 4
+    assert config["gradient_accumulation_steps"] == 8  # 64 completions per step / (4 per micro-batch x 2 ranks)
+    assert config["managed_gradient_accumulation"] is False  # the trainer marks each step itself
+    assert "optimizer" not in config  # mmgrpo's own AdamW, sharded by ZeRO
+
+
+def test_offload_hands_the_optimizer_settings_to_deepspeeds_cpu_adam():
+    config = merged_config(_implied(offload_optimizer=True), {}, "user.json")
+    assert config["zero_optimization"]["offload_optimizer"] == {"device": "cpu"}
+    assert config["optimizer"] == {
+        "type": "AdamW", "params": {"lr": 1e-5, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
+    }
+
+
+def test_user_config_keeps_its_own_keys_and_auto_takes_mmgrpos_value():
+    user = {"zero_optimization": {"reduce_bucket_size": 500000, "stage": "auto"}, "gradient_clipping": "auto",
+            "communication_data_type": "fp32"}
+    untouched = copy.deepcopy(user)
+    config = merged_config(_implied(), user, "user.json")
+    assert config["zero_optimization"]["reduce_bucket_size"] == 500000
+    assert config["zero_optimization"]["stage"] == 2 and config["gradient_clipping"] == 1.0
+    assert config["communication_data_type"] == "fp32"
+    assert user == untouched
+
+
+def test_conflicting_user_keys_are_each_reported_with_the_mmgrpo_key():
+    user = {"zero_optimization": {"stage": 3}, "gradient_clipping": 0.5, "bf16": {"enabled": False}}
+    with pytest.raises(ConfigError) as caught:
+        merged_config(_implied(zero_stage=2), user, "ds.json")
+    message = str(caught.value)
+    assert "zero_optimization.stage=3 in ds.json conflicts with 2 from train.zero_stage" in message
+    assert "gradient_clipping=0.5 in ds.json conflicts with 1.0 from train.max_grad_norm" in message
+    assert "bf16" not in message  # the same value as implied is no conflict
+
+
+def test_user_config_file_errors_name_the_file(tmp_path):
+    bad, listed = tmp_path / "bad.json", tmp_path / "list.json"
+    bad.write_text("{stage: 3")
+    listed.write_text(json.dumps([1, 2]))
+    with pytest.raises(ConfigError, match=r"bad.json.*not valid JSON"):
+        read_user_config(str(bad))
+    with pytest.raises(ConfigError, match=r"list.json.*expected a JSON object, got list"):
+        read_user_config(str(listed))
+    assert read_user_config(None) == {}
+
+
+# -- FSDP2 sharding units ---------------------------------------------------------------------------
+class _Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.Linear(2, 2)
+
+
+class _Tiny(torch.nn.Module):
+    _no_split_modules = ["_Block"]
+
+    def __init__(self, tied: bool = False) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(5, 2)
+        self.blocks = torch.nn.ModuleList([_Block(), _Block()])
+        self.head = torch.nn.Linear(2, 5, bias=False)
+        if tied:
+            self.head.weight = self.embed.weight
+
+
+def test_fsdp2_units_are_blocks_then_each_other_parameter_owner():
+    model = _Tiny()
+    units = sharding_units(model)
+    assert units[:2] == list(model.blocks)  # whole blocks; their inner Linear is not a unit of its own
+    assert set(map(id, units[2:])) == {id(model.embed), id(model.head)}
+    covered = {id(p) for unit in units for p in unit.parameters()}
+    assert covered == {id(p) for p in model.parameters()}
+
+
+def test_fsdp2_refuses_tied_parameters_by_name():
+    with pytest.raises(ConfigError, match=r"tied parameters.*use deepspeed"):
+        sharding_units(_Tiny(tied=True))
+
+
+# -- config checks ----------------------------------------------------------------------------------
+def test_back_end_keys_without_their_back_end_are_errors(tmp_path):
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, ["train.zero_stage=3", "train.offload_optimizer=true"])
+    assert "train.zero_stage=3 is read only by train.backend=deepspeed (got single)" in str(caught.value)
+    assert (
+        "train.offload_optimizer=True is read only by train.backend=deepspeed or train.backend=fsdp2"
+        in str(caught.value)
+    )
+    with pytest.raises(ConfigError, match="train.zero_stage=3 is read only by train.backend=deepspeed"):
+        load_config(None, ["train.backend=fsdp2", "train.zero_stage=3"])
+    missing = tmp_path / "nope.json"
+    with pytest.raises(ConfigError, match=r"train.deepspeed_config=.*nope.json.*no such file"):
+        load_config(None, ["train.backend=deepspeed", f"train.deepspeed_config={missing}"])
+    assert load_config(None, ["train.backend=deepspeed", "train.zero_stage=3"]).train.zero_stage == 3
+    assert load_config(None, ["train.backend=fsdp2", "train.offload_optimizer=true"]).train.offload_optimizer
+
+
+def test_train_refuses_a_distributed_backend_until_it_can_checkpoint(small_config) -> None:
+    config = small_config("train.backend=fsdp2")
+    with pytest.raises(ConfigError, match="train.backend=fsdp2: .* cannot yet save its checkpoints"):
+        run_training(config)
+    assert not (Path(config.log.output_dir) / "test").exists()  # refused before any work
