@@ -152,10 +152,9 @@ def _ious(
     coords: Sequence[str],
     guards: Guards | Mapping[str, Any] | bool | None,
     overlap: Callable[[Box, Box], float] = box_iou,
-    no_box: float = 0.0,
 ) -> list[float]:
     """``overlap`` (IoU) of each completion's box, in original pixels, with its ground truth
-    (``no_box`` if the completion has none)."""
+    (0 if the completion has none)."""
     guards = Guards.coerce(guards)
     items = zip(completions, answer, problem or [None] * len(completions), image_size, resized_size, coords)
     scores = []
@@ -165,58 +164,47 @@ def _ious(
         answer_text = guarded_answer(text, question, guards, read=parse_box).text
         box = None if answer_text is None else parse_box(answer_text)
         predicted = None if box is None else to_original_pixels(box, system, original, resized)
-        scores.append(no_box if predicted is None else overlap(predicted, ground_truth_box(truth)))
+        scores.append(0.0 if predicted is None else overlap(predicted, ground_truth_box(truth)))
     return scores
 
 
-@register_reward("iou")
-def iou_reward(
-    completions: Sequence[str],
-    answer: Sequence[Any],
-    image_size: Sequence[Size],
-    resized_size: Sequence[Size],
-    coords: Sequence[str],
-    problem: Sequence[str | None] | None = None,
-    *,
-    guards: Guards | Mapping[str, Any] | bool | None = None,
-    **_,
-) -> list[float]:
-    return _ious(completions, answer, problem, image_size, resized_size, coords, guards)
+def unit_giou(a: Box, b: Box) -> float:
+    """:func:`box_giou` rescaled to [0, 1], so that a missing box (scored 0) ranks lowest."""
+    return (box_giou(a, b) + 1.0) / 2.0
 
 
-@register_reward("giou")
-def giou_reward(
-    completions: Sequence[str],
-    answer: Sequence[Any],
-    image_size: Sequence[Size],
-    resized_size: Sequence[Size],
-    coords: Sequence[str],
-    problem: Sequence[str | None] | None = None,
-    *,
-    guards: Guards | Mapping[str, Any] | bool | None = None,
-    **_,
-) -> list[float]:
-    """Generalized IoU rescaled to [0, 1] ((GIoU + 1) / 2; 0 without a box): a dense signal for a
-    policy whose boxes do not yet overlap the target, where IoU gives every sample 0."""
-    gious = _ious(completions, answer, problem, image_size, resized_size, coords, guards, box_giou, no_box=-1.0)
-    return [(value + 1.0) / 2.0 for value in gious]
+def _overlap_reward(overlap: Callable[[Box, Box], float], doc: str) -> Callable[..., list[float]]:
+    """A reward scoring each completion's box by ``overlap`` with the ground truth (0 without a box)."""
+
+    def reward(
+        completions: Sequence[str],
+        answer: Sequence[Any],
+        image_size: Sequence[Size],
+        resized_size: Sequence[Size],
+        coords: Sequence[str],
+        problem: Sequence[str | None] | None = None,
+        *,
+        guards: Guards | Mapping[str, Any] | bool | None = None,
+        **_,
+    ) -> list[float]:
+        return _ious(completions, answer, problem, image_size, resized_size, coords, guards, overlap)
+
+    reward.__doc__ = doc
+    return reward
+
+
+iou_reward = register_reward("iou")(_overlap_reward(box_iou, "IoU of the answered box with the ground truth."))
+giou_reward = register_reward("giou")(_overlap_reward(
+    unit_giou,
+    "Generalized IoU rescaled to [0, 1]: a dense signal for a policy whose boxes do not yet overlap "
+    "the target, where IoU gives every sample 0.",
+))
 
 
 @register_reward("grounding_accuracy")
-def grounding_accuracy(
-    completions: Sequence[str],
-    answer: Sequence[Any],
-    image_size: Sequence[Size],
-    resized_size: Sequence[Size],
-    coords: Sequence[str],
-    problem: Sequence[str | None] | None = None,
-    *,
-    guards: Guards | Mapping[str, Any] | bool | None = None,
-    threshold: float = 0.5,
-    **_,
-) -> list[float]:
-    ious = _ious(completions, answer, problem, image_size, resized_size, coords, guards)
-    return [float(value > threshold) for value in ious]
+def grounding_accuracy(completions: Sequence[str], *, threshold: float = 0.5, **fields: Any) -> list[float]:
+    """1.0 where the answered box's IoU with the ground truth exceeds ``threshold`` (the fields as ``iou`` takes them)."""
+    return [float(value > threshold) for value in iou_reward(completions, **fields)]
 
 
 def original_size(row: Mapping[str, Any]) -> Size:
