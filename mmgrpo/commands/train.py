@@ -2,13 +2,16 @@
 
 Without arguments it runs the embedded default. A run stopped by Ctrl-C or SIGTERM saves
 its last finished step and exits with 130 / 143 (128 + the signal), so ``mmgrpo train && next``
-does not go on; ``--resume`` continues it.
+does not go on; ``--resume`` continues it. ``--nproc N`` starts N ranks on this machine
+through torchrun (the same as ``torchrun --standalone --nproc-per-node N -m mmgrpo train ...``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
 
 from mmgrpo.commands.config import config_from_args
@@ -25,14 +28,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     resume.add_argument(
         "--resume-from", metavar="CHECKPOINT", help="continue from this checkpoint folder (a checkpoints/step-N)"
     )
+    parser.add_argument(
+        "--nproc", type=int, metavar="N",
+        help="train on N ranks on this machine (torchrun; needs train.backend=deepspeed or fsdp2)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     resume = args.resume_from or ("latest" if args.resume else None)
     overrides = [*args.overrides, *([f"checkpoint.resume={resume}"] if resume else [])]
+    if args.nproc:  # the config is checked as the N ranks will read it, before anything starts
+        os.environ["WORLD_SIZE"] = str(args.nproc)
     config = config_from_args("train", args.recipe, overrides)
+    if args.nproc:
+        del os.environ["WORLD_SIZE"]
     if config is None:
         return 2
+    if args.nproc:
+        return _launch(args.nproc, [*([args.recipe] if args.recipe else []), *overrides])
     from mmgrpo.trainer.interrupts import exit_code, signal_name  # heavy imports once the config is known good
     from mmgrpo.trainer.pipeline import run_training
 
@@ -47,3 +60,12 @@ def run(args: argparse.Namespace) -> int:
         return exit_code(stop)
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _launch(nproc: int, train_args: list[str]) -> int:
+    """``mmgrpo train train_args`` on ``nproc`` local ranks under torchrun; its exit code."""
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+        "-m", "mmgrpo", "train", *train_args,
+    ]
+    return subprocess.run(command, check=False).returncode

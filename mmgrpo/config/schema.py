@@ -267,6 +267,10 @@ class TrainConfig:
         None, "Path of a DeepSpeed JSON merged over what this config implies; a key set both ways to different "
         "values is an error naming it ('auto' takes this config's value)."
     )
+    collective_timeout_s: float = option(
+        1800.0, "deepspeed, fsdp2: a collective waiting longer than this (a rank crashed or hangs) fails the run "
+        "with an error instead of hanging (torch's default is 30 minutes).", gt=0
+    )
     gradient_checkpointing: bool = option(False, "Recompute activations in backward to save memory.")
     group_shared_encoding: bool = option(
         True, "Encode each group's prompt and media once (rollout and log-probs); false = the plain per-sample path."

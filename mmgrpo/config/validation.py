@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import importlib
 import math
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -110,13 +111,41 @@ def _checkpointing(config: Config) -> Iterator[str]:
 def _training_backend(config: Config) -> Iterator[str]:
     train = config.train
     readers = {"train.zero_stage": ("deepspeed",), "train.deepspeed_config": ("deepspeed",),
-               "train.offload_optimizer": ("deepspeed", "fsdp2")}
+               "train.offload_optimizer": ("deepspeed", "fsdp2"), "train.collective_timeout_s": ("deepspeed", "fsdp2")}
     for key, backends in readers.items():
         if train.backend not in backends and not at_default(config, key):
             names = " or ".join(f"train.backend={name}" for name in backends)
             yield f"{key}={value_of(config, key)!r} is read only by {names} (got {train.backend})"
     if train.deepspeed_config is not None and not Path(train.deepspeed_config).is_file():
         yield f"train.deepspeed_config={train.deepspeed_config!r}: no such file"
+
+
+def _data_parallel(config: Config) -> Iterator[str]:
+    """Under N launched ranks (torchrun's WORLD_SIZE), the global batch sizes must split by rank."""
+    ranks = launched_world_size()
+    if ranks == 1:
+        return
+    rollout, train = config.rollout, config.train
+    launched = f"{ranks} ranks were launched (WORLD_SIZE={ranks})"
+    if train.backend == "single":
+        yield f"{launched} but train.backend=single trains in one process: set train.backend=deepspeed or fsdp2"
+    if rollout.prompts_per_step % ranks:
+        yield (f"rollout.prompts_per_step={rollout.prompts_per_step} (prompts per step, all ranks together) "
+               f"does not divide across {ranks} ranks")
+    step_size = train.mini_batch_size or rollout.prompts_per_step * rollout.num_generations
+    if step_size % (ranks * train.micro_batch_size):
+        size_key = "train.mini_batch_size" if train.mini_batch_size else "rollout.prompts_per_step x rollout.num_generations"
+        yield (f"{size_key}={step_size} (completions per optimizer step, all ranks together) does not divide into "
+               f"{ranks} ranks x train.micro_batch_size={train.micro_batch_size}")
+    not_yet = {"algo.dynamic_group_size": config.algo.dynamic_group_size, "lora.enabled": config.lora.enabled}
+    for key, enabled in not_yet.items():
+        if enabled:
+            yield f"{key}=true trains in one process only for now ({launched})"
+
+
+def launched_world_size() -> int:
+    """How many ranks the launcher (torchrun, accelerate, mmgrpo train --nproc) started; 1 without one."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def _resume(config: Config) -> Iterator[str]:
@@ -217,6 +246,7 @@ RULES: list[Rule] = [
     _lora,
     _checkpointing,
     _training_backend,
+    _data_parallel,
     _resume,
     _reward_weights,
     _media,

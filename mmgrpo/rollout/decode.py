@@ -8,11 +8,15 @@ row per step, with positions continued by the family's adapter
 cache), so late steps only pay for completions still running.
 Versus ``model.generate(num_return_sequences=G)``, the prompt and media are encoded P
 instead of N times.
+
+Under a back end whose forward passes are collective (ZeRO-3, FSDP2: each module gathers
+its weights from every rank), ``all_ranks_done`` makes a rank whose completions have all
+stopped keep running (discarded) forward passes until every rank's have.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -53,11 +57,13 @@ def decode_shared_prompts(
     rules: TokenRules,
     adapter: FamilyAdapter,
     generator: torch.Generator | None = None,
+    all_ranks_done: Callable[[bool], bool] = bool,
 ) -> DecodedTokens:
     """Sample ``group_sizes[i]`` completions of prompt i, the rows of prompt i adjacent.
 
     ``prompt_inputs`` is one left-padded batch of P prompts (``input_ids``,
     ``attention_mask``, media tensors) as the model's forward takes it.
+    ``all_ranks_done(done_here)`` says whether every rank is done (default: this one alone).
     """
     cache = DynamicCache(config=model.config)
     logits, attention_mask, next_positions = _prefill_groups(
@@ -68,14 +74,19 @@ def decode_shared_prompts(
     logprobs = torch.zeros(token_ids.shape, device=device)  # [N, T]
     active = torch.arange(num_rows, device=device)  # [A]: completion rows still decoding
     stop_ids = rules.stop_ids.to(device)
+    length = 0  # decoded steps here; after it, forward passes only keep other ranks company
     for step in range(params.max_new_tokens):
-        tokens, token_logprobs = _sample_step(logits, params, rules.forbidden_ids, generator)  # [A], [A]
-        token_ids[active, step] = tokens
-        logprobs[active, step] = token_logprobs
-        running = ~torch.isin(tokens, stop_ids)  # [A]
-        if step + 1 == params.max_new_tokens or not running.any():
+        done_here = length < step  # every row stopped at an earlier step
+        if not done_here:
+            tokens, token_logprobs = _sample_step(logits, params, rules.forbidden_ids, generator)  # [A], [A]
+            token_ids[active, step] = tokens
+            logprobs[active, step] = token_logprobs
+            length = step + 1
+            running = ~torch.isin(tokens, stop_ids)  # [A]
+            done_here = not running.any()
+        if step + 1 == params.max_new_tokens or all_ranks_done(done_here):
             break
-        if not running.all():  # drop finished rows so later steps only compute live ones
+        if not done_here and not running.all():  # drop finished rows so later steps only compute live ones
             keep = running.nonzero().squeeze(-1)  # [A']
             cache.reorder_cache(keep)
             active, tokens = active[keep], tokens[keep]
@@ -88,7 +99,7 @@ def decode_shared_prompts(
             cache=cache,
             use_cache=True,
         ).logits[:, -1]  # [A, V]
-    return DecodedTokens(token_ids[:, : step + 1], logprobs[:, : step + 1])
+    return DecodedTokens(token_ids[:, :length], logprobs[:, :length])
 
 
 def _prefill_groups(

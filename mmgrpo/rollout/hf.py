@@ -7,6 +7,8 @@ Two decoding modes behind one switch:
 - ``group_shared=False``: the plain path, ``model.generate`` over every prompt repeated
   G times; the reference the shared path is tested against.
 
+Under a back end whose forward passes are collective (ZeRO-3, FSDP2), pass
+``all_ranks_done``: every rank then decodes until all ranks' completions have stopped.
 Both forbid the processor's special/placeholder ids, stop each row at its first EOS (the
 generation config's ids plus ``SamplingParams.stop_token_ids``), and report per-token
 log-probs as ``SamplingParams.logprobs_mode`` says. The model runs in eval mode under
@@ -16,7 +18,7 @@ log-probs as ``SamplingParams.logprobs_mode`` says. The model runs in eval mode 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -44,11 +46,14 @@ class HFEngine:
         budgets: MediaBudgets | None = None,
         max_prompt_len: int | None = None,
         forbidden_token_ids: Sequence[int] | None = None,
+        all_ranks_done: Callable[[bool], bool] | None = None,
     ) -> None:
         """``budgets`` and ``max_prompt_len`` go to ``build_prompt_batch``: a longer prompt is
         dropped (its sample gets no completions), never truncated. ``forbidden_token_ids``
-        defaults to every special id except the stop ids."""
+        defaults to every special id except the stop ids. ``all_ranks_done(done_here)``, when
+        given, tells whether every rank has finished decoding (synced decoding)."""
         self.model = model
+        self.all_ranks_done = all_ranks_done
         self.processor = processor
         self.group_shared = group_shared
         self.budgets = budgets
@@ -97,6 +102,7 @@ class HFEngine:
                     rules=rules,
                     adapter=prompts.adapter,
                     generator=generator,
+                    all_ranks_done=self.all_ranks_done or bool,
                 )
             else:
                 decoded = self._generate_plain(prompts, kept_sizes, params, rules)
@@ -148,7 +154,10 @@ class HFEngine:
         """``model.generate`` on each prompt repeated ``sizes[i]`` times (nothing shared)."""
         repeated = prompts.select([row for row, size in enumerate(sizes) for _ in range(size)])
         inputs = self._on_device(repeated)
-        output = self.model.generate(**inputs, generation_config=_plain_generation_config(params, rules))
+        output = self.model.generate(
+            **inputs, generation_config=_plain_generation_config(params, rules),
+            synced_gpus=self.all_ranks_done is not None,
+        )
         token_ids = output.sequences[:, inputs["input_ids"].shape[1] :]  # [N, T]
         step_logits = output.logits if params.logprobs_mode == "raw" else output.scores  # T x [N, V]
         logprobs = sampling.token_logprobs(

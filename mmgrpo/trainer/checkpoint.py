@@ -7,6 +7,12 @@ where the KL reference loads from) as ``trainer_state.json`` + ``trainer_state.s
 nothing in a checkpoint is unpickled, so a shared checkpoint cannot run code on resume.
 It is written into a temporary sibling folder and renamed into place, so a crash mid-save
 never leaves a half-written ``step-N`` and never destroys the previous checkpoint.
+
+Under a distributed training back end every rank takes part: the back end saves the
+optimizer (its own per-rank files, e.g. DeepSpeed's ``zero/``, or a gathered state the
+trainer state records), the weights are gathered into one ``save_pretrained`` folder
+(so every checkpoint is also a consolidated export), and the main process writes the
+rest and renames the folder into place once every rank is done.
 """
 
 from __future__ import annotations
@@ -20,12 +26,15 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
 
 from mmgrpo.trainer.safe_state import dump_state, load_state
+
+if TYPE_CHECKING:
+    from mmgrpo.trainer.backends import TrainingBackend
 
 logger = logging.getLogger(__name__)
 
@@ -89,22 +98,32 @@ def save_checkpoint(
     *,
     keep_last: int | None = None,
     rng: dict[str, Any] | None = None,
+    backend: TrainingBackend | None = None,
 ) -> Path:
     """Write ``step-<state.step>`` atomically, then prune to the ``keep_last`` newest.
 
-    ``rng`` is the generator state to record (default: the current one).
+    ``rng`` is the generator state to record (default: the current one). With a training
+    ``backend``, every rank calls this and the back end saves the optimizer and gathers the weights.
     """
-    checkpoint_root.mkdir(parents=True, exist_ok=True)
-    state.rng = rng if rng is not None else capture_rng_state()
-
-    def write(staging: Path) -> None:
-        _save_model(staging, model, processor)
+    main = backend is None or backend.is_main_process
+    final = checkpoint_root / f"step-{state.step}"
+    staging = _new_staging(final) if main else None
+    weights = None
+    if backend is not None:
+        staging = Path(backend.broadcast_object(str(staging) if main else None))
+        state.optimizer = backend.save_optimizer(staging)
+        backend.barrier()  # every rank's shard files are written
+        weights = backend.full_state_dict() if backend.world_size > 1 else None  # one process: the module is whole
+    if main:
+        state.rng = rng if rng is not None else capture_rng_state()
+        _save_model(staging, model, processor, weights)
         dump_state(asdict(state), staging / STATE_FILE, staging / TENSORS_FILE)
-
-    final = _write_atomically(checkpoint_root / f"step-{state.step}", write)
-    if keep_last is not None and keep_last > 0:
-        for _, old in step_dirs(checkpoint_root)[:-keep_last]:
-            shutil.rmtree(old)
+        _commit(staging, final)
+        if keep_last is not None and keep_last > 0:
+            for _, old in step_dirs(checkpoint_root)[:-keep_last]:
+                shutil.rmtree(old)
+    if backend is not None:
+        backend.barrier()  # no rank goes on (or reads the checkpoint) before it is in place
     return final
 
 
@@ -114,11 +133,14 @@ def save_model(folder: Path, model: torch.nn.Module, processor: Any) -> Path:
     return _write_atomically(folder, lambda staging: _save_model(staging, model, processor))
 
 
-def _save_model(folder: Path, model: torch.nn.Module, processor: Any) -> None:
+def _save_model(
+    folder: Path, model: torch.nn.Module, processor: Any, weights: dict[str, torch.Tensor] | None = None
+) -> None:
+    """``weights``: the whole model's state when ``model`` itself holds only shards of it."""
     if getattr(model, "peft_config", None):  # the adapter being trained, not a frozen reference beside it
         model.save_pretrained(folder, selected_adapters=[model.active_adapter])
     else:
-        model.save_pretrained(folder)
+        model.save_pretrained(folder, **({} if weights is None else {"state_dict": weights}))
     if processor is not None:
         processor.save_pretrained(folder)
 
@@ -126,10 +148,22 @@ def _save_model(folder: Path, model: torch.nn.Module, processor: Any) -> None:
 def _write_atomically(final: Path, write: Callable[[Path], None]) -> Path:
     """Let ``write`` fill a staging sibling of ``final``, then rename it into place: ``final`` is
     either the old complete folder or the new complete one, never half-written."""
+    staging = _new_staging(final)
+    write(staging)
+    return _commit(staging, final)
+
+
+def _new_staging(final: Path) -> Path:
+    """An empty staging sibling of ``final`` (leftovers of killed saves removed first)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(final.parent)
     staging = final.with_name(f".tmp-{final.name}-{os.getpid()}")
     staging.mkdir()
-    write(staging)
+    return staging
+
+
+def _commit(staging: Path, final: Path) -> Path:
+    """Flush ``staging`` to disk and rename it to ``final``, replacing an older ``final``."""
     _fsync_tree(staging)
     if final.exists():  # re-saving the same folder: move the old one aside first
         retired = final.with_name(f".old-{final.name}-{os.getpid()}")

@@ -4,6 +4,13 @@ Orchestration only: rollouts come from a registered engine (:mod:`mmgrpo.rollout
 rewards from the task (:mod:`tasks`), advantages and losses from :mod:`mmgrpo.algos`,
 log-probs from :mod:`mmgrpo.models`. The loop is :meth:`GRPOTrainer.train`; one step is
 :meth:`GRPOTrainer.step`.
+
+Data parallelism (a back end with several ranks): every rank keeps the same prompt
+sampler and draws the step's global prompts, then trains on its own contiguous share,
+so a group never straddles ranks and a checkpoint's data position holds for any number
+of ranks. The ranks exchange their rollouts' summaries (no media) each step, so metrics,
+skipped rows, reward errors and completion logs cover all ranks; only the main process
+writes files.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from mmgrpo.trainer.checkpoint import (
 )
 from mmgrpo.trainer.group_sizes import GroupSizeTracker
 from mmgrpo.trainer.interrupts import signals_allowed, signals_deferred, stop_on_signals
-from mmgrpo.trainer.metrics import MetricsLogger
+from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger
 from mmgrpo.trainer.prompt_sampler import PromptSampler
 from mmgrpo.trainer.reward_errors import record_reward_errors
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger, describe_skipped
@@ -44,6 +51,7 @@ from mmgrpo.trainer.update import LossSettings, StepBatch, UpdateSettings, batch
 
 logger = logging.getLogger(__name__)
 
+_RANK_SEED_STRIDE = 1_000_003  # rank r samples with seed + r * this: ranks draw different tokens
 REFERENCE_ADAPTER = "reference"  # the frozen SFT adapter of a LoRA run's KL reference
 Evaluator = Callable[[str], dict[str, float]]  # tag -> metrics, run on the live policy
 
@@ -75,7 +83,6 @@ class GRPOTrainer:
         self.skipped_ids = self.skip_ledger.ids("train")  # left out by SFT or GRPO so far: never drawn again
         self.evaluate = evaluate
         self.budgets = media_budgets(config.model, processor)
-        self.engine: RolloutEngine = build_engine(config, model, processor)
         self.sampler = PromptSampler(
             len(self.samples), config.data.seed, weights=train_set.weights, shuffle=config.data.shuffle
         )
@@ -90,6 +97,7 @@ class GRPOTrainer:
         self.reference = self._make_reference(fresh=resumed is None)
         self.backend = build_backend(model, self._optimizer_spec(), config.train)
         self.optimizer, self.scheduler = self.backend.optimizer, self.backend.scheduler
+        self.engine: RolloutEngine = build_engine(config, model, processor, self.backend)
         self.step_index = 0
         self.saved_step: int | None = None  # the step of the newest checkpoint this trainer wrote
         if resumed is not None:
@@ -98,7 +106,7 @@ class GRPOTrainer:
             run_dir, tensorboard=config.log.tensorboard, wandb=config.log.wandb,
             wandb_project=config.log.wandb_project, run_name=run_dir.name, config=config.to_dict(),
             resume_step=self.step_index if resumed is not None else None,
-        )
+        ) if self.backend.is_main_process else SilentMetricsLogger()
 
     # -- the loop ---------------------------------------------------------------------
     def train(self) -> None:
@@ -108,7 +116,9 @@ class GRPOTrainer:
         an error inside a step saves the checkpoint of the last finished step, then propagates.
         """
         cfg = self.config
-        progress = _progress_bar(cfg.train.steps, self.step_index, enabled=cfg.log.progress_bar)
+        progress = _progress_bar(
+            cfg.train.steps, self.step_index, enabled=cfg.log.progress_bar and self.backend.is_main_process
+        )
         finished = self._finished_state()
         try:
             with stop_on_signals():
@@ -153,7 +163,13 @@ class GRPOTrainer:
         )
 
     def _save_last_finished(self, finished: _Finished, failure: BaseException) -> None:
-        """The emergency checkpoint: the state after the last finished step, if the weights still are."""
+        """The emergency checkpoint: the state after the last finished step, if the weights still are.
+        Several ranks save together only on a stop request (every rank gets the signal): after an
+        error on one rank the others are elsewhere, and a collective save would wait for them."""
+        if self.backend.world_size > 1 and not isinstance(failure, KeyboardInterrupt):
+            logger.error("rank %d failed during step %d: no emergency checkpoint with %d ranks; resume from the "
+                         "last saved one", self.backend.rank, self.step_index + 1, self.backend.world_size)
+            return
         if self.saved_step == self.step_index:
             logger.warning("stopped during step %d: step %d is already saved", self.step_index + 1, self.step_index)
             return
@@ -173,23 +189,29 @@ class GRPOTrainer:
         """One GRPO step; returns its metrics. A stop request waits while the weights are updated."""
         cfg = self.config
         started = time.perf_counter()
+        backend = self.backend
         with signals_allowed():  # collecting rollouts changes nothing a checkpoint keeps: a stop may cut it
             self.model.eval()
             rollouts = collect_rollouts(
                 self.engine, self._encode, self.sampler_take, self._group_sizes_for, self.scoring,
-                sampling_params(cfg, seed=cfg.seed * 100_003 + self.step_index),
-                num_prompts=cfg.rollout.prompts_per_step, dynamic_sampling=cfg.algo.dynamic_sampling,
-                max_resample_rounds=cfg.algo.max_resample_rounds,
+                sampling_params(cfg, seed=cfg.seed * 100_003 + self.step_index + backend.rank * _RANK_SEED_STRIDE),
+                num_prompts=cfg.rollout.prompts_per_step // backend.world_size,
+                dynamic_sampling=cfg.algo.dynamic_sampling, max_resample_rounds=cfg.algo.max_resample_rounds,
+                all_ranks_full=backend.all_ranks,
             )
-            self._record_successes(rollouts)
-            record_reward_errors(self.run_dir, self.step_index + 1, rollouts.reward_errors)
-            self._record_skipped(rollouts)
-            metrics = rollout_metrics(rollouts)
-            if not rollouts.groups:
-                logger.warning("step %d: no informative group to train on", self.step_index + 1)
+            everyone = Rollouts.merged(backend.gather_objects(rollouts.summary()))  # all ranks' groups, no media
+            self._record_successes(everyone)
+            if backend.is_main_process:
+                record_reward_errors(self.run_dir, self.step_index + 1, everyone.reward_errors)
+            self._record_skipped(everyone)
+            metrics = rollout_metrics(everyone)
+            if not backend.all_ranks(bool(rollouts.groups)):
+                logger.warning("step %d: a rank has no informative group to train on", self.step_index + 1)
                 rollout_done = time.perf_counter()
                 return metrics | _timing(started, rollout_done, rollout_done, rollout_done)
-            batch = self._step_batch(rollouts)  # advantages and the training batch count as rollout time
+            # advantages and the training batch count as rollout time; every rank gets as many groups
+            most_groups = backend.all_reduce({"groups": len(rollouts.groups)}, "max")["groups"]
+            batch = self._step_batch(rollouts).padded_to(int(most_groups))
             rollout_done = time.perf_counter()
             if self.reference is not None:
                 batch.ref_logp = batch_logprobs(
@@ -200,26 +222,31 @@ class GRPOTrainer:
         with signals_deferred():  # a stop request waits for the weights to be whole again
             metrics |= policy_update(self.backend, batch, self._loss_settings(), self._update_settings())
             self.engine.update_weights(self.model)
-        metrics |= _advantage_metrics(batch.advantages)
-        metrics |= _timing(started, rollout_done, reference_done, time.perf_counter())
+        metrics |= _advantage_metrics(self._advantages(everyone))
+        metrics |= backend.all_reduce(_timing(started, rollout_done, reference_done, time.perf_counter()), "max")
         metrics["tokens_per_second"] = metrics["length/total"] / metrics["time/step"]
-        self._maybe_log_completions(rollouts)
+        if backend.is_main_process:
+            self._maybe_log_completions(everyone)
         return metrics
 
     # -- pieces of a step ----------------------------------------------------------------
     def sampler_take(self, count: int) -> list:
-        """The next ``count`` prompts, passing over those skipped earlier in the run."""
+        """This rank's ``count`` of the next prompts, passing over those skipped earlier in the run:
+        every rank draws all ranks' prompts (same sampler, same skips) and keeps its own share."""
         unusable = {i for i, sample in enumerate(self.samples) if sample.id in self.skipped_ids}
         if len(unusable) == len(self.samples):
             raise RuntimeError(f"every training sample was skipped; see {self.skip_ledger.path}")
-        return [self.samples[i] for i in draw_usable(self.sampler.take, count, unusable)]
+        drawn = draw_usable(self.sampler.take, count * self.backend.world_size, unusable)
+        mine = drawn[self.backend.rank * count : (self.backend.rank + 1) * count]
+        return [self.samples[i] for i in mine]
 
     def _record_skipped(self, rollouts: Rollouts) -> None:
         """Samples left out of this step go to the ledger, are named, and are not drawn again."""
         if not rollouts.skipped:
             return
         self.skipped_ids.update(row.row_id for row in rollouts.skipped)
-        self.skip_ledger.add(rollouts.skipped, split="train", stage="grpo")
+        if self.backend.is_main_process:
+            self.skip_ledger.add(rollouts.skipped, split="train", stage="grpo")
         logger.warning("step %d: skipped %d prompt(s): %s", self.step_index + 1, len(rollouts.skipped),
                        describe_skipped(rollouts.skipped))
 
@@ -234,13 +261,16 @@ class GRPOTrainer:
             return self.group_sizes.sizes(samples)
         return [self.config.rollout.num_generations] * len(samples)
 
+    def _advantages(self, rollouts: Rollouts) -> torch.Tensor:
+        algo = self.config.algo
+        return group_advantages(
+            rollouts.rewards(), rollouts.group_sizes, estimator=algo.advantage_estimator,
+            scale_std=algo.scale_std, scale=algo.scale, eps=algo.advantage_eps,
+        )  # [N]
+
     def _step_batch(self, rollouts: Rollouts) -> StepBatch:
         cfg = self.config
-        rewards = rollouts.rewards()  # [N]
-        advantages = group_advantages(
-            rewards, rollouts.group_sizes, estimator=cfg.algo.advantage_estimator,
-            scale_std=cfg.algo.scale_std, scale=cfg.algo.scale, eps=cfg.algo.advantage_eps,
-        )  # [N]
+        advantages = self._advantages(rollouts)  # [N]
         completions = rollouts.completions
         token_ids = [c.token_ids for c in completions]
         prompts = rollouts.prompt_batch(self._encode)
@@ -265,7 +295,7 @@ class GRPOTrainer:
         train = self.config.train
         return UpdateSettings(
             num_iterations=self.config.algo.num_iterations, micro_batch_size=train.micro_batch_size,
-            mini_batch_size=train.mini_batch_size,
+            mini_batch_size=train.mini_batch_size and train.mini_batch_size // self.backend.world_size,
             group_shared_encoding=train.group_shared_encoding, precision=train.precision,
         )
 
@@ -340,10 +370,10 @@ class GRPOTrainer:
         return cfg.train.steps * cfg.algo.num_iterations * per_iteration
 
     def save(self, *, rng: dict[str, Any] | None = None) -> Path:
-        """Checkpoint the current step (``rng``: the generator state to record, default the current one)."""
+        """Checkpoint the current step on every rank (``rng``: the generator state to record, default
+        the current one)."""
         state = TrainerState(
             step=self.step_index,
-            optimizer=self.optimizer.state_dict(),
             scheduler=self.scheduler.state_dict(),
             data=self.sampler.state_dict(),
             extra={"group_sizes": self.group_sizes.state_dict(), "skipped_sample_ids": sorted(self.skipped_ids)},
@@ -351,7 +381,7 @@ class GRPOTrainer:
         )
         path = save_checkpoint(
             self.run_dir / "checkpoints", self.model, self.processor, state,
-            keep_last=self.config.checkpoint.keep_last, rng=rng,
+            keep_last=self.config.checkpoint.keep_last, rng=rng, backend=self.backend,
         )
         self.saved_step = self.step_index
         return path
@@ -359,7 +389,7 @@ class GRPOTrainer:
     def _restore(self, state: TrainerState, checkpoint_dir: Path) -> None:
         """Optimizer, scheduler, data position, RNG and step (weights were loaded with the model);
         this run's checkpoints after the resumed step belong to an abandoned timeline and are moved aside."""
-        self.optimizer.load_state_dict(state.optimizer)
+        self.backend.load_optimizer(checkpoint_dir, state.optimizer)
         self.scheduler.load_state_dict(state.scheduler)
         self.sampler.load_state_dict(state.data)
         self.group_sizes.load_state_dict(state.extra["group_sizes"])
@@ -368,8 +398,10 @@ class GRPOTrainer:
         self.step_index = state.step
         if checkpoint_dir.resolve().parent == (self.run_dir / "checkpoints").resolve():
             self.saved_step = state.step
-        retire_checkpoints_after(self.run_dir / "checkpoints", state.step)
-        remove_stale_staging(self.run_dir / "checkpoints")  # a killed save's leftovers: free the disk now
+        if self.backend.is_main_process:
+            retire_checkpoints_after(self.run_dir / "checkpoints", state.step)
+            remove_stale_staging(self.run_dir / "checkpoints")  # a killed save's leftovers: free the disk now
+        self.backend.barrier()
         logger.info("resumed from %s at step %d", checkpoint_dir, state.step)
 
 

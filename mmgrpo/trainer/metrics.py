@@ -105,6 +105,20 @@ class MetricsLogger:
             self._wandb.finish()
 
 
+class SilentMetricsLogger:
+    """What a rank other than the main process logs with: nothing (the main process logs the
+    metrics, reduced over ranks, and every rank's completions)."""
+
+    def log(self, step: int, metrics: dict[str, Any]) -> None:
+        pass
+
+    def log_completions(self, records: list[dict[str, Any]]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def _open_tensorboard(log_dir: Path, purge_step: int | None):
     """A writer; with ``purge_step`` TensorBoard hides the events of steps >= it written before."""
     try:

@@ -5,6 +5,11 @@ Outputs go to ``<log.output_dir>/<log.run_name>/``: ``config.yaml``, ``metrics.j
 ``completions.jsonl``, ``checkpoints/``, ``eval/``, ``report.md``, ``summary.json``,
 ``skipped_rows.jsonl`` (every row of either split left out, by whom and why),
 ``reward_errors.jsonl`` (every completion a reward failed to score, and why).
+
+Launched on several ranks (``torchrun``, ``accelerate launch``, ``mmgrpo train --nproc``)
+every rank runs this same job with a distributed ``train.backend``: the main process
+builds shared caches first and alone writes the outputs; SFT and evaluations run on every
+rank (replicated, so that ZeRO-3 and FSDP2 forward passes, which need every rank, work).
 """
 
 from __future__ import annotations
@@ -23,11 +28,13 @@ import torch
 
 from eval import EvalResult, comparison_table, evaluate_policy
 from eval.benchmark import eval_options, held_out_datasets
-from mmgrpo.config import Config, ConfigError
+from mmgrpo.config import Config
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.checkpoint import checkpoint_step, save_model
 from mmgrpo.trainer.grpo import GRPOTrainer
-from mmgrpo.trainer.metrics import MetricsLogger, read_metrics
+from mmgrpo.trainer.backends import TrainingBackend
+from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger, read_metrics
+from mmgrpo.trainer.ranks import Ranks
 from mmgrpo.trainer.report import write_report
 from mmgrpo.trainer.reward_errors import reward_error_summary
 from mmgrpo.trainer.resume import SFT_CHECKPOINTS, SFT_MODEL, plan_resume
@@ -98,36 +105,43 @@ def base_model_path(config: Config, paths: RunPaths) -> str:
 
 def run_training(config: Config) -> dict[str, Any]:
     """Run the job ``config`` describes; returns the run summary (also in ``summary.json``)."""
-    _refuse_unfinished_backend(config)
     started = time.perf_counter()
+    ranks = Ranks.join(config.train.collective_timeout_s)
+    main = ranks.is_main_process
     paths = RunPaths.for_config(config)
     resume = plan_resume(config, paths.root)  # a used folder or a changed config is refused before any work
+    ranks.barrier()  # every rank has read the folder before the main process writes into it
     config.log.run_name = paths.root.name  # recorded, so that a timestamped run can be resumed by name
-    paths.root.mkdir(parents=True, exist_ok=True)
-    config.save_yaml(paths.root / "config.yaml")
-    _log_to_file(paths.root / "train.log")
-    policy_info = task_model_info(config.model, base_model_path(config, paths))  # tasks see what the model sees
-    train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed, model=policy_info)
-    test_set = SampleSet(samples=[], tasks={})  # built only for an eval the config asks for
-    if config.eval.before or config.eval.after or config.eval.every_n_steps:
-        test_set = load_samples(
-            held_out_datasets(config), config.task, paths.data, seed=config.data.seed, model=policy_info
-        )
-    ledger = SkipLedger(paths.root / LEDGER_FILE)
+    if main:
+        paths.root.mkdir(parents=True, exist_ok=True)
+        config.save_yaml(paths.root / "config.yaml")
+        _log_to_file(paths.root / "train.log")
+    with ranks.main_process_first():  # tiny models and generated datasets are built once, in the shared cache
+        policy_info = task_model_info(config.model, base_model_path(config, paths))  # tasks see what the model sees
+        train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed, model=policy_info)
+        test_set = SampleSet(samples=[], tasks={})  # built only for an eval the config asks for
+        if config.eval.before or config.eval.after or config.eval.every_n_steps:
+            test_set = load_samples(
+                held_out_datasets(config), config.task, paths.data, seed=config.data.seed, model=policy_info
+            )
+    ledger = SkipLedger(paths.root / LEDGER_FILE if main else None)
     ledger.add(train_set.skipped, split="train", stage="load")
     ledger.add(test_set.skipped, split="test", stage="load")
     model, processor, _ = load_run_policy(config, checkpoint=resume.weights)
+    trainer: GRPOTrainer | None = None  # once built, its back end syncs decoding across ranks
 
     def evaluate(tag: str) -> EvalResult:
-        return _evaluate(config, model, processor, test_set, paths.root / "eval" / tag, ledger)
+        backend = trainer.backend if trainer is not None else None
+        return _evaluate(config, model, processor, test_set, paths.root / "eval" / tag, ledger, backend, write=main)
 
     evaluations = _load_evaluations(paths.root)
     with_sft = config.sft.enabled and config.sft.steps > 0
     if with_sft and not resume.past_sft:
-        _cold_start(config, model, processor, train_set, paths.root, ledger, resume.sft_checkpoint)
+        _cold_start(config, model, processor, train_set, paths.root, ledger, resume.sft_checkpoint, ranks)
     if config.eval.before and resume.grpo is None and "before GRPO" not in evaluations:
         evaluations["before GRPO"] = evaluate("before")
-        _save_evaluations(paths.root, evaluations)
+        if main:
+            _save_evaluations(paths.root, evaluations)
 
     trainer = GRPOTrainer(
         config, paths.root, model, processor, train_set,
@@ -141,48 +155,48 @@ def run_training(config: Config) -> dict[str, Any]:
     grpo_seconds = time.perf_counter() - grpo_started
     if config.eval.after:
         evaluations["after GRPO"] = evaluate("after")
-        _save_evaluations(paths.root, evaluations)
+        if main:
+            _save_evaluations(paths.root, evaluations)
 
     summary = _summary(evaluations, trainer, train_set, test_set, ledger, grpo_seconds, time.perf_counter() - started)
-    (paths.root / "summary.json").write_text(json.dumps(summary, indent=2))
-    tables = {"Held-out evaluation": comparison_table(evaluations)} if evaluations else {}
-    write_report(paths.root, read_metrics(paths.root / "metrics.jsonl"), summary, tables, skipped=ledger.records)
+    if main:
+        (paths.root / "summary.json").write_text(json.dumps(summary, indent=2))
+        tables = {"Held-out evaluation": comparison_table(evaluations)} if evaluations else {}
+        write_report(paths.root, read_metrics(paths.root / "metrics.jsonl"), summary, tables, skipped=ledger.records)
+    ranks.barrier()
     return summary
-
-
-def _refuse_unfinished_backend(config: Config) -> None:
-    """The distributed back ends train (tests/trainer/test_backends_distributed.py), but a whole run
-    also needs what they cannot do yet: save checkpoints, shard prompts by rank, log on rank 0 only."""
-    if config.train.backend != "single":
-        raise ConfigError(
-            f"train.backend={config.train.backend}: its updates are tested, but mmgrpo train cannot yet save its "
-            "checkpoints or split prompts across ranks; use train.backend=single for now"
-        )
 
 
 def _cold_start(  # noqa: ANN001
     config: Config, model, processor, train_set: SampleSet, run_dir: Path, ledger: SkipLedger,
-    resume_from: Path | None,
+    resume_from: Path | None, ranks: Ranks,
 ) -> None:
     """Supervised warm-up on SFT files, or on the task's reference completions of the training prompts.
 
     The result is saved as ``sft/model`` (where GRPO starts, and its KL reference); a stopped
-    SFT leaves a checkpoint under ``sft/checkpoints`` that ``resume_from`` continues.
+    SFT leaves a checkpoint under ``sft/checkpoints`` that ``resume_from`` continues. On several
+    ranks every rank runs the same SFT in one process (not yet sharded), then takes the main
+    process's weights; only the main process writes.
     """
+    main = ranks.is_main_process
     examples = sft_examples([spec.path for spec in config.sft.data], train_set)
-    (run_dir / "sft").mkdir(parents=True, exist_ok=True)
     resume_step = checkpoint_step(resume_from) if resume_from is not None else None
-    sft_log = MetricsLogger(run_dir / "sft", tensorboard=config.log.tensorboard, resume_step=resume_step)
+    sft_log = MetricsLogger(
+        run_dir / "sft", tensorboard=config.log.tensorboard, resume_step=resume_step
+    ) if main else SilentMetricsLogger()
     try:
         run_sft(
             model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
-            metrics=sft_log, progress_bar=config.log.progress_bar, max_prompt_len=config.data.max_prompt_tokens,
-            skip_ledger=ledger, checkpoints=run_dir / SFT_CHECKPOINTS, resume_from=resume_from,
+            metrics=sft_log, progress_bar=config.log.progress_bar and main, max_prompt_len=config.data.max_prompt_tokens,
+            skip_ledger=ledger, checkpoints=run_dir / SFT_CHECKPOINTS if main else None, resume_from=resume_from,
         )
     finally:
         sft_log.close()
-    save_model(run_dir / SFT_MODEL, model, processor)
-    shutil.rmtree(run_dir / SFT_CHECKPOINTS, ignore_errors=True)  # superseded by sft/model
+    ranks.share_main_weights(model)
+    if main:
+        save_model(run_dir / SFT_MODEL, model, processor)
+        shutil.rmtree(run_dir / SFT_CHECKPOINTS, ignore_errors=True)  # superseded by sft/model
+    ranks.barrier()  # sft/model is in place (a KL reference loads from it on resume)
 
 
 def _initial_policy(source: str | Path) -> str:
@@ -192,14 +206,18 @@ def _initial_policy(source: str | Path) -> str:
 
 
 def _evaluate(  # noqa: ANN001
-    config: Config, model, processor, test_set: SampleSet, out_dir: Path, ledger: SkipLedger
+    config: Config, model, processor, test_set: SampleSet, out_dir: Path, ledger: SkipLedger,
+    backend: TrainingBackend | None, *, write: bool,
 ) -> EvalResult:
-    engine = build_engine(config, model, processor)
+    """The held-out evaluation of the live policy (on every rank, each the whole set: under ZeRO-3 and
+    FSDP2 a forward pass needs every rank); ``write``: this process writes its files."""
+    engine = build_engine(config, model, processor, backend)
     result = evaluate_policy(
         engine, test_set.samples, test_set.tasks, eval_options(config), skipped=test_set.skipped,
         reward_policy=reward_policy(config.task),
     )
-    result.write(out_dir, model_name=out_dir.name)
+    if write:
+        result.write(out_dir, model_name=out_dir.name)
     ledger.add(result.skipped, split="test", stage="eval")
     return result
 

@@ -79,6 +79,24 @@ class Rollouts:
     def rewards(self) -> torch.Tensor:
         return torch.tensor([r for group in self.groups for r in group.rewards], dtype=torch.float32)  # [N]
 
+    def summary(self) -> Rollouts:
+        """What metrics, logs and other ranks need: groups without prompt tensors or media
+        (each sample keeps its id, task and answer), small enough to send between ranks."""
+        return replace(self, groups=[_light(g) for g in self.groups], filtered=[_light(g) for g in self.filtered])
+
+    @classmethod
+    def merged(cls, parts: Sequence[Rollouts]) -> Rollouts:
+        """One step's rollouts of every rank, as one (groups in rank order)."""
+        return cls(
+            groups=[g for part in parts for g in part.groups],
+            rounds=max(part.rounds for part in parts),
+            skipped=[row for part in parts for row in part.skipped],
+            zero_variance_groups=sum(part.zero_variance_groups for part in parts),
+            sampled_groups=sum(part.sampled_groups for part in parts),
+            filtered=[g for part in parts for g in part.filtered],
+            reward_errors=[error for part in parts for error in part.reward_errors],
+        )
+
     def prompt_batch(self, encode: Callable[[list[Sample]], PromptBatch]) -> PromptBatch:
         """The groups' prompts, one row each: rows of the rollout's own encoding when they all
         come from one batch (no second pass through the processor), else encoded anew."""
@@ -134,10 +152,13 @@ def collect_rollouts(
     num_prompts: int,
     dynamic_sampling: bool = False,
     max_resample_rounds: int = 0,
+    all_ranks_full: Callable[[bool], bool] = bool,
 ) -> Rollouts:
     """Sample and score ``num_prompts`` groups (fewer if dynamic sampling runs out of rounds).
 
     ``scoring`` maps a task name to its rule: each group is scored by its sample's task.
+    Under data parallelism every rank collects its own ``num_prompts``; dynamic sampling
+    resamples until ``all_ranks_full(full_here)``, so all ranks run the same rounds.
     """
     result = Rollouts(groups=[], rounds=0)
     while True:
@@ -159,11 +180,17 @@ def collect_rollouts(
             result.zero_variance_groups += not informative
             (result.groups if informative or not dynamic_sampling else result.filtered).append(group)
         result.rounds += 1
-        full = len(result.groups) >= num_prompts
-        if not dynamic_sampling or full or result.rounds > max_resample_rounds:
+        if not dynamic_sampling or result.rounds > max_resample_rounds:
+            break
+        if all_ranks_full(len(result.groups) >= num_prompts):
             break
     result.groups = result.groups[:num_prompts]
     return result
+
+
+def _light(group: Group) -> Group:
+    sample = Sample(id=group.sample.id, task=group.sample.task, messages=[], answer=group.sample.answer)
+    return replace(group, sample=sample, prompts=None, prompt_row=0)
 
 
 def score_groups(

@@ -11,7 +11,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from peft import LoraConfig as PeftLoraConfig
@@ -31,6 +31,9 @@ from processors import AudioBudget, ImageBudget, VideoBudget
 from tasks import get_task, load_reward_plugins
 from tasks.base import ModelInfo, RowError, Task
 from tasks.reward_calls import RewardPolicy
+
+if TYPE_CHECKING:
+    from mmgrpo.trainer.backends import TrainingBackend
 
 logger = logging.getLogger(__name__)
 
@@ -87,11 +90,16 @@ def load_policy(
     return model, processor
 
 
-def build_engine(config: Config, model: torch.nn.Module, processor: Any) -> RolloutEngine:
-    """The configured rollout engine around ``model``."""
+def build_engine(
+    config: Config, model: torch.nn.Module, processor: Any, backend: TrainingBackend | None = None
+) -> RolloutEngine:
+    """The configured rollout engine around ``model`` (as ``backend`` prepared it: decoding is synced
+    across ranks when its forward passes are collective)."""
+    synced = backend is not None and backend.shards_weights
     return ENGINES.get(config.rollout.engine)(
         model, processor, group_shared=config.train.group_shared_encoding,
         budgets=media_budgets(config.model, processor), max_prompt_len=config.data.max_prompt_tokens,
+        all_ranks_done=backend.all_ranks if synced else None,
     )
 
 

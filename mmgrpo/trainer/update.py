@@ -80,6 +80,27 @@ class StepBatch:
         )
 
 
+    def padded_to(self, num_groups: int) -> StepBatch:
+        """This batch plus copies of its first group that count for nothing (advantage 0, loss mask 0),
+        up to ``num_groups`` groups: under data parallelism every rank then runs the same forward
+        passes (a collective under ZeRO-3 and FSDP2), whatever groups it had."""
+        fillers = num_groups - len(self.group_sizes)
+        if fillers <= 0:
+            return self
+        size = self.group_sizes[0]
+        rows = list(range(len(self.group_sizes))) + [0] * fillers
+        return StepBatch(
+            prompts=self.prompts.select(rows),
+            completions=list(self.completions) + list(self.completions[:size]) * fillers,
+            group_sizes=self.group_sizes + [size] * fillers,
+            advantages=torch.cat([self.advantages, self.advantages.new_zeros(size * fillers)]),
+            loss_mask=torch.cat([self.loss_mask, self.loss_mask.new_zeros(size * fillers, self.loss_mask.shape[1])]),
+            ref_logp=None if self.ref_logp is None else torch.cat(
+                [self.ref_logp, self.ref_logp.new_zeros(size * fillers, self.ref_logp.shape[1])]
+            ),
+        )
+
+
 def build_loss_mask(completions: Sequence[TokenIds], include: Sequence[bool], pad_token_id: int) -> torch.Tensor:
     """``[N, Tc]`` completion-token mask with rows where ``include`` is False zeroed."""
     _, mask = pad_completions(completions, pad_token_id=pad_token_id)  # [N, Tc]
@@ -144,9 +165,8 @@ def _accumulate_gradients(
         return stats
     for rows, part in group_chunks(batch.group_sizes, settings.micro_batch_size):
         micro = batch.select(rows, part)
+        # weight 0 (e.g. filler groups) still runs: every rank must run the same forward passes
         weight = _normaliser(micro.loss_mask, loss_settings.agg) / normaliser
-        if weight == 0:
-            continue
         with settings.autocast(micro.advantages.device):
             logp, entropy = completion_logprobs(
                 backend.model, micro.prompts, micro.completions, micro.group_sizes,

@@ -8,7 +8,6 @@ import copy
 import json
 import sys
 import typing
-from pathlib import Path
 
 import pytest
 import torch
@@ -18,7 +17,6 @@ from mmgrpo.config.schema import TrainConfig
 from mmgrpo.trainer.backends import BACKENDS, OptimizerSpec, SingleProcessBackend, build_backend
 from mmgrpo.trainer.backends.deepspeed_config import implied_settings, merged_config, read_user_config
 from mmgrpo.trainer.backends.fsdp2 import sharding_units
-from mmgrpo.trainer.pipeline import run_training
 
 
 def _model() -> torch.nn.Module:
@@ -179,8 +177,18 @@ def test_back_end_keys_without_their_back_end_are_errors(tmp_path):
     assert load_config(None, ["train.backend=fsdp2", "train.offload_optimizer=true"]).train.offload_optimizer
 
 
-def test_train_refuses_a_distributed_backend_until_it_can_checkpoint(small_config) -> None:
-    config = small_config("train.backend=fsdp2")
-    with pytest.raises(ConfigError, match="train.backend=fsdp2: .* cannot yet save its checkpoints"):
-        run_training(config)
-    assert not (Path(config.log.output_dir) / "test").exists()  # refused before any work
+def test_launched_ranks_need_a_distributed_backend_and_batches_that_split(monkeypatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ConfigError) as caught:
+        load_config(None, ["rollout.prompts_per_step=6", "rollout.num_generations=4", "train.micro_batch_size=8",
+                           "train.mini_batch_size=8", "algo.dynamic_group_size=true", "lora.enabled=true"])
+    problems = str(caught.value)
+    assert "2 ranks were launched (WORLD_SIZE=2) but train.backend=single" in problems
+    assert "train.mini_batch_size=8 (completions per optimizer step, all ranks together) does not divide into 2 ranks" in problems
+    assert "algo.dynamic_group_size=true trains in one process only" in problems
+    assert "lora.enabled=true trains in one process only" in problems
+    split = load_config(None, ["train.backend=fsdp2", "rollout.prompts_per_step=6", "train.micro_batch_size=8"])
+    assert split.rollout.prompts_per_step == 6  # 3 per rank, 48 completions = 2 ranks x 3 micro-batches of 8
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with pytest.raises(ConfigError, match=r"rollout.prompts_per_step=6 \(prompts per step, all ranks together\) does not divide across 4 ranks"):
+        load_config(None, ["train.backend=fsdp2", "rollout.prompts_per_step=6", "train.micro_batch_size=8"])

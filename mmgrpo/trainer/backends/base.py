@@ -10,7 +10,14 @@ the weights, gradients and optimizer state live. The trainer only ever:
   those of one process holding the whole batch;
 - calls ``backend.step()`` once per mini-batch: clip to the configured max norm, optimizer
   and learning-rate steps, zero the gradients; it returns the gradient norm before clipping;
-- reduces numbers across ranks with ``backend.all_reduce``.
+- reduces numbers across ranks with ``backend.all_reduce`` (and exchanges small Python objects
+  with ``gather_objects`` / ``broadcast_object``, agrees with ``all_ranks``);
+- saves and restores the optimizer through ``save_optimizer`` / ``load_optimizer``, which a
+  checkpoint calls on every rank.
+
+``shards_weights`` says whether a forward pass is itself collective (ZeRO-3, FSDP2 gather each
+module's weights from all ranks): then every rank must run the same forward passes, so the
+rollout engine decodes until all ranks are done and the trainer gives every rank equally many groups.
 
 Back ends are registered by name in :data:`BACKENDS` and built as
 ``BACKENDS.get(name)(model, spec, train)``; :func:`mmgrpo.trainer.backends.build_backend`
@@ -19,11 +26,13 @@ does that for a config.
 
 from __future__ import annotations
 
+import datetime
 import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import torch
 
@@ -78,6 +87,8 @@ class TrainingBackend(Protocol):
     """The learning-rate schedule; ``last_epoch`` counts optimizer steps taken."""
     rank: int
     world_size: int
+    shards_weights: bool
+    """True when forward passes gather weights from every rank (all ranks must run the same ones)."""
 
     @property
     def is_main_process(self) -> bool:
@@ -103,6 +114,64 @@ class TrainingBackend(Protocol):
     def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
         """``values`` reduced over all ranks with ``op`` (every rank gets the result)."""
         ...
+
+    def all_ranks(self, flag: bool) -> bool:
+        """True when ``flag`` is true on every rank (every rank gets the answer)."""
+        ...
+
+    def gather_objects(self, value: Any) -> list[Any]:
+        """Every rank's ``value`` (picklable, small), in rank order, on every rank."""
+        ...
+
+    def broadcast_object(self, value: Any) -> Any:
+        """The main process's ``value`` on every rank."""
+        ...
+
+    def barrier(self) -> None:
+        """Wait until every rank gets here."""
+        ...
+
+    def save_optimizer(self, folder: Path) -> dict[str, Any] | None:
+        """Called on every rank while a checkpoint is written into ``folder``: returns the optimizer
+        state the checkpoint's trainer state records (on the main process), or writes this rank's
+        shard files into ``folder`` itself and returns None."""
+        ...
+
+    def load_optimizer(self, folder: Path, recorded: dict[str, Any] | None) -> None:
+        """Called on every rank on resume: restore what :meth:`save_optimizer` saved."""
+        ...
+
+
+class ProcessGroupMember:
+    """Rank bookkeeping and collectives over the default process group, for the distributed back ends
+    (which set ``rank``, ``world_size`` and ``device``, the communication back end's device)."""
+
+    rank: int
+    world_size: int
+    device: torch.device
+
+    @property
+    def is_main_process(self) -> bool:
+        return self.rank == 0
+
+    def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
+        return reduce_across_ranks(values, op, self.device)
+
+    def all_ranks(self, flag: bool) -> bool:
+        return self.all_reduce({"flag": float(flag)}, "min")["flag"] == 1.0
+
+    def gather_objects(self, value: Any) -> list[Any]:
+        gathered: list[Any] = [None] * self.world_size
+        torch.distributed.all_gather_object(gathered, value)
+        return gathered
+
+    def broadcast_object(self, value: Any) -> Any:
+        box = [value]
+        torch.distributed.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def barrier(self) -> None:
+        torch.distributed.barrier()
 
 
 BackendFactory = type[TrainingBackend]
@@ -137,12 +206,17 @@ def one_process_group_unless_launched() -> None:
         os.environ.setdefault(name, value)
 
 
-def init_process_group() -> None:
-    """The default process group, unless one exists: NCCL where CUDA is, else gloo."""
+def init_process_group(timeout_seconds: float) -> None:
+    """The default process group, unless one exists: NCCL where CUDA is, else gloo. A collective
+    that waits longer than ``timeout_seconds`` (a rank crashed or hangs) raises instead of hanging."""
     if torch.distributed.is_initialized():
         return
     one_process_group_unless_launched()
-    torch.distributed.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+    if torch.cuda.is_available():  # NCCL: one GPU per rank on each node
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    torch.distributed.init_process_group(
+        backend="nccl" if torch.cuda.is_available() else "gloo", timeout=datetime.timedelta(seconds=timeout_seconds)
+    )
 
 
 def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:

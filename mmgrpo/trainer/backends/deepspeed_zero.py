@@ -10,14 +10,15 @@ cache folder: DeepSpeed compiles its CPU ops the first time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mmgrpo.config.errors import ConfigError
 from mmgrpo.trainer.backends.base import (
-    BACKENDS, OptimizerSpec, ReduceOp, one_process_group_unless_launched, reduce_across_ranks,
+    BACKENDS, OptimizerSpec, ProcessGroupMember, one_process_group_unless_launched,
 )
 from mmgrpo.trainer.backends.deepspeed_config import implied_settings, merged_config, read_user_config
 from mmgrpo.trainer.optim import parameter_groups
@@ -26,14 +27,22 @@ if TYPE_CHECKING:
     from mmgrpo.config.schema import TrainConfig
 
 
+ZERO_CHECKPOINT_TAG = "zero"  # the folder inside a checkpoint that holds DeepSpeed's own files
+
+
 @BACKENDS.register("deepspeed")
-class DeepSpeedBackend:
-    """``model`` wrapped in a DeepSpeed engine with ZeRO as ``train`` says."""
+class DeepSpeedBackend(ProcessGroupMember):
+    """``model`` wrapped in a DeepSpeed engine with ZeRO as ``train`` says.
+
+    Checkpoints hold DeepSpeed's own per-rank files (``zero/``), so a run resumes on the
+    number of ranks that wrote them.
+    """
 
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig) -> None:
         deepspeed = _import_deepspeed()
         one_process_group_unless_launched()
-        deepspeed.init_distributed()  # a no-op when the process group exists
+        # a no-op when the process group exists
+        deepspeed.init_distributed(timeout=datetime.timedelta(seconds=train.collective_timeout_s))
         self.rank, self.world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
         self.config = merged_config(
             implied_settings(train, spec, self.world_size), read_user_config(train.deepspeed_config),
@@ -50,11 +59,9 @@ class DeepSpeedBackend:
             config=self.config,
         )
         self.model: torch.nn.Module = self.engine.module
+        self.device = self.engine.device
         self.zero_stage = train.zero_stage
-
-    @property
-    def is_main_process(self) -> bool:
-        return self.rank == 0
+        self.shards_weights = train.zero_stage == 3
 
     def backward(self, loss: torch.Tensor) -> None:
         # The trainer calls the policy's submodules, never engine.forward, which is where DeepSpeed
@@ -77,8 +84,24 @@ class DeepSpeedBackend:
             return {}
         return {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
 
-    def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
-        return reduce_across_ranks(values, op, self.engine.device)
+    def save_optimizer(self, folder: Path) -> None:
+        self.engine.save_checkpoint(str(folder), tag=ZERO_CHECKPOINT_TAG, client_state={"world_size": self.world_size},
+                                    save_latest=False)
+
+    def load_optimizer(self, folder: Path, recorded: dict[str, Any] | None) -> None:
+        shards = folder / ZERO_CHECKPOINT_TAG
+        if not shards.is_dir():
+            raise FileNotFoundError(f"{folder} holds no DeepSpeed state ({shards} is missing): was it saved by "
+                                    "another train.backend? Start from its weights instead (model.name_or_path)")
+        written_by = len(list(shards.glob("*optim_states.pt")))
+        if written_by != self.world_size:
+            raise ValueError(
+                f"{shards} holds ZeRO optimizer shards of {written_by} ranks, this run has {self.world_size}: "
+                f"resume with {written_by} ranks, or start from the checkpoint's weights (model.name_or_path={folder})"
+            )
+        self.engine.load_checkpoint(
+            str(folder), tag=ZERO_CHECKPOINT_TAG, load_optimizer_states=True, load_lr_scheduler_states=False
+        )
 
 
 def _import_deepspeed() -> Any:

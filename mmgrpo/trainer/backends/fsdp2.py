@@ -11,17 +11,19 @@ loss, so :meth:`FSDP2Backend.backward` scales by the world size.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions, get_model_state_dict, get_optimizer_state_dict, set_optimizer_state_dict,
+)
 from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 from mmgrpo.config.errors import ConfigError
 from mmgrpo.trainer.backends.base import (
-    BACKENDS, OptimizerSpec, ReduceOp, init_process_group, reduce_across_ranks, trainable_parameters,
+    BACKENDS, OptimizerSpec, ProcessGroupMember, init_process_group, trainable_parameters,
 )
 
 if TYPE_CHECKING:
@@ -29,11 +31,17 @@ if TYPE_CHECKING:
 
 
 @BACKENDS.register("fsdp2")
-class FSDP2Backend:
-    """``model`` sharded with ``fully_shard`` per block and per remaining parameter owner."""
+class FSDP2Backend(ProcessGroupMember):
+    """``model`` sharded with ``fully_shard`` per block and per remaining parameter owner.
+
+    Checkpoints record the whole optimizer state (gathered onto the main process, keyed by
+    parameter name), so a run resumes on any number of ranks.
+    """
+
+    shards_weights = True
 
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig) -> None:
-        init_process_group()
+        init_process_group(train.collective_timeout_s)
         self.rank, self.world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
         self.spec, self.device = spec, next(model.parameters()).device
         # bf16: compute in bf16 copies of the fp32 shards, reduce gradients in fp32.
@@ -47,10 +55,6 @@ class FSDP2Backend:
             fully_shard(unit, **options)
         self.model = model
         self.optimizer, self.scheduler = spec.build(model)
-
-    @property
-    def is_main_process(self) -> bool:
-        return self.rank == 0
 
     def backward(self, loss: torch.Tensor) -> None:
         (loss * self.world_size).backward()  # FSDP2 averages over ranks; the ranks' losses add up
@@ -66,12 +70,20 @@ class FSDP2Backend:
         self.optimizer.zero_grad(set_to_none=True)
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
-        options = StateDictOptions(full_state_dict=True, cpu_offload=True)  # every rank gathers, rank 0 keeps
-        state = get_model_state_dict(self.model, options=options)
+        state = get_model_state_dict(self.model, options=_GATHERED)
         return dict(state) if self.is_main_process else {}
 
-    def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
-        return reduce_across_ranks(values, op, self.device)
+    def save_optimizer(self, folder: Path) -> dict[str, Any] | None:
+        state = get_optimizer_state_dict(self.model, self.optimizer, options=_GATHERED)
+        return dict(state) if self.is_main_process else None
+
+    def load_optimizer(self, folder: Path, recorded: dict[str, Any] | None) -> None:
+        """Every rank reads the whole recorded state and keeps its own shard of it."""
+        options = StateDictOptions(full_state_dict=True)
+        set_optimizer_state_dict(self.model, self.optimizer, optim_state_dict=recorded, options=options)
+
+
+_GATHERED = StateDictOptions(full_state_dict=True, cpu_offload=True)  # every rank gathers, rank 0 keeps
 
 
 def sharding_units(model: torch.nn.Module) -> list[torch.nn.Module]:

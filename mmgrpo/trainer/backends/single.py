@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -20,6 +21,7 @@ class SingleProcessBackend:
     rank = 0
     world_size = 1
     is_main_process = True
+    shards_weights = False
 
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig | None = None) -> None:
         self.model, self.spec = model, spec
@@ -43,3 +45,21 @@ class SingleProcessBackend:
 
     def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
         return dict(values)
+
+    def all_ranks(self, flag: bool) -> bool:
+        return flag
+
+    def gather_objects(self, value: Any) -> list[Any]:
+        return [value]
+
+    def broadcast_object(self, value: Any) -> Any:
+        return value
+
+    def barrier(self) -> None:
+        pass
+
+    def save_optimizer(self, folder: Path) -> dict[str, Any]:
+        return self.optimizer.state_dict()
+
+    def load_optimizer(self, folder: Path, recorded: dict[str, Any] | None) -> None:
+        self.optimizer.load_state_dict(recorded)
