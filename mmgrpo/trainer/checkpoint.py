@@ -113,7 +113,7 @@ def save_checkpoint(
         staging = Path(backend.broadcast_object(str(staging) if main else None))
         state.optimizer = backend.save_optimizer(staging)
         backend.barrier()  # every rank's shard files are written
-        weights = backend.full_state_dict() if backend.world_size > 1 else None  # one process: the module is whole
+        weights = backend.full_state_dict() if backend.shards_weights else None  # else the module here is whole
     if main:
         state.rng = rng if rng is not None else capture_rng_state()
         _save_model(staging, model, processor, weights)

@@ -220,3 +220,25 @@ def test_an_overlong_prompt_gets_no_completions(policy, samples) -> None:
     groups = engine.generate(samples, SamplingParams(n=2, max_new_tokens=3, seed=0))
     assert [len(group) for group in groups] == [2 if i == shortest else 0 for i in range(len(samples))]
     assert engine.generate([], SamplingParams()) == []
+
+
+def test_synced_decoding_keeps_a_finished_rank_in_step_and_changes_no_completion(policy, samples) -> None:
+    """As a rank whose completions all stopped while another rank's run on: it keeps calling the
+    model (ZeRO-3 and FSDP2 forward passes need every rank) until told that all ranks are done."""
+    model, processor = policy
+    greedy = SamplingParams(n=2, temperature=0, max_new_tokens=12)
+    first_tokens = {group[0].token_ids[0] for group in HFEngine(model, processor).generate(samples, greedy)}
+    params = dataclasses.replace(greedy, stop_token_ids=tuple(first_tokens))  # every row stops after one token
+    forwards = []
+    hook = model.register_forward_hook(lambda *_: forwards.append(1))
+    try:
+        alone = HFEngine(model, processor).generate(samples, params)
+        alone_forwards = len(forwards)
+        others_done_at = 5  # steps until the other rank's completions have all stopped
+        answers = iter([False] * others_done_at + [True])
+        synced = HFEngine(model, processor, all_ranks_done=lambda done_here: next(answers)).generate(samples, params)
+    finally:
+        hook.remove()
+    assert alone_forwards == 1  # the prefill alone: every row stopped at its first token
+    assert token_ids(synced) == token_ids(alone)
+    assert len(forwards) - alone_forwards == 1 + others_done_at  # prefill + one per step until all are done

@@ -74,9 +74,12 @@ def initial_weights(model_dir: Path) -> Weights:
     return dict(model.state_dict())
 
 
-def train_on_fixed_rollouts(model_dir: Path, train: TrainConfig) -> tuple[Weights, dict[str, float]]:
+def train_on_fixed_rollouts(
+    model_dir: Path, train: TrainConfig, filler_groups: int = 0
+) -> tuple[Weights, dict[str, float]]:
     """Weights after ``STEPS`` updates through ``train.backend`` (full on rank 0, ``{}`` elsewhere)
-    and the update's metrics (reduced over ranks)."""
+    and the update's metrics (reduced over ranks); ``filler_groups`` pads each rank's share with
+    groups that count for nothing."""
     model, processor = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
     spec = OptimizerSpec(
         lr=LR, weight_decay=0.01, total_steps=STEPS, max_grad_norm=train.max_grad_norm,
@@ -84,6 +87,7 @@ def train_on_fixed_rollouts(model_dir: Path, train: TrainConfig) -> tuple[Weight
     )
     backend = build_backend(model, spec, train)
     batch = rank_share(fixed_batch(processor, model.config.model_type), backend.rank, backend.world_size)
+    batch = batch.padded_to(len(batch.group_sizes) + filler_groups)
     backend.model.train()
     metrics = policy_update(backend, batch, LOSS, UpdateSettings(num_iterations=STEPS, micro_batch_size=MICRO_BATCH))
     return {name: tensor.detach().float().cpu() for name, tensor in backend.full_state_dict().items()}, metrics

@@ -18,6 +18,8 @@ from mmgrpo.trainer.backends import BACKENDS, OptimizerSpec, SingleProcessBacken
 from mmgrpo.trainer.backends.deepspeed_config import implied_settings, merged_config, read_user_config
 from mmgrpo.trainer.backends.fsdp2 import sharding_units
 
+from . import backend_parity
+
 
 def _model() -> torch.nn.Module:
     torch.manual_seed(0)
@@ -192,3 +194,15 @@ def test_launched_ranks_need_a_distributed_backend_and_batches_that_split(monkey
     monkeypatch.setenv("WORLD_SIZE", "4")
     with pytest.raises(ConfigError, match=r"rollout.prompts_per_step=6 \(prompts per step, all ranks together\) does not divide across 4 ranks"):
         load_config(None, ["train.backend=fsdp2", "rollout.prompts_per_step=6", "train.micro_batch_size=8"])
+
+
+def test_filler_groups_leave_the_update_unchanged(tiny_qwen25vl) -> None:
+    """A rank with fewer groups is padded with copies that count for nothing (advantage 0, no loss
+    tokens) so every rank runs the same forward passes; the update must be the unpadded one."""
+    train = TrainConfig(micro_batch_size=backend_parity.MICRO_BATCH)
+    weights, metrics = backend_parity.train_on_fixed_rollouts(tiny_qwen25vl, train)
+    padded_weights, padded_metrics = backend_parity.train_on_fixed_rollouts(tiny_qwen25vl, train, filler_groups=2)
+    worst = max(float((weights[name] - padded_weights[name]).abs().max()) for name in weights)
+    assert worst <= 1e-7
+    for name in ("loss", "kl", "entropy", "clip_frac", "grad_norm"):
+        assert padded_metrics[name] == pytest.approx(metrics[name], rel=1e-6), name

@@ -35,14 +35,14 @@ STEPS = 3
 RESUME_TOLERANCE = 1e-6
 
 
-def _torchrun(*arguments: str, stop_in_step: int | None = None) -> subprocess.CompletedProcess:
+def _torchrun(*arguments: str, stop_in_step: int | None = None, ranks: int = 2) -> subprocess.CompletedProcess:
     env = {
         **os.environ, "OMP_NUM_THREADS": "1",
         "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE)),
     }
     stop = ["--stop-in-step", str(stop_in_step)] if stop_in_step else []
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
         distributed_train.__file__, *stop, *arguments,
     ]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
@@ -55,8 +55,12 @@ def _succeeded(done: subprocess.CompletedProcess) -> None:
 @pytest.mark.parametrize(
     "backend",
     [pytest.param(["train.backend=deepspeed", "train.zero_stage=2"], marks=NEEDS_DEEPSPEED, id="zero2"),
-     pytest.param(["train.backend=deepspeed", "train.zero_stage=3"], marks=NEEDS_DEEPSPEED, id="zero3"),
-     pytest.param(["train.backend=fsdp2"], id="fsdp2")],
+     # ZeRO-3 with DAPO's dynamic sampling: the ranks agree on the resampling rounds
+     pytest.param(["train.backend=deepspeed", "train.zero_stage=3", "algo.dynamic_sampling=true"],
+                  marks=NEEDS_DEEPSPEED, id="zero3"),
+     # FSDP2 with held-out evaluations before, during and after (forward passes on every rank)
+     pytest.param(["train.backend=fsdp2", "eval.before=true", "eval.after=true", "eval.every_n_steps=2",
+                   "eval.limit=4"], id="fsdp2")],
 )
 def test_two_ranks_train_stop_resume_exactly_and_export(backend, small_config, tiny_qwen25vl, tmp_path):
     config = small_config(
@@ -76,11 +80,15 @@ def test_two_ranks_train_stop_resume_exactly_and_export(backend, small_config, t
     whole, cut = runs / "whole", runs / "cut"
     assert [row["step"] for row in read_metrics(whole / "metrics.jsonl")] == list(range(1, STEPS + 1))  # rank 0 alone logs
     for expected, resumed in zip(read_metrics(whole / "metrics.jsonl"), read_metrics(cut / "metrics.jsonl")):
-        for name in ("reward/total", "loss", "kl", "grad_norm", "length/total"):
+        assert set(resumed) == set(expected)  # e.g. a step without a trainable group on both or neither
+        for name in {"reward/total", "loss", "kl", "grad_norm", "length/total", "rollout_rounds"} & set(expected):
             assert resumed[name] == pytest.approx(expected[name], rel=1e-5, abs=1e-7), (expected["step"], name)
     step_one = [row for row in read_metrics(whole / "completions.jsonl") if row["step"] == 1]
-    assert len({row["sample_id"] for row in step_one}) == config.rollout.prompts_per_step  # ranks drew different prompts
-    assert len(step_one) == config.rollout.prompts_per_step * config.rollout.num_generations  # both ranks' groups
+    if config.algo.dynamic_sampling:  # resampled (the ranks agreed on the rounds), logged groups are the kept ones
+        assert max(row["rollout_rounds"] for row in read_metrics(whole / "metrics.jsonl")) > 1
+    else:
+        assert len({row["sample_id"] for row in step_one}) == config.rollout.prompts_per_step  # ranks drew apart
+        assert len(step_one) == config.rollout.prompts_per_step * config.rollout.num_generations  # both ranks' groups
 
     final = f"checkpoints/step-{STEPS}/model.safetensors"
     initial = load_file(str(tiny_qwen25vl / "model.safetensors"))
@@ -97,6 +105,25 @@ def test_two_ranks_train_stop_resume_exactly_and_export(backend, small_config, t
     inputs = processor.tokenizer("How many objects?", return_tensors="pt")
     generated = model.generate(**inputs, max_new_tokens=4, do_sample=False)
     assert generated.shape[1] > inputs["input_ids"].shape[1]
+    if config.eval.after:
+        evaluations = json.loads((whole / "evaluations.json").read_text())
+        assert set(evaluations) == {"before GRPO", "after GRPO"}
+        assert "eval/accuracy" in read_metrics(whole / "metrics.jsonl")[1]  # the eval after step 2
+
+
+def test_an_fsdp2_run_resumes_on_another_number_of_ranks(small_config, tmp_path):
+    """FSDP2 checkpoints hold the whole optimizer state and the data position is global, so a
+    2-rank run continues on 1 rank (not bit-equal: each rank samples with its own seed)."""
+    config = small_config(f"train.steps={STEPS}", "checkpoint.every_n_steps=1", "train.backend=fsdp2",
+                          "eval.before=false", "eval.after=false")
+    recipe = tmp_path / "recipe.yaml"
+    config.save_yaml(recipe)
+    run = Path(config.log.output_dir) / config.log.run_name
+    assert _torchrun(str(recipe), stop_in_step=2).returncode != 0
+    assert latest_checkpoint(run / "checkpoints").name == "step-1"
+    _succeeded(_torchrun(str(recipe), "--resume", ranks=1))
+    assert [row["step"] for row in read_metrics(run / "metrics.jsonl")] == list(range(1, STEPS + 1))
+    assert latest_checkpoint(run / "checkpoints").name == f"step-{STEPS}"
 
 
 def test_a_global_batch_that_does_not_divide_across_ranks_fails_before_launch(small_config, tmp_path, capsys):

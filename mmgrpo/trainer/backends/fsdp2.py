@@ -18,7 +18,7 @@ import torch
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions, get_model_state_dict, get_optimizer_state_dict, set_optimizer_state_dict,
 )
-from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
 from mmgrpo.config.errors import ConfigError
@@ -70,17 +70,27 @@ class FSDP2Backend(ProcessGroupMember):
         self.optimizer.zero_grad(set_to_none=True)
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
+        self._reshard()
         state = get_model_state_dict(self.model, options=_GATHERED)
         return dict(state) if self.is_main_process else {}
 
     def save_optimizer(self, folder: Path) -> dict[str, Any] | None:
+        self._reshard()
         state = get_optimizer_state_dict(self.model, self.optimizer, options=_GATHERED)
         return dict(state) if self.is_main_process else None
 
     def load_optimizer(self, folder: Path, recorded: dict[str, Any] | None) -> None:
         """Every rank reads the whole recorded state and keeps its own shard of it."""
         options = StateDictOptions(full_state_dict=True)
+        self._reshard()
         set_optimizer_state_dict(self.model, self.optimizer, optim_state_dict=recorded, options=options)
+
+    def _reshard(self) -> None:
+        """Back to the sharded parameters the optimizer holds: a forward pass without backward
+        (rollout, evaluation) leaves the outermost units' weights gathered."""
+        for module in self.model.modules():
+            if isinstance(module, FSDPModule):
+                module.reshard()
 
 
 _GATHERED = StateDictOptions(full_state_dict=True, cpu_offload=True)  # every rank gathers, rank 0 keeps
