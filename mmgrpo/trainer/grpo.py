@@ -96,6 +96,8 @@ class GRPOTrainer:
         self.reference_source = recorded or (str(reference_source) if reference_source is not None else None)
         self.reference = self._make_reference(fresh=resumed is None)
         self.backend = build_backend(model, self._optimizer_spec(), config.train)
+        if self.reference is not None and self.reference.module is not model:  # sharded like the policy
+            self.reference.module = self.backend.prepare_frozen(self.reference.module)
         self.optimizer, self.scheduler = self.backend.optimizer, self.backend.scheduler
         self.engine: RolloutEngine = build_engine(config, model, processor, self.backend)
         self.step_index = 0

@@ -111,6 +111,11 @@ class TrainingBackend(Protocol):
         """The whole model's weights on the main process (gathered from shards); ``{}`` on other ranks."""
         ...
 
+    def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
+        """``module`` (e.g. the KL reference, never trained) sharded as the policy's weights are,
+        so that no rank holds all of it when the policy's are sharded; the module to call."""
+        ...
+
     def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
         """``values`` reduced over all ranks with ``op`` (every rank gets the result)."""
         ...

@@ -59,9 +59,22 @@ class DeepSpeedBackend(ProcessGroupMember):
             config=self.config,
         )
         self.model: torch.nn.Module = self.engine.module
+        self._deepspeed = deepspeed
         self.device = self.engine.device
         self.zero_stage = train.zero_stage
         self.shards_weights = train.zero_stage == 3
+
+    def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
+        """Under ZeRO-3 an inference engine partitions ``module``'s weights like the policy's; under
+        ZeRO-2 (weights replicated anyway) it stays as it is."""
+        if not self.shards_weights:
+            return module
+        frozen = {key: self.config[key] for key in ("train_micro_batch_size_per_gpu", "bf16", "zero_optimization")}
+        frozen["zero_optimization"] = {
+            key: value for key, value in frozen["zero_optimization"].items() if key != "offload_optimizer"
+        }
+        engine, *_ = self._deepspeed.initialize(model=module, config=frozen)
+        return engine.module
 
     def backward(self, loss: torch.Tensor) -> None:
         # The trainer calls the policy's submodules, never engine.forward, which is where DeepSpeed

@@ -50,11 +50,14 @@ class FSDP2Backend(ProcessGroupMember):
         )
         # Offload keeps shards, gradients and optimizer state in CPU memory (pinned only where a GPU is).
         offload = CPUOffloadPolicy(pin_memory=torch.cuda.is_available()) if train.offload_optimizer else OffloadPolicy()
-        options = {"mp_policy": precision, "offload_policy": offload}
-        for unit in sharding_units(model):
-            fully_shard(unit, **options)
-        self.model = model
+        self.sharding = {"mp_policy": precision, "offload_policy": offload}
+        self.model = self.prepare_frozen(model)
         self.optimizer, self.scheduler = spec.build(model)
+
+    def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
+        for unit in sharding_units(module):
+            fully_shard(unit, **self.sharding)
+        return module
 
     def backward(self, loss: torch.Tensor) -> None:
         (loss * self.world_size).backward()  # FSDP2 averages over ranks; the ranks' losses add up

@@ -43,6 +43,9 @@ class SingleProcessBackend:
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         return dict(self.model.state_dict())
 
+    def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
+        return module
+
     def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
         return dict(values)
 
