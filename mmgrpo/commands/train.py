@@ -51,6 +51,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         summary = run_training(config)
+    except Exception as failure:
+        _name_the_rank(failure)
+        raise
     except KeyboardInterrupt as stop:
         print(
             f"mmgrpo train: stopped by {signal_name(stop)}; continue the run with "
@@ -60,6 +63,15 @@ def run(args: argparse.Namespace) -> int:
         return exit_code(stop)
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _name_the_rank(failure: Exception) -> None:
+    """Under a launcher, say which rank failed and how (e.g. a collective timed out: another rank
+    crashed or hangs), before the traceback."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size > 1:
+        print(f"mmgrpo train: rank {os.environ.get('RANK')} of {world_size} failed: {type(failure).__name__}: "
+              f"{failure}", file=sys.stderr, flush=True)
 
 
 def _launch(nproc: int, train_args: list[str]) -> int:

@@ -1,5 +1,6 @@
 """``mmgrpo train`` as one rank under torchrun, optionally stopped during step K's rollout by a
-SIGTERM on every rank (as torchrun passes a scheduler's SIGTERM to each of them)::
+SIGTERM on every rank (as torchrun passes a scheduler's SIGTERM to each of them), or with
+the last rank hanging there (``--hang-in-step K``)::
 
     torchrun --standalone --nproc-per-node 2 tests/trainer/distributed_train.py [--stop-in-step K] ARGS...
 
@@ -11,26 +12,38 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
+from typing import Callable
 
 from mmgrpo.cli import main
 from mmgrpo.trainer import grpo
 
 
-def stop_in_step(step: int) -> None:
+HANG_SECONDS = 600
+
+
+def in_step(step: int, action: Callable[[], None]) -> None:
+    """Run ``action`` when step ``step`` starts collecting rollouts."""
     real_collect, calls = grpo.collect_rollouts, []
 
-    def collect_then_stop(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def collect_after_action(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         calls.append(1)
         if len(calls) == step:
-            os.kill(os.getpid(), signal.SIGTERM)
+            action()
         return real_collect(*args, **kwargs)
 
-    grpo.collect_rollouts = collect_then_stop
+    grpo.collect_rollouts = collect_after_action
+
+
+def last_rank_hangs() -> None:
+    if int(os.environ["RANK"]) == int(os.environ["WORLD_SIZE"]) - 1:
+        time.sleep(HANG_SECONDS)
 
 
 if __name__ == "__main__":
     arguments = sys.argv[1:]
-    if arguments[:1] == ["--stop-in-step"]:
-        stop_in_step(int(arguments[1]))
+    faults = {"--stop-in-step": lambda: os.kill(os.getpid(), signal.SIGTERM), "--hang-in-step": last_rank_hangs}
+    if arguments[:1] and arguments[0] in faults:
+        in_step(int(arguments[1]), faults[arguments[0]])
         arguments = arguments[2:]
     sys.exit(main(["train", *arguments]))

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -35,12 +36,15 @@ STEPS = 3
 RESUME_TOLERANCE = 1e-6
 
 
-def _torchrun(*arguments: str, stop_in_step: int | None = None, ranks: int = 2) -> subprocess.CompletedProcess:
+def _torchrun(
+    *arguments: str, stop_in_step: int | None = None, hang_in_step: int | None = None, ranks: int = 2
+) -> subprocess.CompletedProcess:
     env = {
         **os.environ, "OMP_NUM_THREADS": "1",
         "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE)),
     }
     stop = ["--stop-in-step", str(stop_in_step)] if stop_in_step else []
+    stop += ["--hang-in-step", str(hang_in_step)] if hang_in_step else []
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
         distributed_train.__file__, *stop, *arguments,
@@ -135,3 +139,37 @@ def test_a_global_batch_that_does_not_divide_across_ranks_fails_before_launch(sm
     assert "rollout.prompts_per_step=5" in error and "2 ranks" in error
     assert "WORLD_SIZE" not in os.environ
     assert not (Path(config.log.output_dir) / config.log.run_name).exists()
+
+
+@pytest.mark.parametrize("launcher", ["mmgrpo --nproc", "accelerate launch"])
+def test_the_other_launchers_start_two_ranks(launcher, small_config, tmp_path):
+    if launcher == "accelerate launch" and importlib.util.find_spec("accelerate") is None:
+        pytest.skip("accelerate is not installed: its launcher NOT tested")
+    config = small_config("train.steps=2", "train.backend=fsdp2", "eval.before=false", "eval.after=false")
+    recipe = tmp_path / "recipe.yaml"
+    config.save_yaml(recipe)
+    train = ["-m", "mmgrpo", "train", str(recipe)]
+    command = {
+        "mmgrpo --nproc": [sys.executable, *train, "--nproc", "2"],
+        "accelerate launch": [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *train],
+    }[launcher]
+    done = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+                          timeout=900)
+    _succeeded(done)
+    assert done.stdout.count('"grpo_steps": 2') == 2  # both ranks ran the whole job
+    run = Path(config.log.output_dir) / config.log.run_name
+    assert [row["step"] for row in read_metrics(run / "metrics.jsonl")] == [1, 2]  # logged once, by rank 0
+
+
+def test_a_hanging_rank_fails_the_run_at_the_collective_timeout(small_config, tmp_path):
+    config = small_config("train.steps=2", "train.backend=fsdp2", "train.collective_timeout_s=10",
+                          "eval.before=false", "eval.after=false")
+    recipe = tmp_path / "recipe.yaml"
+    config.save_yaml(recipe)
+    started = time.monotonic()
+    done = _torchrun(str(recipe), hang_in_step=1)
+    assert done.returncode != 0
+    assert time.monotonic() - started < distributed_train.HANG_SECONDS / 2  # did not wait for the hung rank
+    failure = next(line for line in done.stderr.splitlines() if line.startswith("mmgrpo train: rank 0 of 2 failed"))
+    assert "Timed out" in failure  # the rank that gave up says why
