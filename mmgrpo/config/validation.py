@@ -137,10 +137,8 @@ def _data_parallel(config: Config) -> Iterator[str]:
         size_key = "train.mini_batch_size" if train.mini_batch_size else "rollout.prompts_per_step x rollout.num_generations"
         yield (f"{size_key}={step_size} (completions per optimizer step, all ranks together) does not divide into "
                f"{ranks} ranks x train.micro_batch_size={train.micro_batch_size}")
-    not_yet = {"algo.dynamic_group_size": config.algo.dynamic_group_size, "lora.enabled": config.lora.enabled}
-    for key, enabled in not_yet.items():
-        if enabled:
-            yield f"{key}=true trains in one process only for now ({launched})"
+    if config.lora.enabled:
+        yield f"lora.enabled=true trains in one process only for now ({launched})"
 
 
 def launched_world_size() -> int:

@@ -211,13 +211,12 @@ class GRPOTrainer:
                 logger.warning("step %d: a rank has no informative group to train on", self.step_index + 1)
                 rollout_done = time.perf_counter()
                 return metrics | _timing(started, rollout_done, rollout_done, rollout_done)
-            # advantages and the training batch count as rollout time; every rank gets as many groups
-            most_groups = backend.all_reduce({"groups": len(rollouts.groups)}, "max")["groups"]
-            batch = self._step_batch(rollouts).padded_to(int(most_groups))
+            batch = self._step_batch(rollouts)  # advantages and the training batch count as rollout time
             rollout_done = time.perf_counter()
             if self.reference is not None:
                 batch.ref_logp = batch_logprobs(
-                    self.reference.module, batch, self._update_settings(), cfg.rollout.temperature, self.reference.context
+                    self.reference.module, backend, batch, self._update_settings(), cfg.rollout.temperature,
+                    self.reference.context,
                 )
             reference_done = time.perf_counter()
         self.model.train()

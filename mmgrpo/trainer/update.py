@@ -9,13 +9,18 @@ aggregation defines over the whole mini-batch. Under a distributed back end each
 holds part of the mini-batch and the normaliser is summed over ranks, so the ranks'
 losses add up to that same loss. Backward and the optimizer step go through the
 training back end (:mod:`mmgrpo.trainer.backends`).
+
+Every rank runs as many mini-batches and micro-batches as the rank with the most (a rank
+with fewer groups, or other group sizes, repeats its first chunk at weight 0): each
+backward reduces gradients across ranks, and under ZeRO-3 / FSDP2 each forward gathers
+weights from all of them, so the ranks must call them equally often.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, ContextManager, Iterator, Sequence
 
 import torch
@@ -80,48 +85,50 @@ class StepBatch:
         )
 
 
-    def padded_to(self, num_groups: int) -> StepBatch:
-        """This batch plus copies of its first group that count for nothing (advantage 0, loss mask 0),
-        up to ``num_groups`` groups: under data parallelism every rank then runs the same forward
-        passes (a collective under ZeRO-3 and FSDP2), whatever groups it had."""
-        fillers = num_groups - len(self.group_sizes)
-        if fillers <= 0:
-            return self
-        size = self.group_sizes[0]
-        rows = list(range(len(self.group_sizes))) + [0] * fillers
-        return StepBatch(
-            prompts=self.prompts.select(rows),
-            completions=list(self.completions) + list(self.completions[:size]) * fillers,
-            group_sizes=self.group_sizes + [size] * fillers,
-            advantages=torch.cat([self.advantages, self.advantages.new_zeros(size * fillers)]),
-            loss_mask=torch.cat([self.loss_mask, self.loss_mask.new_zeros(size * fillers, self.loss_mask.shape[1])]),
-            ref_logp=None if self.ref_logp is None else torch.cat(
-                [self.ref_logp, self.ref_logp.new_zeros(size * fillers, self.ref_logp.shape[1])]
-            ),
-        )
-
-
 def build_loss_mask(completions: Sequence[TokenIds], include: Sequence[bool], pad_token_id: int) -> torch.Tensor:
     """``[N, Tc]`` completion-token mask with rows where ``include`` is False zeroed."""
     _, mask = pad_completions(completions, pad_token_id=pad_token_id)  # [N, Tc]
     return mask * torch.tensor(include, dtype=mask.dtype).unsqueeze(1)
 
 
+@dataclass(frozen=True)
+class Chunk:
+    """Whole groups of a batch processed together: prompt ``rows``, completions ``part``."""
+
+    rows: list[int]
+    part: slice
+    counts: bool = True  # False: a repeat that only keeps this rank in step with the others
+
+
+def balanced_chunks(backend: TrainingBackend, group_sizes: Sequence[int], limit: int) -> list[Chunk]:
+    """This rank's chunks of about ``limit`` completions, then repeats of its first (that count for
+    nothing) until it has as many as the rank with the most."""
+    chunks = [Chunk(rows, part) for rows, part in group_chunks(group_sizes, limit)]
+    most = int(backend.all_reduce({"chunks": len(chunks)}, "max")["chunks"])
+    return chunks + [replace(chunks[0], counts=False)] * (most - len(chunks))
+
+
 def batch_logprobs(
     model: torch.nn.Module,
+    backend: TrainingBackend,
     batch: StepBatch,
     settings: UpdateSettings,
     temperature: float,
     context: Callable[[], ContextManager] = nullcontext,
 ) -> torch.Tensor:
     """Log-probs ``[N, Tc]`` of every completion without grad, in eval mode (no dropout):
-    the reference policy's, or the sampling policy's before an update."""
+    the reference policy's, or the sampling policy's before an update (0 past each completion)."""
+    logp = torch.zeros(batch.loss_mask.shape, device=batch.loss_mask.device)  # [N, Tc]
     with torch.no_grad(), context(), settings.autocast(batch.advantages.device), _eval_mode(model):
-        logp, _ = completion_logprobs(
-            model, batch.prompts, batch.completions, batch.group_sizes,
-            group_shared_encoding=settings.group_shared_encoding,
-            micro_batch_size=settings.micro_batch_size, temperature=temperature,
-        )
+        for chunk in balanced_chunks(backend, batch.group_sizes, settings.micro_batch_size):
+            micro = batch.select(chunk.rows, chunk.part)
+            micro_logp, _ = completion_logprobs(
+                model, micro.prompts, micro.completions, micro.group_sizes,
+                group_shared_encoding=settings.group_shared_encoding,
+                micro_batch_size=len(micro.completions), temperature=temperature,
+            )  # [n, width]
+            if chunk.counts:
+                logp[chunk.part, : micro_logp.shape[1]] = micro_logp.float()
     return logp
 
 
@@ -136,14 +143,15 @@ def policy_update(
     model = backend.model
     one_pass = settings.num_iterations == 1 and _single_mini_batch(batch, settings)
     # With one optimizer step per batch the sampling policy IS the current one: ratio = 1.
-    old_logp = None if one_pass else batch_logprobs(model, batch, settings, loss_settings.temperature)
+    old_logp = None if one_pass else batch_logprobs(model, backend, batch, settings, loss_settings.temperature)
     totals: dict[str, float] = defaultdict(float)
     steps = 0
     for _ in range(settings.num_iterations):
-        for mini_rows, mini_slice in group_chunks(batch.group_sizes, settings.mini_batch_size or len(batch.completions)):
-            mini = batch.select(mini_rows, mini_slice)
-            mini_old = None if old_logp is None else old_logp[mini_slice]
-            for name, value in _accumulate_gradients(backend, mini, mini_old, loss_settings, settings).items():
+        for chunk in balanced_chunks(backend, batch.group_sizes, settings.mini_batch_size or len(batch.completions)):
+            mini = batch.select(chunk.rows, chunk.part)
+            mini_old = None if old_logp is None else old_logp[chunk.part]
+            stats = _accumulate_gradients(backend, mini, mini_old, loss_settings, settings, counts=chunk.counts)
+            for name, value in stats.items():
                 totals[name] += value
             totals["lr"] += backend.optimizer.param_groups[0]["lr"]
             totals["grad_norm"] += backend.step()
@@ -157,16 +165,21 @@ def _accumulate_gradients(
     old_logp: torch.Tensor | None,
     loss_settings: LossSettings,
     settings: UpdateSettings,
+    *,
+    counts: bool = True,
 ) -> dict[str, float]:
-    """Backward every micro-batch of ``batch``; returns the weighted stats of all ranks' parts."""
-    normaliser = backend.all_reduce({"normaliser": _normaliser(batch.loss_mask, loss_settings.agg)})["normaliser"]
+    """Backward every micro-batch of ``batch`` (at weight 0 unless it ``counts``); returns the
+    weighted stats of all ranks' parts."""
+    local = _normaliser(batch.loss_mask, loss_settings.agg) if counts else 0.0
+    normaliser = backend.all_reduce({"normaliser": local})["normaliser"]
     stats: dict[str, float] = defaultdict(float)
     if normaliser == 0:  # every completion masked out (e.g. all truncated)
         return stats
-    for rows, part in group_chunks(batch.group_sizes, settings.micro_batch_size):
-        micro = batch.select(rows, part)
-        # weight 0 (e.g. filler groups) still runs: every rank must run the same forward passes
-        weight = _normaliser(micro.loss_mask, loss_settings.agg) / normaliser
+    for chunk in balanced_chunks(backend, batch.group_sizes, settings.micro_batch_size):
+        micro = batch.select(chunk.rows, chunk.part)
+        part = chunk.part
+        # weight 0 still runs: every rank must run the same forward and backward passes
+        weight = _normaliser(micro.loss_mask, loss_settings.agg) / normaliser if counts and chunk.counts else 0.0
         with settings.autocast(micro.advantages.device):
             logp, entropy = completion_logprobs(
                 backend.model, micro.prompts, micro.completions, micro.group_sizes,

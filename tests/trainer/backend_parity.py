@@ -75,19 +75,17 @@ def initial_weights(model_dir: Path) -> Weights:
 
 
 def train_on_fixed_rollouts(
-    model_dir: Path, train: TrainConfig, filler_groups: int = 0
+    model_dir: Path, train: TrainConfig, backend_class: type | None = None
 ) -> tuple[Weights, dict[str, float]]:
-    """Weights after ``STEPS`` updates through ``train.backend`` (full on rank 0, ``{}`` elsewhere)
-    and the update's metrics (reduced over ranks); ``filler_groups`` pads each rank's share with
-    groups that count for nothing."""
+    """Weights after ``STEPS`` updates through ``train.backend`` (or ``backend_class``; full on
+    rank 0, ``{}`` elsewhere) and the update's metrics (reduced over ranks)."""
     model, processor = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
     spec = OptimizerSpec(
         lr=LR, weight_decay=0.01, total_steps=STEPS, max_grad_norm=train.max_grad_norm,
         samples_per_step=PROMPTS * GROUP_SIZE,
     )
-    backend = build_backend(model, spec, train)
+    backend = backend_class(model, spec, train) if backend_class else build_backend(model, spec, train)
     batch = rank_share(fixed_batch(processor, model.config.model_type), backend.rank, backend.world_size)
-    batch = batch.padded_to(len(batch.group_sizes) + filler_groups)
     backend.model.train()
     metrics = policy_update(backend, batch, LOSS, UpdateSettings(num_iterations=STEPS, micro_batch_size=MICRO_BATCH))
     return {name: tensor.detach().float().cpu() for name, tensor in backend.full_state_dict().items()}, metrics

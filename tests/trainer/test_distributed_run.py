@@ -56,9 +56,35 @@ def _succeeded(done: subprocess.CompletedProcess) -> None:
     assert done.returncode == 0, f"torchrun failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-8000:]}"
 
 
+@pytest.fixture(scope="session")
+def rate_per_prompt_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A reward that succeeds at a rate that differs by prompt (1 in ``answer`` completions, by a
+    checksum of the text), from any policy."""
+    plugin = tmp_path_factory.mktemp("plugins") / "rate_per_prompt.py"
+    plugin.write_text(RATE_PER_PROMPT_PLUGIN)
+    return plugin
+
+
+RATE_PER_PROMPT_PLUGIN = '''
+import zlib
+
+from tasks import register_reward
+
+@register_reward("one_in_answer")
+def one_in_answer(completions, answer, **_):
+    return [float(zlib.crc32(text.encode()) % int(n) == 0) for text, n in zip(completions, answer)]
+'''
+
+
 @pytest.mark.parametrize(
     "backend",
-    [pytest.param(["train.backend=deepspeed", "train.zero_stage=2"], marks=NEEDS_DEEPSPEED, id="zero2"),
+    # ZeRO-2 with dynamic group sizes: ranks hold groups of other sizes, and as many micro-batches
+    # (a reward succeeding at a rate per prompt, and 8 training prompts: step 3 meets step 1's prompts with their success counts)
+    [pytest.param(["train.backend=deepspeed", "train.zero_stage=2", "algo.dynamic_group_size=true",
+                   "rollout.num_generations=8", "algo.group_size_min=2", "algo.group_size_max=12",
+                   "data.train.0.recipe_args={n: 10, test_fraction: 0.2}",
+                   "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"],
+                  marks=NEEDS_DEEPSPEED, id="zero2"),
      # ZeRO-3 with DAPO's dynamic sampling: the ranks agree on the resampling rounds
      pytest.param(["train.backend=deepspeed", "train.zero_stage=3", "algo.dynamic_sampling=true"],
                   marks=NEEDS_DEEPSPEED, id="zero3"),
@@ -66,10 +92,11 @@ def _succeeded(done: subprocess.CompletedProcess) -> None:
      pytest.param(["train.backend=fsdp2", "eval.before=true", "eval.after=true", "eval.every_n_steps=2",
                    "eval.limit=4"], id="fsdp2")],
 )
-def test_two_ranks_train_stop_resume_exactly_and_export(backend, small_config, tiny_qwen25vl, tmp_path):
+def test_two_ranks_train_stop_resume_exactly_and_export(backend, small_config, tiny_qwen25vl, rate_per_prompt_plugin, tmp_path):
     config = small_config(
         f"train.steps={STEPS}", "checkpoint.every_n_steps=1", "algo.beta=0.04", "log.completions_per_log=100",
-        "log.log_completions_every=1", "eval.before=false", "eval.after=false", *backend,
+        "log.log_completions_every=1", "eval.before=false", "eval.after=false",
+        *(override.replace("{rate_per_prompt_plugin}", str(rate_per_prompt_plugin)) for override in backend),
     )
     recipe = tmp_path / "recipe.yaml"
     config.save_yaml(recipe)
@@ -88,6 +115,8 @@ def test_two_ranks_train_stop_resume_exactly_and_export(backend, small_config, t
         for name in {"reward/total", "loss", "kl", "grad_norm", "length/total", "rollout_rounds"} & set(expected):
             assert resumed[name] == pytest.approx(expected[name], rel=1e-5, abs=1e-7), (expected["step"], name)
     step_one = [row for row in read_metrics(whole / "completions.jsonl") if row["step"] == 1]
+    if config.algo.dynamic_group_size:  # the ranks' trackers agree, so every rank keeps the same statistics
+        assert max(row["group_size/max"] - row["group_size/min"] for row in read_metrics(whole / "metrics.jsonl")) > 0
     if config.algo.dynamic_sampling:  # resampled (the ranks agreed on the rounds), logged groups are the kept ones
         assert max(row["rollout_rounds"] for row in read_metrics(whole / "metrics.jsonl")) > 1
     else:
