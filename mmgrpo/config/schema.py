@@ -263,6 +263,10 @@ class TrainConfig:
         False, "deepspeed: keep optimizer state in CPU memory and step there (DeepSpeed's CPU Adam); "
         "fsdp2: keep weight shards, gradients and optimizer state in CPU memory (CPUOffloadPolicy)."
     )
+    offload_parameters: bool = option(
+        False, "deepspeed with zero_stage 3: keep each rank's weight shards in CPU memory between uses "
+        "(ZeRO-Offload / ZeRO-Infinity's offload_param); slower, for models whose shards do not fit."
+    )
     deepspeed_config: str | None = option(
         None, "Path of a DeepSpeed JSON merged over what this config implies; a key set both ways to different "
         "values is an error naming it ('auto' takes this config's value)."

@@ -111,11 +111,14 @@ def _checkpointing(config: Config) -> Iterator[str]:
 def _training_backend(config: Config) -> Iterator[str]:
     train = config.train
     readers = {"train.zero_stage": ("deepspeed",), "train.deepspeed_config": ("deepspeed",),
-               "train.offload_optimizer": ("deepspeed", "fsdp2"), "train.collective_timeout_s": ("deepspeed", "fsdp2")}
+               "train.offload_optimizer": ("deepspeed", "fsdp2"), "train.collective_timeout_s": ("deepspeed", "fsdp2"),
+               "train.offload_parameters": ("deepspeed",)}
     for key, backends in readers.items():
         if train.backend not in backends and not at_default(config, key):
             names = " or ".join(f"train.backend={name}" for name in backends)
             yield f"{key}={value_of(config, key)!r} is read only by {names} (got {train.backend})"
+    if train.offload_parameters and train.zero_stage != 3:
+        yield f"train.offload_parameters=true needs train.zero_stage=3 (got {train.zero_stage}): ZeRO-2 keeps whole weights"
     if train.deepspeed_config is not None and not Path(train.deepspeed_config).is_file():
         yield f"train.deepspeed_config={train.deepspeed_config!r}: no such file"
 

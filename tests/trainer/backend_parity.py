@@ -96,11 +96,15 @@ def main() -> None:
     parser.add_argument("--model-dir", type=Path, required=True)
     parser.add_argument("--backend", choices=["deepspeed", "fsdp2"], default="deepspeed")
     parser.add_argument("--zero-stage", type=int, choices=[2, 3], default=2)
+    parser.add_argument("--offload", action="store_true", help="ZeRO-3: optimizer state and weight shards in CPU memory")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    train = TrainConfig(backend=args.backend, zero_stage=args.zero_stage, micro_batch_size=MICRO_BATCH)
+    train = TrainConfig(
+        backend=args.backend, zero_stage=args.zero_stage, micro_batch_size=MICRO_BATCH,
+        offload_optimizer=args.offload, offload_parameters=args.offload,
+    )
     weights, metrics = train_on_fixed_rollouts(args.model_dir, train)
     if weights:
         torch.save({"weights": weights, "metrics": metrics}, args.out)

@@ -96,6 +96,16 @@ def test_offload_hands_the_optimizer_settings_to_deepspeeds_cpu_adam():
     }
 
 
+def test_parameter_offload_is_zero3s_offload_param():
+    config = merged_config(_implied(zero_stage=3, offload_parameters=True), {}, "user.json")
+    assert config["zero_optimization"]["offload_param"] == {"device": "cpu"}
+    assert "offload_param" not in merged_config(_implied(zero_stage=3), {}, "user.json")["zero_optimization"]
+    with pytest.raises(ConfigError, match="train.offload_parameters=true needs train.zero_stage=3"):
+        load_config(None, ["train.backend=deepspeed", "train.offload_parameters=true"])
+    with pytest.raises(ConfigError, match="train.offload_parameters=True is read only by train.backend=deepspeed"):
+        load_config(None, ["train.offload_parameters=true"])
+
+
 def test_user_config_keeps_its_own_keys_and_auto_takes_mmgrpos_value():
     user = {"zero_optimization": {"reduce_bucket_size": 500000, "stage": "auto"}, "gradient_clipping": "auto",
             "communication_data_type": "fp32"}

@@ -44,7 +44,7 @@ def one_process(tiny_qwen25vl: Path) -> tuple[dict[str, torch.Tensor], dict[str,
     return backend_parity.train_on_fixed_rollouts(tiny_qwen25vl, train)
 
 
-def _run_two_ranks(model_dir: Path, backend: str, zero_stage: int, out: Path) -> dict:
+def _run_two_ranks(model_dir: Path, backend: str, zero_stage: int, out: Path, offload: bool) -> dict:
     env = {
         **os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1",
         "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE)),
@@ -52,6 +52,7 @@ def _run_two_ranks(model_dir: Path, backend: str, zero_stage: int, out: Path) ->
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(WORKER),
         "--model-dir", str(model_dir), "--backend", backend, "--zero-stage", str(zero_stage), "--out", str(out),
+        *(["--offload"] if offload else []),
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"torchrun failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
@@ -59,14 +60,16 @@ def _run_two_ranks(model_dir: Path, backend: str, zero_stage: int, out: Path) ->
 
 
 @pytest.mark.parametrize(
-    ("backend", "zero_stage"),
-    [pytest.param("deepspeed", 2, marks=NEEDS_DEEPSPEED, id="zero2"),
-     pytest.param("deepspeed", 3, marks=NEEDS_DEEPSPEED, id="zero3"),
-     pytest.param("fsdp2", 2, id="fsdp2")],  # zero_stage: not read by FSDP2
+    ("backend", "zero_stage", "offload"),
+    [pytest.param("deepspeed", 2, False, marks=NEEDS_DEEPSPEED, id="zero2"),
+     pytest.param("deepspeed", 3, False, marks=NEEDS_DEEPSPEED, id="zero3"),
+     # DeepSpeed's CPU Adam steps the offloaded optimizer state; weight shards live in CPU memory
+     pytest.param("deepspeed", 3, True, marks=NEEDS_DEEPSPEED, id="zero3-offload"),
+     pytest.param("fsdp2", 2, False, id="fsdp2")],  # zero_stage: not read by FSDP2
 )
-def test_two_ranks_match_one_process(backend, zero_stage, one_process, tiny_qwen25vl, tmp_path):
+def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, tiny_qwen25vl, tmp_path):
     reference_weights, reference_metrics = one_process
-    result = _run_two_ranks(tiny_qwen25vl, backend, zero_stage, tmp_path / "weights.pt")
+    result = _run_two_ranks(tiny_qwen25vl, backend, zero_stage, tmp_path / "weights.pt", offload)
     weights, metrics = result["weights"], result["metrics"]
     initial = backend_parity.initial_weights(tiny_qwen25vl)
     assert weights.keys() == reference_weights.keys()

@@ -55,6 +55,8 @@ def implied_settings(train: TrainConfig, spec: OptimizerSpec, world_size: int) -
         Implied("steps_per_print", 2**31 - 1, "the trainer's own logging"),
         Implied("wall_clock_breakdown", False, "the trainer's own timing"),
     ]
+    if train.offload_parameters:  # ZeRO-3 keeps each rank's weight shards in CPU memory between uses
+        settings.append(Implied("zero_optimization.offload_param.device", "cpu", "train.offload_parameters"))
     if offload:  # DeepSpeed's CPU Adam steps the offloaded state; mmgrpo's AdamW settings carry over
         settings += [
             Implied("optimizer.type", "AdamW", "the trainer's optimizer"),
