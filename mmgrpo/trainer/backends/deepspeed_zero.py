@@ -66,9 +66,9 @@ class DeepSpeedBackend(ProcessGroupMember):
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
         """Under ZeRO-3 an inference engine partitions ``module``'s weights like the policy's; under
-        ZeRO-2 (weights replicated anyway) it stays as it is."""
+        ZeRO-2 (weights replicated anyway) it is kept whole, in bf16 when the policy's weights are."""
         if not self.shards_weights:
-            return module
+            return module.to(torch.bfloat16) if self.config["bf16"]["enabled"] else module
         frozen = {key: self.config[key] for key in ("train_micro_batch_size_per_gpu", "bf16", "zero_optimization")}
         frozen["zero_optimization"] = {
             key: value for key, value in frozen["zero_optimization"].items() if key != "offload_optimizer"
