@@ -144,11 +144,18 @@ def test_two_ranks_train_stop_resume_exactly_and_export(backend, small_config, t
         assert "eval/accuracy" in read_metrics(whole / "metrics.jsonl")[1]  # the eval after step 2
 
 
-def test_an_fsdp2_run_resumes_on_another_number_of_ranks(small_config, tmp_path):
-    """FSDP2 checkpoints hold the whole optimizer state and the data position is global, so a
-    2-rank run continues on 1 rank (not bit-equal: each rank samples with its own seed)."""
-    config = small_config(f"train.steps={STEPS}", "checkpoint.every_n_steps=1", "train.backend=fsdp2",
-                          "eval.before=false", "eval.after=false")
+@pytest.mark.parametrize(
+    "backend",
+    [pytest.param(["train.backend=deepspeed", "train.zero_stage=2"], marks=NEEDS_DEEPSPEED, id="zero2"),
+     pytest.param(["train.backend=deepspeed", "train.zero_stage=3"], marks=NEEDS_DEEPSPEED, id="zero3"),
+     pytest.param(["train.backend=fsdp2"], id="fsdp2")],
+)
+def test_a_run_resumes_on_another_number_of_ranks(backend, small_config, tmp_path):
+    """The data position is global; FSDP2 checkpoints hold the whole optimizer state, DeepSpeed's
+    are converted to its universal format: a 2-rank run continues on 1 rank (not bit-equal to
+    2 ranks: each rank samples with its own seed)."""
+    config = small_config(f"train.steps={STEPS}", "checkpoint.every_n_steps=1", "eval.before=false",
+                          "eval.after=false", *backend)
     recipe = tmp_path / "recipe.yaml"
     config.save_yaml(recipe)
     run = Path(config.log.output_dir) / config.log.run_name
@@ -157,6 +164,8 @@ def test_an_fsdp2_run_resumes_on_another_number_of_ranks(small_config, tmp_path)
     _succeeded(_torchrun(str(recipe), "--resume", ranks=1))
     assert [row["step"] for row in read_metrics(run / "metrics.jsonl")] == list(range(1, STEPS + 1))
     assert latest_checkpoint(run / "checkpoints").name == f"step-{STEPS}"
+    if config.train.backend == "deepspeed":
+        assert "to DeepSpeed's universal checkpoint" in (run / "train.log").read_text()
 
 
 def test_a_global_batch_that_does_not_divide_across_ranks_fails_before_launch(small_config, tmp_path, capsys):

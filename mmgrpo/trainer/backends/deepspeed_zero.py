@@ -11,6 +11,11 @@ cache folder: DeepSpeed compiles its CPU ops the first time.
 from __future__ import annotations
 
 import datetime
+import logging
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,15 +32,18 @@ if TYPE_CHECKING:
     from mmgrpo.config.schema import TrainConfig
 
 
+logger = logging.getLogger(__name__)
 ZERO_CHECKPOINT_TAG = "zero"  # the folder inside a checkpoint that holds DeepSpeed's own files
+UNIVERSAL_CHECKPOINT_TAG = "zero_universal"  # the same, converted for another number of ranks
 
 
 @BACKENDS.register("deepspeed")
 class DeepSpeedBackend(ProcessGroupMember):
     """``model`` wrapped in a DeepSpeed engine with ZeRO as ``train`` says.
 
-    Checkpoints hold DeepSpeed's own per-rank files (``zero/``), so a run resumes on the
-    number of ranks that wrote them.
+    Checkpoints hold DeepSpeed's own per-rank files (``zero/``); a run resumes from them on
+    the number of ranks that wrote them, and on another number through DeepSpeed's
+    universal checkpoint format (converted on first use).
     """
 
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig) -> None:
@@ -102,19 +110,39 @@ class DeepSpeedBackend(ProcessGroupMember):
                                     save_latest=False)
 
     def load_optimizer(self, folder: Path, recorded: dict[str, Any] | None) -> None:
+        """DeepSpeed's files as they are on the number of ranks that wrote them; on another number,
+        converted once into DeepSpeed's universal checkpoint (``zero_universal/``) and loaded from that."""
         shards = folder / ZERO_CHECKPOINT_TAG
         if not shards.is_dir():
             raise FileNotFoundError(f"{folder} holds no DeepSpeed state ({shards} is missing): was it saved by "
                                     "another train.backend? Start from its weights instead (model.name_or_path)")
         written_by = len(list(shards.glob("*optim_states.pt")))
-        if written_by != self.world_size:
-            raise ValueError(
-                f"{shards} holds ZeRO optimizer shards of {written_by} ranks, this run has {self.world_size}: "
-                f"resume with {written_by} ranks, or start from the checkpoint's weights (model.name_or_path={folder})"
-            )
-        self.engine.load_checkpoint(
-            str(folder), tag=ZERO_CHECKPOINT_TAG, load_optimizer_states=True, load_lr_scheduler_states=False
-        )
+        tag = ZERO_CHECKPOINT_TAG if written_by == self.world_size else self._universal(folder)
+        self.engine._config.load_universal_checkpoint = tag == UNIVERSAL_CHECKPOINT_TAG
+        try:
+            self.engine.load_checkpoint(str(folder), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=False)
+        finally:
+            self.engine._config.load_universal_checkpoint = False
+
+    def _universal(self, folder: Path) -> str:
+        """``folder``'s ZeRO files as a universal checkpoint (rank-count independent), converted once."""
+        universal = folder / UNIVERSAL_CHECKPOINT_TAG
+        if self.is_main_process and not universal.is_dir():
+            staging = folder / f".tmp-{UNIVERSAL_CHECKPOINT_TAG}"
+            shutil.rmtree(staging, ignore_errors=True)
+            convert = [
+                sys.executable, "-m", "deepspeed.checkpoint.ds_to_universal", "--input_folder",
+                str(folder / ZERO_CHECKPOINT_TAG), "--output_folder", str(staging), "--inject_missing_state",
+            ]
+            done = subprocess.run(convert, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                raise RuntimeError(f"converting {folder / ZERO_CHECKPOINT_TAG} to a universal checkpoint for "
+                                   f"{self.world_size} ranks failed:\n{done.stderr[-3000:]}")
+            os.replace(staging, universal)
+            logger.info("converted %s to DeepSpeed's universal checkpoint %s, to resume on %d rank(s)",
+                        folder / ZERO_CHECKPOINT_TAG, universal, self.world_size)
+        self.barrier()
+        return UNIVERSAL_CHECKPOINT_TAG
 
 
 def _import_deepspeed() -> Any:
