@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -70,7 +71,7 @@ def run_setting(name: str, args: argparse.Namespace, work: Path) -> dict[str, fl
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"{name}: torchrun failed ({done.returncode})\n{done.stderr[-4000:]}")
-    rss = [float(line.split(RSS_MARK)[1]) for line in done.stdout.splitlines() if RSS_MARK in line]
+    rss = [float(value) for value in re.findall(re.escape(RSS_MARK) + r"(\d+)", done.stdout)]  # ranks' lines interleave
     rows = [json.loads(line) for line in (work / "runs" / run_name / "metrics.jsonl").read_text().splitlines()]
     timed = rows[args.warmup:]
     median = {key: statistics.median(row[key] for row in timed)
