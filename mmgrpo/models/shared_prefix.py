@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 import torch
 
 from mmgrpo.models.batch import PromptBatch, TokenIds, attach_completions, pad_completions
+from mmgrpo.models.compat import cache_argument, output_cache
 from mmgrpo.models.logprobs import LogProbs, sequence_logprobs, token_logprobs
 from mmgrpo.models.media_check import check_media_tokens
 
@@ -109,7 +110,7 @@ def _shared_forward(
     inputs = prompts.model_inputs()
     prompt_positions, next_position = adapter.prompt_positions(model, inputs)
     encoded = backbone(**inputs, position_ids=prompt_positions, use_cache=True)
-    cache = encoded.cache
+    cache = output_cache(encoded)
     if cache is None:
         raise RuntimeError(
             "group-shared encoding needs the prompt KV cache, which transformers drops under gradient "
@@ -129,10 +130,10 @@ def _shared_forward(
             input_ids=completion_ids[:, :-1],
             attention_mask=torch.cat([prompts.attention_mask[expand], completion_mask[:, :-1]], 1),
             position_ids=adapter.continuation_positions(next_position[expand], width - 1),
-            cache=cache,
+            **cache_argument(cache),
             use_cache=True,
         )
-        _check_cache_grew(continued.cache, prompts.input_ids.shape[1] + width - 1)
+        _check_cache_grew(output_cache(continued), prompts.input_ids.shape[1] + width - 1)
         predicting = torch.cat([predicting, continued.last_hidden_state], 1)  # [n, Tc, D]
     return token_logprobs(
         adapter.output_head(model),

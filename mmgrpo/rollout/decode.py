@@ -23,6 +23,7 @@ import torch
 from transformers import DynamicCache
 
 from mmgrpo.models.adapters import FamilyAdapter
+from mmgrpo.models.compat import cache_argument
 from mmgrpo.rollout import sampling
 from mmgrpo.rollout.base import SamplingParams
 
@@ -96,7 +97,7 @@ def decode_shared_prompts(
             input_ids=tokens[:, None],
             attention_mask=attention_mask,
             position_ids=adapter.continuation_positions(next_positions + step, 1),  # [..., A, 1]
-            cache=cache,
+            **cache_argument(cache),
             use_cache=True,
         ).logits[:, -1]  # [A, V]
     return DecodedTokens(token_ids[:, :length], logprobs[:, :length])
@@ -117,7 +118,7 @@ def _prefill_groups(
     attention_mask = prompt_inputs["attention_mask"]  # [P, L]
     prefill_positions, next_positions = adapter.prompt_positions(model, prompt_inputs)  # [..., P, L], [P]
     prefill = model(
-        **prompt_inputs, position_ids=prefill_positions, cache=cache, use_cache=True, logits_to_keep=1
+        **prompt_inputs, position_ids=prefill_positions, **cache_argument(cache), use_cache=True, logits_to_keep=1
     )
     rows = torch.repeat_interleave(
         torch.arange(len(group_sizes), device=attention_mask.device),

@@ -22,6 +22,7 @@ from data_recipes.make import make_dataset
 from mmgrpo.config import Config, DatasetConfig, ModelConfig, TaskConfig
 from mmgrpo.models.batch import MediaBudgets
 from mmgrpo.models.budget_limits import require_budgets_fit
+from mmgrpo.models.compat import enable_activation_checkpointing
 from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor, load_model_config, load_processor
 from mmgrpo.models.tiny import make_tiny, tiny_identity
 from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
@@ -76,7 +77,7 @@ def load_policy(
     )
     require_budgets_fit(config.model, model, processor)
     if config.train.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        enable_activation_checkpointing(model, {"use_reentrant": False})
     if config.lora.enabled and checkpoint is not None:
         model = PeftModel.from_pretrained(model, str(checkpoint), is_trainable=True)
     elif config.lora.enabled:
