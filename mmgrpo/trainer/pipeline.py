@@ -43,6 +43,7 @@ from mmgrpo.trainer.setup import (
     reward_policy, task_model_info,
 )
 from mmgrpo.trainer.sft import run_sft, sft_examples
+from processors import MODALITIES
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ def run_training(config: Config) -> dict[str, Any]:
             test_set = load_samples(
                 held_out_datasets(config), config.task, paths.data, seed=config.data.seed, model=policy_info
             )
+    _refuse_mixed_media_on_ranks(train_set, ranks)
     ledger = SkipLedger(paths.root / LEDGER_FILE if main else None)
     ledger.add(train_set.skipped, split="train", stage="load")
     ledger.add(test_set.skipped, split="test", stage="load")
@@ -165,6 +167,23 @@ def run_training(config: Config) -> dict[str, Any]:
         write_report(paths.root, read_metrics(paths.root / "metrics.jsonl"), summary, tables, skipped=ledger.records)
     ranks.barrier()
     return summary
+
+
+def _refuse_mixed_media_on_ranks(train_set: SampleSet, ranks: Ranks) -> None:
+    """On several ranks, a step where one rank's prompts have media and another's have none makes
+    only one of them run the vision (or audio) tower, and the ranks' gradient collectives stop
+    matching (measured: ZeRO-2 and FSDP2 abort in the first such step). Refused before training."""
+    if ranks.world_size == 1:
+        return
+    with_media = {sample.task for sample in train_set.samples if any(map(sample.media, MODALITIES))}
+    without_media = {sample.task for sample in train_set.samples if not any(map(sample.media, MODALITIES))}
+    if with_media and without_media:
+        raise ValueError(
+            f"training rows with media (tasks: {', '.join(sorted(with_media))}) and without (tasks: "
+            f"{', '.join(sorted(without_media))}) cannot share a run on {ranks.world_size} ranks yet: a rank "
+            "without media skips the media encoder and the ranks' collectives no longer match; train them "
+            "in one process (train.backend=single) or in separate runs"
+        )
 
 
 def _cold_start(  # noqa: ANN001

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -211,3 +212,25 @@ def test_a_hanging_rank_fails_the_run_at_the_collective_timeout(small_config, tm
     assert time.monotonic() - started < distributed_train.HANG_SECONDS / 2  # did not wait for the hung rank
     failure = next(line for line in done.stderr.splitlines() if line.startswith("mmgrpo train: rank 0 of 2 failed"))
     assert "Timed out" in failure  # the rank that gave up says why
+
+
+def test_rows_with_and_without_media_are_refused_on_several_ranks(tiny_qwen25vl, tmp_path):
+    """A rank whose prompts have no media skips the vision tower while another runs it, and the
+    gradient collectives stop matching (measured: ZeRO-2 and FSDP2 abort in the first such step):
+    refused before training, naming the tasks."""
+    recipe = tmp_path / "mixed.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "model": {"name_or_path": str(tiny_qwen25vl)},
+        "log": {"run_name": "mixed", "output_dir": str(tmp_path / "runs"), "progress_bar": False, "tensorboard": False},
+        "data": {"dir": str(tmp_path / "data"), "train": [
+            {"recipe": "clevr_count", "task": "clevr_count", "recipe_args": {"n": 20}},
+            {"recipe": "arithmetic", "task": "math", "recipe_args": {"n": 20}},
+        ]},
+        "sft": {"enabled": False}, "eval": {"before": False, "after": False},
+        "rollout": {"prompts_per_step": 2, "num_generations": 4, "max_new_tokens": 6},
+        "train": {"steps": 2, "micro_batch_size": 4, "backend": "fsdp2"},
+    }))
+    done = _torchrun(str(recipe))
+    assert done.returncode != 0
+    assert "training rows with media (tasks: clevr_count) and without (tasks: math)" in done.stderr
+    assert not (tmp_path / "runs" / "mixed" / "metrics.jsonl").exists()
