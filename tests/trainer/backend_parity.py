@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
+from torch.distributed.tensor import DTensor
 
 from mmgrpo.config.schema import ModelConfig, TrainConfig
 from mmgrpo.models.batch import build_prompt_batch
@@ -69,6 +70,19 @@ def rank_share(batch: StepBatch, rank: int, world_size: int) -> StepBatch:
     return batch.select(rows, slice(rows[0] * GROUP_SIZE, (rows[-1] + 1) * GROUP_SIZE))
 
 
+def local_share(module: torch.nn.Module) -> float:
+    """The share of ``module``'s parameter elements this rank holds (1.0: all of them)."""
+    held = total = 0
+    for param in module.parameters():
+        if hasattr(param, "ds_tensor"):  # DeepSpeed ZeRO-3: this rank's partition
+            held, total = held + param.ds_tensor.numel(), total + param.ds_numel
+        elif isinstance(param, DTensor):  # FSDP2: this rank's shard
+            held, total = held + param.to_local().numel(), total + param.numel()
+        else:
+            held, total = held + param.numel(), total + param.numel()
+    return held / total
+
+
 def initial_weights(model_dir: Path) -> Weights:
     model, _ = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
     return dict(model.state_dict())
@@ -88,6 +102,8 @@ def train_on_fixed_rollouts(
     batch = rank_share(fixed_batch(processor, model.config.model_type), backend.rank, backend.world_size)
     backend.model.train()
     metrics = policy_update(backend, batch, LOSS, UpdateSettings(num_iterations=STEPS, micro_batch_size=MICRO_BATCH))
+    reference, _ = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
+    metrics["reference_local_share"] = local_share(backend.prepare_frozen(reference))
     return {name: tensor.detach().float().cpu() for name, tensor in backend.full_state_dict().items()}, metrics
 
 
