@@ -68,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
 def _name_the_rank(failure: Exception) -> None:
     """Under a launcher, say which rank failed and how (e.g. a collective timed out: another rank
     crashed or hangs), before the traceback."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    from mmgrpo.config.validation import launched_world_size
+
+    world_size = launched_world_size()
     if world_size > 1:
         print(f"mmgrpo train: rank {os.environ.get('RANK')} of {world_size} failed: {type(failure).__name__}: "
               f"{failure}", file=sys.stderr, flush=True)

@@ -175,8 +175,9 @@ def _refuse_mixed_media_on_ranks(train_set: SampleSet, ranks: Ranks) -> None:
     matching (measured: ZeRO-2 and FSDP2 abort in the first such step). Refused before training."""
     if ranks.world_size == 1:
         return
-    with_media = {sample.task for sample in train_set.samples if any(map(sample.media, MODALITIES))}
-    without_media = {sample.task for sample in train_set.samples if not any(map(sample.media, MODALITIES))}
+    with_media, without_media = set(), set()
+    for sample in train_set.samples:
+        (with_media if any(map(sample.media, MODALITIES)) else without_media).add(sample.task)
     if with_media and without_media:
         raise ValueError(
             f"training rows with media (tasks: {', '.join(sorted(with_media))}) and without (tasks: "
