@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import sys
 import types
 from pathlib import Path
@@ -254,7 +255,11 @@ def test_invalid_yaml_and_non_mapping_files_name_the_file(tmp_path: Path) -> Non
         (["eval.samples=4", "eval.temperature=0"], "eval.samples=4 needs eval.temperature > 0"),
         (["lora.enabled=true", "lora.target_modules=[]"], "lora.target_modules is empty"),
         (["train.gradient_checkpointing=true"], "train.gradient_checkpointing=true needs train.group_shared_encoding=false"),
-        (["rollout.engine=vllm"], "rollout.engine: unknown rollout engine 'vllm'"),
+        (["rollout.engine=sglang"], "rollout.engine: unknown rollout engine 'sglang'"),
+        (
+            ["rollout.engine=vllm", "train.backend=fsdp2"],
+            "rollout.engine=vllm needs the whole policy on each rank; train.backend=fsdp2",
+        ),
         (["model.min_pixels=20000"], "model.min_pixels=20000 is larger than model.max_pixels=12544"),
         (
             ["data.train.0.path=/data/x"],
@@ -341,3 +346,11 @@ def test_cli_config_prints_the_resolved_yaml(capsys: pytest.CaptureFixture[str])
 def test_cli_config_reports_a_bad_override_and_fails(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "algo.bta=1"]) == 2
     assert "Did you mean 'algo.beta'?" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_the_vllm_engine_without_vllm_names_the_install_and_the_alternative() -> None:
+    with pytest.raises(ConfigError) as error:
+        load_config(None, ["rollout.engine=vllm"])
+    assert "vLLM is not installed" in str(error.value)
+    assert "scripts/vllm_cpu_env.sh" in str(error.value) and "rollout.engine=hf" in str(error.value)

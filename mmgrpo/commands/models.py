@@ -1,6 +1,6 @@
 """``mmgrpo models``: build tiny random checkpoints (``make-tiny``) or list their families.
 
-``mmgrpo models make-tiny --family qwen2_5_vl --out DIR [--seed S] [--set hidden_size=128 ...]``
+``mmgrpo models make-tiny --family qwen2_5_vl --out DIR [--seed S] [--vllm-cpu] [--set hidden_size=128 ...]``
 writes a checkpoint that loads with ``load_model_and_processor`` or plain transformers.
 ``mmgrpo models list`` prints the families and the options ``--set`` accepts.
 """
@@ -19,6 +19,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     make.add_argument("--out", required=True, help="directory to save the checkpoint in")
     make.add_argument("--seed", type=int, default=0, help="weight initialisation seed (default 0)")
     make.add_argument(
+        "--vllm-cpu", action="store_true",
+        help="sizes vLLM's CPU build accepts: head_dim 32, a 30-second audio window (--set still overrides)",
+    )
+    make.add_argument(
         "--set",
         dest="options",
         action="append",
@@ -30,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmgrpo.models.tiny import TINY_FAMILIES, TinySpec, make_tiny
+    from mmgrpo.models.tiny import TINY_FAMILIES, VLLM_CPU_TINY_OPTIONS, TinySpec, make_tiny
     from mmgrpo.registry import RegistryError
 
     if args.action == "list":
@@ -40,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {field.name} = {field.default}")
         return 0
     try:
-        out = make_tiny(args.family, args.out, seed=args.seed, **parse_options(args.options))
+        options = (VLLM_CPU_TINY_OPTIONS if args.vllm_cpu else {}) | parse_options(args.options)
+        out = make_tiny(args.family, args.out, seed=args.seed, **options)
     except (RegistryError, ValueError) as error:
         print(f"mmgrpo models make-tiny: {error}", file=sys.stderr)
         return 2

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import importlib.util
 import math
 import os
 from pathlib import Path
@@ -144,6 +145,19 @@ def _data_parallel(config: Config) -> Iterator[str]:
         yield f"lora.enabled=true trains in one process only for now ({launched})"
 
 
+def _rollout_engine(config: Config) -> Iterator[str]:
+    """The vllm engine needs vLLM installed and the whole policy on each rank; found before any model loads."""
+    if config.rollout.engine != "vllm":
+        return
+    if importlib.util.find_spec("vllm") is None:
+        yield ("rollout.engine=vllm but vLLM is not installed here: pip install -e '.[vllm]' on a GPU machine, "
+               "scripts/vllm_cpu_env.sh for a CPU environment, or rollout.engine=hf")
+    train = config.train
+    if train.backend == "fsdp2" or (train.backend == "deepspeed" and train.zero_stage == 3):
+        yield (f"rollout.engine=vllm needs the whole policy on each rank; train.backend={train.backend} "
+               f"(zero_stage={train.zero_stage}) shards it: use ZeRO-2 or rollout.engine=hf")
+
+
 def launched_world_size() -> int:
     """How many ranks the launcher (torchrun, accelerate, mmgrpo train --nproc) started; 1 without one."""
     return int(os.environ.get("WORLD_SIZE", "1"))
@@ -248,6 +262,7 @@ RULES: list[Rule] = [
     _checkpointing,
     _training_backend,
     _data_parallel,
+    _rollout_engine,
     _resume,
     _reward_weights,
     _media,

@@ -17,7 +17,7 @@ encoded. Callers record the dropped rows and go on, even with a batch of zero ro
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -94,6 +94,7 @@ class PromptBatch:
     pad_token_id: int
     kept: list[int]
     dropped: list[SkippedRow]
+    prepared: list[PreparedPrompt] = field(default_factory=list)  # row b's prompt text and media
 
     @property
     def adapter(self) -> FamilyAdapter:
@@ -138,6 +139,7 @@ class PromptBatch:
             media_inputs=self.adapter.select_media(self.media_inputs, self.media_counts, rows),
             media_counts=[self.media_counts[r] for r in rows],
             kept=[self.kept[r] for r in rows],
+            prepared=[self.prepared[r] for r in rows] if self.prepared else [],
         )
 
 
@@ -209,7 +211,7 @@ def build_prompt_batch(
     adapter = adapter_for(family)
     placeholder_ids = adapter.placeholder_token_ids(processor)
     placeholders = _placeholder_strings(processor, placeholder_ids)
-    prepared: list[_PreparedPrompt] = []
+    prepared: list[PreparedPrompt] = []
     dropped: list[SkippedRow] = []
     for index, sample in enumerate(samples):
         try:
@@ -241,6 +243,7 @@ def build_prompt_batch(
         pad_token_id=_pad_token_id(processor),
         kept=[prompt.index for prompt in prepared],
         dropped=dropped,
+        prepared=prepared,
     )
     return _drop_overlong(batch, [samples[index] for index in batch.kept], max_prompt_len)
 
@@ -310,8 +313,9 @@ def pad_completions(
 
 
 @dataclass
-class _PreparedPrompt:
-    """One sample ready for the processor: its rendered prompt text and loaded media."""
+class PreparedPrompt:
+    """One sample ready for the processor: its rendered prompt text and loaded media (what an
+    engine with its own processor, such as vLLM, takes instead of the encoded tensors)."""
 
     index: int  # position in the samples the batch is built from
     sample: Sample
@@ -325,11 +329,11 @@ class _PreparedPrompt:
 
 def _prepare(
     processor: ProcessorMixin, sample: Sample, index: int, budgets: MediaBudgets, placeholders: Mapping[str, str]
-) -> _PreparedPrompt:
+) -> PreparedPrompt:
     """Load ``sample``'s media and render its prompt; raises the typed error of a bad sample."""
     media = _load_media(sample, budgets)
     text = processor.apply_chat_template(sample.messages, tokenize=False, add_generation_prompt=True)
-    prepared = _PreparedPrompt(index, sample, text, media)
+    prepared = PreparedPrompt(index, sample, text, media)
     check_prompt_placeholders([text], [prepared.media_counts], placeholders, [sample.id])
     return prepared
 
@@ -346,7 +350,7 @@ def _load_media(sample: Sample, budgets: MediaBudgets) -> dict[str, list[LoadedM
     return loaded
 
 
-def _encode(processor: ProcessorMixin, prompts: Sequence[_PreparedPrompt]) -> dict[str, Any]:
+def _encode(processor: ProcessorMixin, prompts: Sequence[PreparedPrompt]) -> dict[str, Any]:
     """The processor's tensors for the prepared prompts, left-padded, never truncated."""
     media_args: dict[str, Any] = {}
     for modality in sorted({name for prompt in prompts for name in prompt.media}):

@@ -1,10 +1,12 @@
 """Rollout engines: sample G completions per prompt from the current policy.
 
-``ENGINES.get(name)(model=..., processor=..., **options)`` builds one; importing this
-package registers the in-process Hugging Face engine as ``"hf"``.
+``ENGINES.get(name).from_config(config, model, processor, budgets, backend)`` builds one;
+importing this package registers the in-process Hugging Face engine as ``"hf"`` and the
+colocated vLLM engine as ``"vllm"`` (vLLM itself is imported only when one is built).
 """
 
 from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
 from mmgrpo.rollout.hf import HFEngine
+from mmgrpo.rollout.vllm import VLLMEngine
 
-__all__ = ["ENGINES", "HFEngine", "RolloutEngine", "SamplingParams"]
+__all__ = ["ENGINES", "HFEngine", "RolloutEngine", "SamplingParams", "VLLMEngine"]

@@ -2,37 +2,32 @@
 
 The trainer only ever talks to a :class:`RolloutEngine`: it calls ``generate`` once per
 step and ``update_weights`` after each optimizer step, so a new engine plugs in without
-touching the loop. Engines are registered by name in :data:`ENGINES` and built as
-``ENGINES.get(name)(model=..., processor=..., **engine_options)``.
+touching the loop. Engines are registered by name in :data:`ENGINES` and built from the
+config as ``ENGINES.get(name).from_config(config, model, processor, budgets, backend)``.
 
-How a vLLM engine slots in (``mmgrpo/rollout/vllm.py``, registered as ``"vllm"``):
-
-- ``generate`` renders each sample's chat template and passes its media as
-  ``multi_modal_data``, one request per sample with ``n`` = that sample's group size
-  (vLLM's prefix cache then shares the prompt and media across the group, the same
-  saving the HF engine's group-shared prefill makes). ``SamplingParams`` fields map one
-  to one (``top_k=0`` becomes vLLM's ``-1``; ``logprobs_mode`` "raw" is
-  ``raw_logprobs``, "processed" is ``processed_logprobs``; forbidden ids become a
-  ``logit_bias`` of -inf or ``allowed_token_ids``).
-- ``update_weights`` streams the new policy state dict to the workers (colocated:
-  ``collective_rpc`` + ``reload_weights``; server: its dev-mode HTTP endpoint), then
-  ``reset_prefix_cache()`` so no completion reuses keys computed by old weights.
-- A distributed training back end (ZeRO-3, FSDP) passes the gathered full state dict
-  from rank 0; the in-process HF engine needs nothing because it shares the module.
+Two exist: ``"hf"`` (:mod:`mmgrpo.rollout.hf`) decodes with the policy module itself, so it
+needs no weight sync; ``"vllm"`` (:mod:`mmgrpo.rollout.vllm`) holds a copy of the weights in a
+colocated vLLM engine, one request per sample with ``n`` = its group size (vLLM's prefix
+cache then shares the prompt and media across the group, the saving the HF engine's
+group-shared prefill makes), and reloads the policy's weights in ``update_weights``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import torch
 
-from mmgrpo.models.batch import PROMPT_TOO_LONG, PromptBatch
+from mmgrpo.models.batch import PROMPT_TOO_LONG, MediaBudgets, PromptBatch
 from mmgrpo.registry import Registry
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
+
+if TYPE_CHECKING:
+    from mmgrpo.config.schema import Config
+    from mmgrpo.trainer.backends import TrainingBackend
 
 LogprobsMode = Literal["raw", "processed"]
 
@@ -105,6 +100,14 @@ class RolloutEngine(Protocol):
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Make the next ``generate`` sample from these policy weights."""
+        ...
+
+    @classmethod
+    def from_config(
+        cls, config: Config, model: torch.nn.Module, processor: Any, budgets: MediaBudgets,
+        backend: TrainingBackend | None = None,
+    ) -> RolloutEngine:
+        """The engine ``config`` describes, sampling from ``model`` as ``backend`` prepared it."""
         ...
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import GenerationConfig, PreTrainedTokenizerBase, ProcessorMixin
@@ -31,6 +31,10 @@ from mmgrpo.rollout import sampling
 from mmgrpo.rollout.base import ENGINES, SamplingParams, resolve_group_sizes
 from mmgrpo.rollout.decode import DecodedTokens, TokenRules, decode_shared_prompts
 from mmgrpo.types import Completion, Sample
+
+if TYPE_CHECKING:
+    from mmgrpo.config.schema import Config
+    from mmgrpo.trainer.backends import TrainingBackend
 
 
 @ENGINES.register("hf")
@@ -59,7 +63,7 @@ class HFEngine:
         self.budgets = budgets
         self.max_prompt_len = max_prompt_len
         self.tokenizer = tokenizer_of(processor)
-        self.eos_token_ids = _generation_eos_ids(model, self.tokenizer)
+        self.eos_token_ids = generation_eos_ids(model, self.tokenizer)
         self.forbidden_token_ids = tuple(
             forbidden_generation_token_ids(processor, allowed=self.eos_token_ids)
             if forbidden_token_ids is None
@@ -67,6 +71,19 @@ class HFEngine:
         )
         pad_id = model.generation_config.pad_token_id
         self.pad_token_id = pad_id if pad_id is not None else self.tokenizer.pad_token_id
+
+    @classmethod
+    def from_config(
+        cls, config: Config, model: torch.nn.Module, processor: ProcessorMixin, budgets: MediaBudgets,
+        backend: TrainingBackend | None = None,
+    ) -> HFEngine:
+        """The engine the config describes, around ``model`` (as ``backend`` prepared it: decoding is
+        synced across ranks when its forward passes are collective)."""
+        synced = backend is not None and backend.shards_weights
+        return cls(
+            model, processor, group_shared=config.train.group_shared_encoding, budgets=budgets,
+            max_prompt_len=config.data.max_prompt_tokens, all_ranks_done=backend.all_ranks if synced else None,
+        )
 
     def generate(
         self,
@@ -194,7 +211,7 @@ def _split(completions: list[Completion], sizes: Sequence[int]) -> list[list[Com
     return groups
 
 
-def _generation_eos_ids(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
+def generation_eos_ids(model: torch.nn.Module, tokenizer: PreTrainedTokenizerBase) -> tuple[int, ...]:
     """The generation config's EOS id(s), else the tokenizer's."""
     eos = model.generation_config.eos_token_id
     if eos is None:

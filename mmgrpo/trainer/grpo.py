@@ -99,11 +99,11 @@ class GRPOTrainer:
         if self.reference is not None and self.reference.module is not model:  # sharded like the policy
             self.reference.module = self.backend.prepare_frozen(self.reference.module)
         self.optimizer, self.scheduler = self.backend.optimizer, self.backend.scheduler
-        self.engine: RolloutEngine = build_engine(config, model, processor, self.backend)
         self.step_index = 0
         self.saved_step: int | None = None  # the step of the newest checkpoint this trainer wrote
         if resumed is not None:
             self._restore(resumed, resume_from)
+        self.engine: RolloutEngine = build_engine(config, model, processor, self.backend)  # restored weights
         self.metrics = MetricsLogger(
             run_dir, tensorboard=config.log.tensorboard, wandb=config.log.wandb,
             wandb_project=config.log.wandb_project, run_name=run_dir.name, config=config.to_dict(),

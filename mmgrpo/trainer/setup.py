@@ -96,11 +96,8 @@ def build_engine(
 ) -> RolloutEngine:
     """The configured rollout engine around ``model`` (as ``backend`` prepared it: decoding is synced
     across ranks when its forward passes are collective)."""
-    synced = backend is not None and backend.shards_weights
-    return ENGINES.get(config.rollout.engine)(
-        model, processor, group_shared=config.train.group_shared_encoding,
-        budgets=media_budgets(config.model, processor), max_prompt_len=config.data.max_prompt_tokens,
-        all_ranks_done=backend.all_ranks if synced else None,
+    return ENGINES.get(config.rollout.engine).from_config(
+        config, model, processor, media_budgets(config.model, processor), backend
     )
 
 

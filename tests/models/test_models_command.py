@@ -20,6 +20,12 @@ def test_make_tiny_applies_seed_and_options(tmp_path: Path, tiny_qwen25vl: Path)
     assert main(argv) == 0
     assert AutoConfig.from_pretrained(resized).text_config.num_hidden_layers == 1
 
+    for_vllm = tmp_path / "vllm"
+    argv = ["models", "make-tiny", "--family", "qwen2_5_vl", "--out", str(for_vllm), "--vllm-cpu", "--set", "num_layers=1"]
+    assert main(argv) == 0
+    text = AutoConfig.from_pretrained(for_vllm).text_config
+    assert text.hidden_size // text.num_attention_heads == 32 and text.num_hidden_layers == 1
+
 
 @pytest.mark.parametrize(
     ("extra", "message"),

@@ -12,8 +12,9 @@ import torch
 from PIL import Image
 from transformers import PreTrainedModel, ProcessorMixin
 
+from mmgrpo.models.batch import build_train_batch
 from mmgrpo.models.loading import load_model_and_processor
-from mmgrpo.types import Sample
+from mmgrpo.types import Completion, Sample
 
 # Random tiny weights give a near-uniform policy whose greedy path stops after a token or
 # two; scaling the language model's matrices makes greedy paths long and prompt-dependent.
@@ -63,3 +64,36 @@ def samples() -> list[Sample]:
         image_sample("b", (84, 56), "Count.", seed=1),
         image_sample("c", (112, 84), "What is shown in this picture? Describe it in one sentence.", seed=2),
     ]
+
+
+def recompute_logprobs(
+    model: PreTrainedModel,
+    processor: ProcessorMixin,
+    samples: list[Sample],
+    groups: list[list[Completion]],
+    *,
+    temperature: float = 1.0,
+    forbidden_ids: tuple[int, ...] = (),
+    budgets: object = None,
+) -> list[torch.Tensor]:
+    """Log-probs of each completion's tokens from one plain forward over prompt + completion,
+    under the policy with ``forbidden_ids`` masked and divided by ``temperature``."""
+    rows = [(sample, completion) for sample, group in zip(samples, groups) for completion in group]
+    batch = build_train_batch(
+        processor, [s for s, _ in rows], [c.token_ids for _, c in rows], budgets, family=model.config.model_type
+    )
+    with torch.no_grad():
+        logits = model(**batch.model_inputs()).logits  # [N, Tp + Tc, V]
+    completion_logits = logits[
+        :, batch.prompt_length - 1 : -1
+    ].float()  # [N, Tc, V], position t predicts token t
+    completion_logits[..., list(forbidden_ids)] = float("-inf")
+    completion_logits /= temperature
+    logprobs = torch.log_softmax(completion_logits, -1).gather(-1, batch.completion_ids[..., None])
+    return [logprobs[row, : len(c.token_ids), 0] for row, (_, c) in enumerate(rows)]
+
+
+@pytest.fixture(scope="session")
+def teacher_forced_logprobs() -> Callable[..., list[torch.Tensor]]:
+    """:func:`recompute_logprobs`: what the trainer computes for completions an engine sampled."""
+    return recompute_logprobs

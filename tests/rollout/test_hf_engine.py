@@ -9,45 +9,18 @@ import dataclasses
 import pytest
 import torch
 from peft import LoraConfig, get_peft_model
-from transformers import PreTrainedModel, ProcessorMixin
 
-from mmgrpo.models.batch import build_prompt_batch, build_train_batch
+from mmgrpo.models.batch import build_prompt_batch
 from mmgrpo.rollout import ENGINES, HFEngine, RolloutEngine, SamplingParams
 from mmgrpo.rollout.decode import DecodedTokens
 from mmgrpo.rollout.hf import completions_from_tokens
-from mmgrpo.types import Completion, Sample
+from mmgrpo.types import Completion
 
 GREEDY = SamplingParams(n=2, temperature=0, max_new_tokens=16)
 
 
 def token_ids(groups: list[list[Completion]]) -> list[list[list[int]]]:
     return [[completion.token_ids for completion in group] for group in groups]
-
-
-def teacher_forced_logprobs(
-    model: PreTrainedModel,
-    processor: ProcessorMixin,
-    samples: list[Sample],
-    groups: list[list[Completion]],
-    *,
-    temperature: float = 1.0,
-    forbidden_ids: tuple[int, ...] = (),
-) -> list[torch.Tensor]:
-    """Log-probs of each completion's tokens from one plain forward over prompt + completion,
-    under the policy with ``forbidden_ids`` masked and divided by ``temperature``."""
-    rows = [(sample, completion) for sample, group in zip(samples, groups) for completion in group]
-    batch = build_train_batch(
-        processor, [s for s, _ in rows], [c.token_ids for _, c in rows], family=model.config.model_type
-    )
-    with torch.no_grad():
-        logits = model(**batch.model_inputs()).logits  # [N, Tp + Tc, V]
-    completion_logits = logits[
-        :, batch.prompt_length - 1 : -1
-    ].float()  # [N, Tc, V], position t predicts token t
-    completion_logits[..., list(forbidden_ids)] = float("-inf")
-    completion_logits /= temperature
-    logprobs = torch.log_softmax(completion_logits, -1).gather(-1, batch.completion_ids[..., None])
-    return [logprobs[row, : len(c.token_ids), 0] for row, (_, c) in enumerate(rows)]
 
 
 def test_engine_is_registered_and_satisfies_the_protocol(policy) -> None:
@@ -80,7 +53,7 @@ def test_group_shared_greedy_equals_plain_generate(peaked_model, policy, samples
 
 
 @pytest.mark.parametrize("group_shared", [True, False])
-def test_raw_logprobs_equal_a_teacher_forced_forward(policy, samples, group_shared: bool) -> None:
+def test_raw_logprobs_equal_a_teacher_forced_forward(policy, samples, teacher_forced_logprobs, group_shared: bool) -> None:
     model, processor = policy
     params = SamplingParams(n=2, temperature=0.7, top_p=0.9, max_new_tokens=8, seed=0)
     groups = HFEngine(model, processor, group_shared=group_shared).generate(samples, params)
@@ -90,7 +63,7 @@ def test_raw_logprobs_equal_a_teacher_forced_forward(policy, samples, group_shar
         torch.testing.assert_close(torch.tensor(completion.logprobs), reference, atol=1e-5, rtol=0)
 
 
-def test_processed_logprobs_follow_the_sampling_distribution(policy, samples) -> None:
+def test_processed_logprobs_follow_the_sampling_distribution(policy, samples, teacher_forced_logprobs) -> None:
     model, processor = policy
     engine = HFEngine(model, processor)
     params = SamplingParams(n=2, temperature=0.5, max_new_tokens=6, seed=0, logprobs_mode="processed")

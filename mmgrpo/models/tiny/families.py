@@ -22,6 +22,11 @@ DEFAULT_MIN_IMAGE_TOKENS = 4
 DEFAULT_MAX_IMAGE_TOKENS = 16
 
 
+# Overrides that make a tiny checkpoint run in vLLM's CPU build (measured, ../shared/ENVIRONMENT.md):
+# its attention takes head_dim 32, not the default 16, and Qwen2-Audio a 30-second feature window.
+VLLM_CPU_TINY_OPTIONS: dict[str, int] = {"num_heads": 2, "num_kv_heads": 1, "audio_max_seconds": 30}
+
+
 @dataclass(frozen=True)
 class TinySpec:
     """Sizes and media budgets of a tiny model; every field is a ``make_tiny`` override."""

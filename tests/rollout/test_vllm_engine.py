@@ -1,0 +1,182 @@
+"""The colocated vLLM engine against the trainer: prompt ids, sampled-token log-probs, weight sync.
+
+Needs vLLM: on CPU, ``scripts/vllm_cpu_env.sh`` builds the environment and ``.ci/run`` runs this
+file there. Tiny checkpoints use 2 attention heads at hidden 64 (head_dim 32: vLLM's CPU attention
+rejects 16) and Qwen2-Audio a 30-second window (vLLM expects 3000 mel frames).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+
+import numpy as np
+import pytest
+import torch
+from peft import LoraConfig, get_peft_model
+from PIL import Image
+
+from mmgrpo.config.schema import VLLMConfig
+from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
+from mmgrpo.rollout import SamplingParams
+from mmgrpo.types import Completion, Sample
+from processors import VideoBudget
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None,
+    reason="vLLM is not installed here: scripts/vllm_cpu_env.sh builds the CPU environment .ci/run tests it in",
+)
+
+SAMPLED = SamplingParams(n=3, temperature=1.0, max_new_tokens=8, seed=0)
+VIDEO_BUDGETS = {"video": VideoBudget(fps=2.0, min_frames=4, max_frames=4, min_pixels=28 * 28, max_pixels=56 * 84,
+                                      total_pixels=4 * 56 * 84)}
+LOGPROB_TOLERANCE = 1e-5
+
+
+def prompt(sample_id: str, kind: str, ref: object, question: str) -> Sample:
+    content = [{"type": kind, kind: ref}, {"type": "text", "text": question}]
+    return Sample(id=sample_id, task="test", messages=[{"role": "user", "content": content}])
+
+
+def image_samples(seed: int = 0) -> list[Sample]:
+    rng = np.random.default_rng(seed)
+    sizes = [(112, 112, "How many red cubes are there?"), (56, 84, "Count.")]
+    return [
+        prompt(f"img-{i}", "image", Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)), question)
+        for i, (h, w, question) in enumerate(sizes)
+    ]
+
+
+def audio_samples() -> list[Sample]:
+    rng = np.random.default_rng(0)
+    clips = [(1.0, "How many beeps?"), (0.5, "Count.")]
+    return [
+        prompt(f"aud-{i}", "audio", ((rng.standard_normal(int(s * 16_000)) * 0.1).astype(np.float32), 16_000), q)
+        for i, (s, q) in enumerate(clips)
+    ]
+
+
+@pytest.fixture(scope="module")
+def vllm_policy(tiny_model_dir):
+    """``vllm_policy(family) -> (model, processor, engine)``: one engine per family for the module."""
+    from mmgrpo.rollout.vllm import VLLMEngine
+
+    built = {}
+
+    def build(family: str):
+        if family not in built:
+            model, processor = load_model_and_processor(tiny_model_dir(family, **VLLM_CPU_TINY_OPTIONS))
+            engine = VLLMEngine(
+                model, processor, options=VLLMConfig(), max_model_len=1024,
+                budgets=VIDEO_BUDGETS if family == "qwen2_5_vl" else None,
+            )
+            built[family] = (model.eval(), processor, engine)
+        return built[family]
+
+    return build
+
+
+def assert_logprobs_match(groups: list[list[Completion]], expected: list[torch.Tensor]) -> None:
+    completions = [c for group in groups for c in group]
+    assert len(completions) == len(expected) and completions
+    for completion, reference in zip(completions, expected):
+        torch.testing.assert_close(torch.tensor(completion.logprobs), reference, atol=LOGPROB_TOLERANCE, rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("family", "make_samples"),
+    [("qwen2_5_vl", image_samples), ("qwen3_vl", image_samples), ("smolvlm", image_samples),
+     pytest.param("qwen2_audio", audio_samples, marks=pytest.mark.xfail(
+         strict=True, reason="transformers 5.19 (vLLM's pin) writes and reverts Qwen2-Audio weight names with a "
+         "doubled prefix (language_model.model.model.*): vLLM cannot load that checkpoint nor its weights"))],
+)
+def test_sampled_logprobs_equal_the_trainers(vllm_policy, teacher_forced_logprobs, family, make_samples) -> None:
+    model, processor, engine = vllm_policy(family)
+    samples = make_samples()
+    prompts = engine.encode(samples)
+    groups = engine.generate(samples, SAMPLED, prompts=prompts)  # raises if vLLM's prompt ids differ
+    assert [len(group) for group in groups] == [SAMPLED.n] * len(samples)
+    assert_logprobs_match(groups, teacher_forced_logprobs(model, processor, samples, groups))
+    again = engine.generate(samples, SAMPLED)
+    assert [[c.token_ids for c in g] for g in again] == [[c.token_ids for c in g] for g in groups]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="text after a video: transformers 5's get_rope_index continues at max(h, w) + 1, vLLM (like the "
+    "original Qwen2.5-VL code) at the temporal max + 1; the trainer follows transformers (~1e-3 log-prob gap here)",
+)
+def test_a_video_prompt_matches_the_trainer(vllm_policy, teacher_forced_logprobs) -> None:
+    model, processor, engine = vllm_policy("qwen2_5_vl")
+    frames = np.random.default_rng(1).integers(0, 256, (8, 56, 84, 3), dtype=np.uint8)
+    samples = [prompt("vid-0", "video", frames, "How many objects move?")]
+    groups = engine.generate(samples, SAMPLED)
+    expected = teacher_forced_logprobs(model, processor, samples, groups, budgets=VIDEO_BUDGETS)
+    assert_logprobs_match(groups, expected)
+
+
+def test_stops_truncation_and_forbidden_ids_follow_the_hf_engine_rules(vllm_policy) -> None:
+    model, processor, engine = vllm_policy("qwen2_5_vl")
+    params = SamplingParams(n=8, temperature=1.0, max_new_tokens=30, seed=3)
+    completions = [c for group in engine.generate(image_samples(), params) for c in group]
+    stop_ids = set(engine.stop_ids)
+    assert engine.forbidden_ids and not stop_ids & set(engine.forbidden_ids)
+    for completion in completions:
+        assert not set(completion.token_ids) & set(engine.forbidden_ids)
+        stops = [i for i, token in enumerate(completion.token_ids) if token in stop_ids]
+        if completion.truncated:
+            assert not stops and len(completion.token_ids) == params.max_new_tokens
+        else:
+            assert stops == [len(completion.token_ids) - 1]
+    assert any(c.truncated for c in completions) and any(not c.truncated for c in completions)
+
+
+def test_after_a_weight_update_the_engine_samples_the_new_policy(vllm_policy, make_peaked, teacher_forced_logprobs):
+    model, processor, engine = vllm_policy("qwen2_5_vl")
+    long_question = " ".join(["Count every red cube, blue sphere and green cylinder in the picture."] * 12)
+    samples = [*image_samples(), prompt("long", "image", image_samples()[0].media("image")[0], long_question)]
+    block_size = engine.llm.llm_engine.vllm_config.cache_config.block_size
+    assert len(engine.encode(samples).input_ids[-1]) > block_size  # spans a full KV block: prefix cache
+    before = engine.generate(samples, SAMPLED)  # fills the prefix and encoder caches with the old weights
+    updated = make_peaked(model)
+    try:
+        engine.update_weights(updated)
+        after = engine.generate(samples, SAMPLED)  # the same images again: encoder cache
+        assert_logprobs_match(after, teacher_forced_logprobs(updated, processor, samples, after))
+        assert [c.logprobs for g in after for c in g] != [c.logprobs for g in before for c in g]
+    finally:
+        engine.update_weights(model)
+    restored = engine.generate(samples, SAMPLED)
+    assert [[c.token_ids for c in g] for g in restored] == [[c.token_ids for c in g] for g in before]
+
+
+def test_a_lora_policy_reaches_the_engine_as_merged_weights(vllm_policy, teacher_forced_logprobs) -> None:
+    model, processor, engine = vllm_policy("qwen2_5_vl")
+    lora = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
+    with torch.no_grad():
+        for name, weight in lora.named_parameters():
+            if "lora_B" in name:
+                weight.normal_(0, 0.5)
+    try:
+        engine.update_weights(lora)
+        samples = image_samples()
+        groups = engine.generate(samples, SAMPLED)
+        assert_logprobs_match(groups, teacher_forced_logprobs(lora.eval(), processor, samples, groups))
+        base = teacher_forced_logprobs(model, processor, samples, groups)
+        assert not all(torch.allclose(torch.tensor(c.logprobs), b, atol=1e-3) for g in groups for c, b in
+                       zip(g, base[: len(g)]))
+    finally:
+        engine.update_weights(model)
+
+
+def test_weights_through_files_for_an_engine_in_its_own_process(tiny_model_dir, make_peaked, teacher_forced_logprobs):
+    from mmgrpo.rollout.vllm import VLLMEngine
+
+    model, processor = load_model_and_processor(tiny_model_dir("qwen2_5_vl", seed=1, **VLLM_CPU_TINY_OPTIONS))
+    engine = VLLMEngine(model, processor, options=VLLMConfig(in_process=False), max_model_len=512)
+    updated = make_peaked(model)
+    engine.update_weights(updated)
+    samples = image_samples(seed=5)
+    groups = engine.generate(samples, SAMPLED)
+    assert_logprobs_match(groups, teacher_forced_logprobs(updated, processor, samples, groups))

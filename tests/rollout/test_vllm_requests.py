@@ -1,0 +1,46 @@
+"""What the vLLM engine sends and checks, without vLLM: requests from prepared prompts, the prompt-id guard."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mmgrpo.models.batch import build_prompt_batch
+from mmgrpo.rollout.vllm import PromptMismatchError, check_prompt_ids, vllm_request
+from processors import AudioClip, VideoClip
+
+
+def test_requests_carry_the_rendered_prompt_and_the_loaded_media(policy, samples) -> None:
+    model, processor = policy
+    prompts = build_prompt_batch(processor, samples, family=model.config.model_type)
+    requests = [vllm_request(prompt) for prompt in prompts.prepared]
+    assert [r["prompt"] for r in requests] == [p.text for p in prompts.prepared]
+    assert all(r["prompt"].count("<|image_pad|>") == 1 for r in requests)
+    # the image our budgets resized, not the original: vLLM's processor must not resize it again
+    assert [r["multi_modal_data"]["image"].size for r in requests] == [
+        p.media["image"][0].size for p in prompts.prepared
+    ]
+
+
+def test_video_and_audio_items_carry_what_vllm_needs() -> None:
+    from mmgrpo.rollout.vllm import vllm_media_item
+
+    clip = VideoClip(np.zeros((4, 28, 28, 3), np.uint8), [0.0, 1.0, 2.5, 3.5], 1.0, "clip", [0, 2, 5, 7], 2.0, 8)
+    frames, metadata = vllm_media_item(clip)
+    assert frames is clip.frames and metadata["frames_indices"] == [0, 2, 5, 7]
+    assert (metadata["fps"], metadata["total_num_frames"], metadata["do_sample_frames"]) == (2.0, 8, False)
+    audio = AudioClip(np.zeros(1600, np.float32), 16_000, "beep")
+    samples, rate = vllm_media_item(audio)
+    assert samples is audio.samples and rate == 16_000
+
+
+def test_a_prompt_tokenised_differently_by_the_engine_is_an_error_naming_the_sample(policy, samples) -> None:
+    model, processor = policy
+    prompts = build_prompt_batch(processor, samples, family=model.config.model_type)
+    ours = prompts.input_ids[1][prompts.attention_mask[1].bool()].tolist()
+    check_prompt_ids(prompts, 1, ours)
+    shifted = ours[:5] + [ours[5] + 1] + ours[6:]
+    with pytest.raises(PromptMismatchError, match=r"sample 'b'.*first difference at position 5"):
+        check_prompt_ids(prompts, 1, shifted)
+    with pytest.raises(PromptMismatchError, match="vLLM's prompt has"):
+        check_prompt_ids(prompts, 1, ours[:-1])
