@@ -211,6 +211,11 @@ class RolloutConfig:
     top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off (TRL default, DAPO).", gt=0, le=1)
     top_k: int = option(0, "Keep the k most likely tokens; 0 = off (overrides transformers' default of 50).", ge=0)
     max_new_tokens: int = option(6, "Most tokens per completion; longer ones are truncated and flagged.", ge=1)
+    logprobs_source: Literal["trainer", "engine"] = option(
+        "trainer", "Old log-probs of the PPO ratio: recomputed by the trainer, or the engine's of its sampled tokens "
+        "(vLLM: saves a forward when mu > 1; the ratio then also corrects the engine/trainer mismatch). Either way "
+        "rollout/logprob_gap_mean and _max log how far the two are apart (at temperature 1).",
+    )
 
 
 @dataclass

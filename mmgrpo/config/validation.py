@@ -147,6 +147,9 @@ def _data_parallel(config: Config) -> Iterator[str]:
 
 def _rollout_engine(config: Config) -> Iterator[str]:
     """The vllm engine needs vLLM installed and the whole policy on each rank; found before any model loads."""
+    if config.rollout.logprobs_source == "engine" and config.rollout.temperature != 1.0:
+        yield (f"rollout.logprobs_source=engine needs rollout.temperature=1 (got {config.rollout.temperature}): "
+               "engines report log-probs at temperature 1, the loss uses rollout.temperature")
     if config.rollout.engine != "vllm":
         return
     if importlib.util.find_spec("vllm") is None:

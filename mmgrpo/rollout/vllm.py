@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from transformers import ProcessorMixin
 from transformers.core_model_loading import revert_weight_conversion
@@ -208,8 +209,7 @@ class VLLMEngine:
         self.llm.reset_prefix_cache()
 
     def _sampling_params(self, params: SamplingParams, n: int, row: int) -> Any:
-        """vLLM's sampling parameters for one request of ``n`` samples (row ``row`` of the batch: the
-        seed is offset by it, so prompts of one call do not share random draws)."""
+        """vLLM's sampling parameters for one request of ``n`` samples, row ``row`` of the batch."""
         vllm = import_vllm()
         return vllm.SamplingParams(
             n=n,
@@ -217,7 +217,7 @@ class VLLMEngine:
             top_p=params.top_p,
             top_k=params.top_k,
             max_tokens=params.max_new_tokens,
-            seed=None if params.seed is None else params.seed + row,
+            seed=None if params.seed is None else request_seed(params.seed, row),
             stop_token_ids=sorted({*self.stop_ids, *params.stop_token_ids}),
             ignore_eos=True,  # the stop ids above are the whole rule, as in the HF engine
             logit_bias={token: float("-inf") for token in self.forbidden_ids if token not in params.stop_token_ids},
@@ -233,6 +233,13 @@ class VLLMEngine:
             logprobs=[step[token].logprob for step, token in zip(sampled.logprobs, token_ids)],
             truncated=sampled.finish_reason == "length",
         )
+
+
+def request_seed(seed: int, row: int) -> int:
+    """A 31-bit seed for request ``row`` of a call seeded ``seed``. vLLM seeds the i-th of a request's
+    n samples with seed + i, so requests seeded with nearby integers (consecutive rows, or steps with
+    consecutive seeds) would repeat each other's samples; mixed seeds land far apart."""
+    return int(np.random.SeedSequence([seed, row]).generate_state(1)[0]) >> 1
 
 
 def vllm_request(prompt: PreparedPrompt) -> dict[str, Any]:

@@ -47,7 +47,9 @@ from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger, describe_skipped
 from mmgrpo.trainer.rollouts import Rollouts, collect_rollouts, draw_usable
 from mmgrpo.trainer.setup import SampleSet, build_engine, media_budgets, sampling_params, scoring_rule
 from mmgrpo.trainer.step_metrics import rollout_metrics
-from mmgrpo.trainer.update import LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, policy_update
+from mmgrpo.trainer.update import (
+    LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, policy_update, sampler_logprobs,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -276,12 +278,14 @@ class GRPOTrainer:
         token_ids = [c.token_ids for c in completions]
         prompts = rollouts.prompt_batch(self._encode)
         include = [not (cfg.algo.mask_truncated and c.truncated) for c in completions]
+        loss_mask = build_loss_mask(token_ids, include, prompts.pad_token_id).to(_device(self.model))
         return StepBatch(
             prompts=prompts.to(_device(self.model)),
             completions=token_ids,
             group_sizes=rollouts.group_sizes,
             advantages=advantages.to(_device(self.model)),
-            loss_mask=build_loss_mask(token_ids, include, prompts.pad_token_id).to(_device(self.model)),
+            loss_mask=loss_mask,
+            sampler_logp=sampler_logprobs(completions, loss_mask),
         )
 
     def _loss_settings(self) -> LossSettings:
@@ -298,6 +302,9 @@ class GRPOTrainer:
             num_iterations=self.config.algo.num_iterations, micro_batch_size=train.micro_batch_size,
             mini_batch_size=train.mini_batch_size and train.mini_batch_size // self.backend.world_size,
             group_shared_encoding=train.group_shared_encoding, precision=train.precision,
+            old_logp_source=self.config.rollout.logprobs_source,
+            # engines report log-probs at temperature 1 ("raw"), the trainer at rollout.temperature
+            measure_sampler_gap=self.config.rollout.temperature == 1.0,
         )
 
     def _record_successes(self, rollouts: Rollouts) -> None:

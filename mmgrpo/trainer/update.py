@@ -25,10 +25,11 @@ from typing import Callable, ContextManager, Iterator, Sequence
 
 import torch
 
-from mmgrpo.algos import masked_mean, policy_loss
+from mmgrpo.algos import logprob_gap, masked_mean, policy_loss
 from mmgrpo.models.batch import PromptBatch, pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
 from mmgrpo.trainer.backends import TrainingBackend
+from mmgrpo.types import Completion
 
 TokenIds = Sequence[int]
 
@@ -58,6 +59,8 @@ class UpdateSettings:
     group_shared_encoding: bool = True
     with_entropy: bool = True
     precision: str = "fp32"  # "bf16": forward/backward under bfloat16 autocast (log-probs stay float32)
+    old_logp_source: str = "trainer"  # "engine": the sampler's log-probs are the PPO ratio's old log-probs
+    measure_sampler_gap: bool = False  # log how far the sampler's log-probs are from the trainer's
 
     def autocast(self, device: torch.device) -> ContextManager:
         return torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16")
@@ -73,6 +76,7 @@ class StepBatch:
     advantages: torch.Tensor  # [N]
     loss_mask: torch.Tensor  # [N, Tc] 1 on completion tokens that count (e.g. not truncated)
     ref_logp: torch.Tensor | None = None  # [N, Tc]
+    sampler_logp: torch.Tensor | None = None  # [N, Tc] the rollout engine's log-probs of its sampled tokens
 
     def select(self, rows: list[int], completions: slice) -> StepBatch:
         return StepBatch(
@@ -82,7 +86,19 @@ class StepBatch:
             advantages=self.advantages[completions],
             loss_mask=self.loss_mask[completions],
             ref_logp=None if self.ref_logp is None else self.ref_logp[completions],
+            sampler_logp=None if self.sampler_logp is None else self.sampler_logp[completions],
         )
+
+
+def sampler_logprobs(completions: Sequence[Completion], like: torch.Tensor) -> torch.Tensor | None:
+    """The engine's log-probs of each completion's tokens, ``[N, Tc]`` shaped and placed ``like`` the
+    loss mask (0 past each completion); None when some completion has none."""
+    if any(c.logprobs is None for c in completions):
+        return None
+    logp = torch.zeros(like.shape, dtype=torch.float32)
+    for row, completion in enumerate(completions):
+        logp[row, : len(completion.logprobs)] = torch.tensor(completion.logprobs, dtype=torch.float32)
+    return logp.to(like.device)
 
 
 def build_loss_mask(completions: Sequence[TokenIds], include: Sequence[bool], pad_token_id: int) -> torch.Tensor:
@@ -142,21 +158,50 @@ def policy_update(
     micro-batches (by weight) of all ranks."""
     model = backend.model
     one_pass = settings.num_iterations == 1 and _single_mini_batch(batch, settings)
+    from_engine = settings.old_logp_source == "engine" and batch.sampler_logp is not None
     # With one optimizer step per batch the sampling policy IS the current one: ratio = 1.
-    old_logp = None if one_pass else batch_logprobs(model, backend, batch, settings, loss_settings.temperature)
+    old_logp = batch.sampler_logp if from_engine else None
+    if old_logp is None and not one_pass:
+        old_logp = batch_logprobs(model, backend, batch, settings, loss_settings.temperature)
+    measure_gap = settings.measure_sampler_gap and batch.sampler_logp is not None
+    # The gap is taken against the policy before this step's update: in one pass, the forwards of
+    # the update itself; else the recomputed old log-probs (one more forward when they come from the engine).
+    first_logp = torch.zeros_like(batch.loss_mask, dtype=torch.float32) if measure_gap and one_pass else None
+    trainer_logp = None
+    if measure_gap and not one_pass:
+        trainer_logp = batch_logprobs(model, backend, batch, settings, loss_settings.temperature) if from_engine \
+            else old_logp
     totals: dict[str, float] = defaultdict(float)
     steps = 0
     for _ in range(settings.num_iterations):
         for chunk in balanced_chunks(backend, batch.group_sizes, settings.mini_batch_size or len(batch.completions)):
             mini = batch.select(chunk.rows, chunk.part)
             mini_old = None if old_logp is None else old_logp[chunk.part]
-            stats = _accumulate_gradients(backend, mini, mini_old, loss_settings, settings, counts=chunk.counts)
+            kept = first_logp[chunk.part] if first_logp is not None and chunk.counts else None
+            stats = _accumulate_gradients(
+                backend, mini, mini_old, loss_settings, settings, counts=chunk.counts, keep_logp=kept
+            )
             for name, value in stats.items():
                 totals[name] += value
             totals["lr"] += backend.optimizer.param_groups[0]["lr"]
             totals["grad_norm"] += backend.step()
             steps += 1
-    return {name: value / steps for name, value in totals.items()}
+    metrics = {name: value / steps for name, value in totals.items()}
+    if measure_gap:
+        metrics |= _sampler_gap(backend, batch, first_logp if first_logp is not None else trainer_logp)
+    return metrics
+
+
+def _sampler_gap(backend: TrainingBackend, batch: StepBatch, trainer_logp: torch.Tensor) -> dict[str, float]:
+    """``rollout/logprob_gap_mean`` / ``_max``: |trainer - sampler| log-prob over this step's tokens, all ranks."""
+    gap = logprob_gap(batch.sampler_logp, trainer_logp, batch.loss_mask)
+    tokens = float(batch.loss_mask.sum())
+    summed = backend.all_reduce({"gap": float(gap["mean"]) * tokens, "tokens": tokens})
+    largest = backend.all_reduce({"max": float(gap["max"])}, "max")
+    return {
+        "rollout/logprob_gap_mean": summed["gap"] / max(summed["tokens"], 1.0),
+        "rollout/logprob_gap_max": largest["max"],
+    }
 
 
 def _accumulate_gradients(
@@ -167,9 +212,11 @@ def _accumulate_gradients(
     settings: UpdateSettings,
     *,
     counts: bool = True,
+    keep_logp: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """Backward every micro-batch of ``batch`` (at weight 0 unless it ``counts``); returns the
-    weighted stats of all ranks' parts."""
+    weighted stats of all ranks' parts. ``keep_logp`` (``[n, Tc]``), when given, receives the
+    log-probs of the forward passes (before this mini-batch's optimizer step)."""
     local = _normaliser(batch.loss_mask, loss_settings.agg) if counts else 0.0
     normaliser = backend.all_reduce({"normaliser": local})["normaliser"]
     stats: dict[str, float] = defaultdict(float)
@@ -187,6 +234,8 @@ def _accumulate_gradients(
                 with_entropy=settings.with_entropy, temperature=loss_settings.temperature,
             )  # [n, Tc]
         width = logp.shape[1]
+        if keep_logp is not None and chunk.counts:
+            keep_logp[part, :width] = logp.detach().float()
         mask = micro.loss_mask[:, :width]
         old = logp.detach() if old_logp is None else old_logp[part][:, :width]
         ref = None if micro.ref_logp is None else micro.ref_logp[:, :width]

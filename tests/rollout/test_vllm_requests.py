@@ -44,3 +44,12 @@ def test_a_prompt_tokenised_differently_by_the_engine_is_an_error_naming_the_sam
         check_prompt_ids(prompts, 1, shifted)
     with pytest.raises(PromptMismatchError, match="vLLM's prompt has"):
         check_prompt_ids(prompts, 1, ours[:-1])
+
+
+def test_request_seeds_of_nearby_calls_and_rows_land_far_apart() -> None:
+    from mmgrpo.rollout.vllm import request_seed
+
+    # vLLM seeds sample i of a request with seed + i: requests must not sit within n of each other
+    seeds = sorted(request_seed(step, row) for step in range(50) for row in range(32))
+    assert min(b - a for a, b in zip(seeds, seeds[1:])) > 64
+    assert request_seed(3, 1) == request_seed(3, 1) and all(0 <= s < 2**31 for s in seeds)

@@ -1,0 +1,46 @@
+"""The engine's log-probs in the update: the logged gap to the trainer's, and as old log-probs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mmgrpo.rollout import ENGINES, HFEngine
+
+from .conftest import read_metrics
+from .test_grpo_trainer import train
+
+OFFSET = 0.5
+
+
+@ENGINES.register("test-offset-logprobs")
+class OffsetLogprobsEngine(HFEngine):
+    """The HF engine reporting every sampled token's log-prob OFFSET too high (a mis-synced sampler)."""
+
+    def generate(self, *args, **kwargs):
+        groups = super().generate(*args, **kwargs)
+        for completion in (c for group in groups for c in group):
+            completion.logprobs = [value + OFFSET for value in completion.logprobs]
+        return groups
+
+
+@pytest.mark.parametrize("num_iterations", [1, 2])
+def test_the_gap_to_the_trainers_logprobs_is_logged(small_config, tmp_path, num_iterations: int) -> None:
+    for engine, expected_gap in (("hf", 0.0), ("test-offset-logprobs", OFFSET)):
+        run = tmp_path / f"{engine}-{num_iterations}"
+        train(small_config(f"rollout.engine={engine}", f"algo.num_iterations={num_iterations}"), run)
+        for row in read_metrics(run / "metrics.jsonl"):
+            assert row["rollout/logprob_gap_mean"] == pytest.approx(expected_gap, abs=1e-4)
+            assert row["rollout/logprob_gap_max"] == pytest.approx(expected_gap, abs=1e-4)
+
+
+def test_engine_logprobs_become_the_old_logprobs_of_the_ratio(small_config, tmp_path) -> None:
+    overrides = ("rollout.engine=test-offset-logprobs", "train.steps=2")
+    train(small_config(*overrides), tmp_path / "trainer")
+    train(small_config(*overrides, "rollout.logprobs_source=engine"), tmp_path / "engine")
+    recomputed = read_metrics(tmp_path / "trainer" / "metrics.jsonl")[0]
+    from_engine = read_metrics(tmp_path / "engine" / "metrics.jsonl")[0]
+    assert recomputed["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert from_engine["ratio_mean"] == pytest.approx(math.exp(-OFFSET), abs=1e-4)
+    assert from_engine["rollout/logprob_gap_mean"] == pytest.approx(OFFSET, abs=1e-4)

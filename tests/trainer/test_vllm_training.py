@@ -1,0 +1,36 @@
+"""GRPO with the colocated vLLM engine learns like it does with the HF engine (needs vLLM: .ci/run
+runs this file in the CPU vLLM environment)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
+
+from .conftest import reward_at_start_and_end
+from .test_grpo_trainer import train
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None,
+    reason="vLLM is not installed here: scripts/vllm_cpu_env.sh builds the CPU environment .ci/run tests it in",
+)
+
+LEARNING_STEPS = ("train.steps=40", "rollout.prompts_per_step=4", "rollout.num_generations=8")
+
+
+def test_reward_rises_with_the_vllm_engine_as_with_the_hf_engine(small_config, tiny_model_dir, tmp_path) -> None:
+    model = f"model.name_or_path={tiny_model_dir('qwen2_5_vl', **VLLM_CPU_TINY_OPTIONS)}"
+    rises = {}
+    for engine in ("vllm", "hf"):
+        run = tmp_path / engine
+        train(small_config(model, f"rollout.engine={engine}", *LEARNING_STEPS), run)
+        first, last = reward_at_start_and_end(run)
+        rises[engine] = last - first
+        assert last > first + 0.25, f"{engine}: reward did not rise: first steps {first:.3f}, last {last:.3f}"
+    assert abs(rises["vllm"] - rises["hf"]) < 0.3, f"the engines' learning curves differ: {rises}"
+    metrics = [json.loads(line) for line in (tmp_path / "vllm" / "metrics.jsonl").read_text().splitlines()]
+    gaps = [m["rollout/logprob_gap_max"] for m in metrics if "rollout/logprob_gap_max" in m]
+    assert len(gaps) == 40 and max(gaps) < 1e-4, "vLLM's sampled-token log-probs differ from the trainer's"
