@@ -65,9 +65,11 @@ def seq_mean_token_sum_norm(
 
 
 def _check_inputs(
-    logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, ref_logp: Tensor | None
+    logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, ref_logp: Tensor | None,
+    token_weights: Tensor | None = None,
 ) -> None:
-    named = {"old_logp": old_logp, "mask": mask} | ({} if ref_logp is None else {"ref_logp": ref_logp})
+    optional = {"ref_logp": ref_logp, "token_weights": token_weights}
+    named = {"old_logp": old_logp, "mask": mask} | {k: v for k, v in optional.items() if v is not None}
     if logp.dim() != 2:
         raise ValueError(f"policy_loss: logp must be [B, T], got shape {tuple(logp.shape)}")
     for name, tensor in named.items():
@@ -152,6 +154,7 @@ def policy_loss(
     kl: str = "k3",
     kl_clamp: float | None = None,
     max_len: int | None = None,
+    token_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """GRPO loss of one batch of completions and its diagnostics.
 
@@ -170,6 +173,9 @@ def policy_loss(
         beta: KL coefficient (DeepSeekMath 0.04; DAPO and Dr. GRPO 0).
         kl: a name in ``KL_ESTIMATORS``; kl_clamp: bound on its log-ratio (see kl_penalty).
         max_len: generation budget, required by ``seq-mean-token-sum-norm``.
+        token_weights: ``[B, T]`` factors on each token's policy-gradient loss (detached here),
+            e.g. truncated importance-sampling weights (:func:`mmgrpo.algos.truncated_is_weights`);
+            the KL term is not weighted.
 
     Returns:
         ``(loss, stats)``: the scalar loss, and 0-dim detached float tensors (no device
@@ -177,7 +183,7 @@ def policy_loss(
         (token mean; 0 without ref_logp), ``clip_frac_low``, ``clip_frac_high``, ``clip_frac``,
         ``dual_clip_frac``, ``ratio_mean``, ``ratio_max``, ``ratio_min``.
     """
-    _check_inputs(logp, old_logp, advantages, mask, ref_logp)
+    _check_inputs(logp, old_logp, advantages, mask, ref_logp, token_weights)
     _check_options(eps_low, eps_high, dual_clip, beta, ref_logp is not None)
     aggregate = LOSS_AGGREGATIONS.get(agg)
     mask = mask.bool()
@@ -189,6 +195,8 @@ def policy_loss(
     ratio = torch.exp(logp - torch.where(mask, old_logp.detach(), zero))  # [B, T], 1 where masked out
 
     pg_losses = clipped_surrogate(ratio, advantages, eps_low, eps_high, dual_clip)  # [B, T]
+    if token_weights is not None:
+        pg_losses = pg_losses * torch.where(mask, token_weights.detach().to(dtype), zero)
     pg_loss = aggregate(pg_losses, mask, max_len=max_len)
     kl_tokens = zero.expand_as(logp)
     if ref_logp is not None:

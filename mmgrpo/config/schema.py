@@ -252,6 +252,10 @@ class AlgoConfig:
     kl_clamp: float | None = option(
         10.0, "Clamp the log-ratio logp - ref_logp to [-c, c] before the KL estimator (verl: 10); None = off.", gt=0
     )
+    tis_cap: float | None = option(
+        None, "Truncated importance sampling: weight each token's loss by min(pi_trainer / pi_sampler, cap) "
+        "against the rollout engine's log-probs (Yao et al. 2025 use 2); None = off.", gt=0,
+    )
     dynamic_sampling: bool = option(
         False, "DAPO dynamic sampling: drop groups whose rewards are all equal and resample."
     )

@@ -294,6 +294,7 @@ class GRPOTrainer:
             eps_low=algo.eps_low, eps_high=algo.eps_high, dual_clip=algo.dual_clip, agg=algo.loss_agg,
             beta=algo.beta, kl=algo.kl_estimator, kl_clamp=algo.kl_clamp,
             max_len=self.config.rollout.max_new_tokens, temperature=self.config.rollout.temperature,
+            tis_cap=algo.tis_cap,
         )
 
     def _update_settings(self) -> UpdateSettings:

@@ -25,7 +25,7 @@ from typing import Callable, ContextManager, Iterator, Sequence
 
 import torch
 
-from mmgrpo.algos import logprob_gap, masked_mean, policy_loss
+from mmgrpo.algos import logprob_gap, masked_mean, policy_loss, truncated_is_weights
 from mmgrpo.models.batch import PromptBatch, pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
 from mmgrpo.trainer.backends import TrainingBackend
@@ -47,6 +47,7 @@ class LossSettings:
     kl_clamp: float | None = None
     max_len: int | None = None
     temperature: float = 1.0
+    tis_cap: float | None = None  # truncated importance sampling against the sampler's log-probs; None = off
 
 
 @dataclass(frozen=True)
@@ -239,12 +240,19 @@ def _accumulate_gradients(
         mask = micro.loss_mask[:, :width]
         old = logp.detach() if old_logp is None else old_logp[part][:, :width]
         ref = None if micro.ref_logp is None else micro.ref_logp[:, :width]
+        tis_weights, tis_stats = None, {}
+        if loss_settings.tis_cap is not None and micro.sampler_logp is not None:
+            tis_weights, tis_stats = truncated_is_weights(
+                old, micro.sampler_logp[:, :width], mask, loss_settings.tis_cap
+            )
+            tis_stats.pop("tis_ratio_max")  # a max does not average over micro-batches
         loss, loss_stats = policy_loss(
             logp, old, micro.advantages, mask,
             eps_low=loss_settings.eps_low, eps_high=loss_settings.eps_high, dual_clip=loss_settings.dual_clip,
             agg=loss_settings.agg, ref_logp=ref, beta=loss_settings.beta, kl=loss_settings.kl,
-            kl_clamp=loss_settings.kl_clamp, max_len=loss_settings.max_len,
+            kl_clamp=loss_settings.kl_clamp, max_len=loss_settings.max_len, token_weights=tis_weights,
         )
+        loss_stats |= tis_stats
         backend.backward(loss * weight)
         stats["loss"] += float(loss.detach()) * weight
         for name, value in loss_stats.items():

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from mmgrpo.algos import logprob_gap
+from mmgrpo.algos import logprob_gap, policy_loss, truncated_is_weights
 
 
 def test_gap_is_the_masked_mean_and_max_of_absolute_differences() -> None:
@@ -22,3 +22,32 @@ def test_gap_is_the_masked_mean_and_max_of_absolute_differences() -> None:
 def test_gap_of_no_tokens_is_zero() -> None:
     gap = logprob_gap(torch.ones(2, 3), torch.zeros(2, 3), torch.zeros(2, 3))
     assert float(gap["mean"]) == 0.0 and float(gap["max"]) == 0.0
+
+
+def test_tis_weights_are_the_capped_trainer_to_sampler_ratio() -> None:
+    trainer = torch.log(torch.tensor([[0.5, 0.2, 0.9], [0.3, 0.3, 0.3]]))
+    sampler = torch.log(torch.tensor([[0.25, 0.4, 0.1], [0.3, 0.6, 0.3]]))
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
+    weights, stats = truncated_is_weights(trainer, sampler, mask, cap=2.0)
+    # ratios 2, 0.5, 9 -> capped 2, 0.5, 2; row 2: 1, 0.5, and 1 on the masked-out token
+    torch.testing.assert_close(weights, torch.tensor([[2.0, 0.5, 2.0], [1.0, 0.5, 1.0]]))
+    assert math.isclose(float(stats["tis_ratio_mean"]), (2 + 0.5 + 9 + 1 + 0.5) / 5, rel_tol=1e-5)
+    assert math.isclose(float(stats["tis_ratio_max"]), 9.0, rel_tol=1e-5)
+    assert math.isclose(float(stats["tis_clipped_frac"]), 1 / 5, rel_tol=1e-6)  # only the 9 exceeds the cap (2 == cap stays)
+
+
+def test_token_weights_scale_the_policy_gradient_but_not_the_kl() -> None:
+    logp = torch.log(torch.tensor([[0.5, 0.25]])).requires_grad_()
+    old = logp.detach()
+    advantages = torch.tensor([1.0])
+    mask = torch.ones(1, 2)
+    weights = torch.tensor([[2.0, 0.5]])
+    plain, _ = policy_loss(logp, old, advantages, mask)
+    weighted, _ = policy_loss(logp, old, advantages, mask, token_weights=weights)
+    # ratio 1 everywhere: token losses are -A = -1, weighted -2 and -0.5; token-mean over 2 tokens
+    assert math.isclose(float(plain), -1.0) and math.isclose(float(weighted), -1.25)
+    (grad,) = torch.autograd.grad(weighted, logp)
+    torch.testing.assert_close(grad, torch.tensor([[-1.0, -0.25]]))  # d/dlogp of -w * exp(logp - old) / 2
+    ref = torch.log(torch.tensor([[0.4, 0.25]]))
+    with_kl, stats = policy_loss(logp, old, advantages, mask, token_weights=weights, ref_logp=ref, beta=0.1)
+    assert math.isclose(float(with_kl), -1.25 + 0.1 * float(stats["kl"]), rel_tol=1e-5)

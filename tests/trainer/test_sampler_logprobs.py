@@ -44,3 +44,15 @@ def test_engine_logprobs_become_the_old_logprobs_of_the_ratio(small_config, tmp_
     assert recomputed["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
     assert from_engine["ratio_mean"] == pytest.approx(math.exp(-OFFSET), abs=1e-4)
     assert from_engine["rollout/logprob_gap_mean"] == pytest.approx(OFFSET, abs=1e-4)
+
+
+def test_tis_weights_each_token_by_the_capped_trainer_to_sampler_ratio(small_config, tmp_path) -> None:
+    # the sampler claims every token is e^0.5 more likely than the trainer finds it: ratio e^-0.5 < cap
+    overrides = ("rollout.engine=test-offset-logprobs", "train.steps=2")
+    train(small_config(*overrides, "algo.tis_cap=2.0"), tmp_path / "tis")
+    train(small_config(*overrides), tmp_path / "plain")
+    tis = read_metrics(tmp_path / "tis" / "metrics.jsonl")[0]
+    plain = read_metrics(tmp_path / "plain" / "metrics.jsonl")[0]
+    assert tis["tis_ratio_mean"] == pytest.approx(math.exp(-OFFSET), abs=1e-4)
+    assert tis["tis_clipped_frac"] == 0.0
+    assert tis["pg_loss"] == pytest.approx(plain["pg_loss"] * math.exp(-OFFSET), abs=1e-5)
