@@ -77,7 +77,7 @@ class EngineSpec:
     enforce_eager: bool
     logprobs_mode: str
     seed: int
-    mm_device_do_normalize: bool = False
+    enable_chunked_prefill: bool
 
 
 _SHARED_LLMS: dict[tuple[EngineSpec, bool], Any] = {}
@@ -139,6 +139,9 @@ class VLLMEngine:
             enforce_eager=not on_gpu if options.enforce_eager is None else options.enforce_eager,
             logprobs_mode=LOGPROBS_MODES[logprobs_mode],
             seed=seed,
+            # On CPU a partly prefilled request rewinds its seeded generator, which CPU generators
+            # cannot do ("CPU Generator does not use offset", measured with 32 prompts x 8 samples).
+            enable_chunked_prefill=on_gpu,
         )
         self.sleeps = spec.enable_sleep_mode
         self.llm = shared_llm(spec, in_process=options.in_process, cpu_kv_cache_gib=options.cpu_kv_cache_gib)

@@ -116,6 +116,14 @@ def test_a_video_prompt_matches_the_trainer(vllm_policy, teacher_forced_logprobs
     assert_logprobs_match(groups, expected)
 
 
+def test_a_step_sized_batch_of_seeded_requests_samples(vllm_policy) -> None:
+    """32 prompts x 8 samples, seeded: on CPU, chunked prefill crashed seeded requests."""
+    _, _, engine = vllm_policy("qwen2_5_vl")
+    samples = [image_samples(seed)[0] for seed in range(32)]
+    groups = engine.generate(samples, SamplingParams(n=8, max_new_tokens=6, seed=7))
+    assert [len(group) for group in groups] == [8] * 32
+
+
 def test_stops_truncation_and_forbidden_ids_follow_the_hf_engine_rules(vllm_policy) -> None:
     model, processor, engine = vllm_policy("qwen2_5_vl")
     params = SamplingParams(n=8, temperature=1.0, max_new_tokens=30, seed=3)
