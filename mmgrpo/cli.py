@@ -24,6 +24,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("mmgrpo.commands.train", "Run GRPO training (no arguments: the embedded tiny default on CPU)."),
     "sft": ("mmgrpo.commands.sft", "Cold-start supervised fine-tuning with a completion-only loss."),
     "reject": ("mmgrpo.commands.reject", "Rejection sampling: keep the best sampled completions as SFT data."),
+    "rollout-serve": (
+        "mmgrpo.commands.rollout_serve", "Serve a model with vLLM for rollout.engine=vllm_server (sampling on other GPUs)."
+    ),
     "eval": ("mmgrpo.commands.eval", "Benchmark models or checkpoints on tasks (greedy, pass@k) with reports and CIs."),
     "data": ("mmgrpo.commands.data", "Make a procedural dataset (clevr_count, grounding, video/audio counting) or inspect one."),
     "config": ("mmgrpo.commands.config", "Print the resolved config of a recipe + overrides, or describe every key."),

@@ -194,9 +194,18 @@ class RolloutConfig:
 
     engine: str = option(
         "hf", "Registered rollout engine (mmgrpo.rollout.ENGINES): hf = in-process transformers, "
-        "vllm = a colocated vLLM engine (pip install 'mmgrpo[vllm]')."
+        "vllm = a colocated vLLM engine (pip install 'mmgrpo[vllm]'), vllm_server = a vLLM server "
+        "(mmgrpo rollout-serve) at rollout.server_url."
     )
-    vllm: VLLMConfig = option(VLLMConfig(), "Options of the vllm engine.")
+    vllm: VLLMConfig = option(VLLMConfig(), "Options of the vllm engine (weights_dir also of vllm_server).")
+    server_url: str | None = option(
+        None, "vllm_server engine: the mmgrpo rollout-serve server, e.g. http://127.0.0.1:8000."
+    )
+    server_timeout_s: float = option(300.0, "vllm_server: seconds one request may take before it is retried.", gt=0)
+    server_retries: int = option(3, "vllm_server: retries of a failed request (backoff 1, 2, 4 ... s).", ge=0)
+    server_wait_s: float = option(
+        60.0, "vllm_server: how long to wait for the server's /health before the first step.", ge=0
+    )
     prompts_per_step: int = option(
         32, "P: prompts per training step (DAPO: 512).", ge=1
     )

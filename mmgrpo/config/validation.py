@@ -156,6 +156,8 @@ def _rollout_engine(config: Config) -> Iterator[str]:
     if config.algo.tis_cap is not None and config.rollout.temperature != 1.0:
         yield (f"algo.tis_cap needs rollout.temperature=1 (got {config.rollout.temperature}): engines report "
                "log-probs at temperature 1")
+    if config.rollout.engine == "vllm_server" and not config.rollout.server_url:
+        yield "rollout.engine=vllm_server needs rollout.server_url (where `mmgrpo rollout-serve` listens)"
     if config.rollout.engine != "vllm":
         return
     if importlib.util.find_spec("vllm") is None:

@@ -98,8 +98,104 @@ def shared_llm(spec: EngineSpec, *, in_process: bool, cpu_kv_cache_gib: float) -
     return _SHARED_LLMS[key]
 
 
+@dataclass(frozen=True)
+class SampledPrompt:
+    """What vLLM returns for one request: the prompt ids it used and each sample's tokens."""
+
+    prompt_token_ids: list[int]
+    samples: list[tuple[list[int], list[float], str]]  # (token ids, their log-probs, finish reason)
+
+
+def sampled_prompt(output: Any) -> SampledPrompt:
+    """A vLLM ``RequestOutput`` (sampled with ``logprobs=0``) as plain lists."""
+    samples = []
+    for sampled in output.outputs:
+        token_ids = list(sampled.token_ids)
+        logprobs = [step[token].logprob for step, token in zip(sampled.logprobs, token_ids)]
+        samples.append((token_ids, logprobs, sampled.finish_reason))
+    return SampledPrompt(list(output.prompt_token_ids), samples)
+
+
+class VLLMSampling:
+    """What the colocated and the server engines share: prompts from our batch builder, sampling
+    parameters mapped 1:1, completions checked against the trainer's prompt ids. A subclass says
+    how requests reach vLLM (:meth:`_sample`) and how weights do (``update_weights``)."""
+
+    def __init__(
+        self, model: torch.nn.Module, processor: ProcessorMixin, *, budgets: MediaBudgets | None,
+        max_prompt_len: int | None, logprobs_mode: str,
+    ) -> None:
+        self.processor = processor
+        self.budgets = budgets
+        self.max_prompt_len = max_prompt_len
+        self.logprobs_mode = logprobs_mode
+        self.tokenizer = tokenizer_of(processor)
+        self.family = unwrap_model(model).config.model_type
+        self.stop_ids = generation_eos_ids(model, self.tokenizer)
+        self.forbidden_ids = tuple(forbidden_generation_token_ids(processor, allowed=self.stop_ids))
+
+    def encode(self, samples: Sequence[Sample]) -> PromptBatch:
+        """``samples`` as the trainer's prompt batch (the token ids vLLM must reproduce)."""
+        return build_prompt_batch(
+            self.processor, samples, self.budgets, family=self.family, max_prompt_len=self.max_prompt_len
+        )
+
+    def generate(
+        self,
+        samples: Sequence[Sample],
+        params: SamplingParams,
+        group_sizes: Sequence[int] | None = None,
+        *,
+        prompts: PromptBatch | None = None,
+    ) -> list[list[Completion]]:
+        """``group_sizes[i]`` (default ``params.n``) completions of sample i; a sample the batch
+        builder left out (see ``prompts.dropped``) gets an empty list."""
+        if params.logprobs_mode != self.logprobs_mode:
+            raise ValueError(
+                f"this vLLM engine reports {self.logprobs_mode} log-probs (fixed when it was built); "
+                f"got logprobs_mode={params.logprobs_mode!r}"
+            )
+        sizes = resolve_group_sizes(samples, params, group_sizes)
+        prompts = self.encode(samples) if prompts is None else prompts
+        groups: list[list[Completion]] = [[] for _ in samples]
+        if not prompts.kept:
+            return groups
+        options = [self.sampling_options(params, sizes[i], row) for row, i in enumerate(prompts.kept)]
+        for row, (sample_index, output) in enumerate(zip(prompts.kept, self._sample(prompts.prepared, options))):
+            check_prompt_ids(prompts, row, output.prompt_token_ids)
+            groups[sample_index] = [self._completion(*sampled) for sampled in output.samples]
+        return groups
+
+    def sampling_options(self, params: SamplingParams, n: int, row: int) -> dict[str, Any]:
+        """``vllm.SamplingParams`` keyword arguments of one request of ``n`` samples, row ``row``."""
+        return {
+            "n": n,
+            "temperature": 0.0 if params.greedy else params.temperature,
+            "top_p": params.top_p,
+            "top_k": params.top_k,
+            "max_tokens": params.max_new_tokens,
+            "seed": None if params.seed is None else request_seed(params.seed, row),
+            "stop_token_ids": sorted({*self.stop_ids, *params.stop_token_ids}),
+            "ignore_eos": True,  # the stop ids above are the whole rule, as in the HF engine
+            "logit_bias": {token: float("-inf") for token in self.forbidden_ids if token not in params.stop_token_ids},
+            "logprobs": 0,
+            "detokenize": False,
+        }
+
+    def _sample(self, prompts: Sequence[PreparedPrompt], options: Sequence[dict[str, Any]]) -> list[SampledPrompt]:
+        raise NotImplementedError
+
+    def _completion(self, token_ids: list[int], logprobs: list[float], finish_reason: str) -> Completion:
+        return Completion(
+            text=self.tokenizer.decode(token_ids, skip_special_tokens=True),
+            token_ids=token_ids,
+            logprobs=logprobs,
+            truncated=finish_reason == "length",
+        )
+
+
 @ENGINES.register("vllm")
-class VLLMEngine:
+class VLLMEngine(VLLMSampling):
     """Samples with a colocated vLLM engine holding a copy of the policy's weights."""
 
     def __init__(
@@ -117,15 +213,10 @@ class VLLMEngine:
         """Builds (or reuses) the engine from ``model``'s checkpoint folder and loads ``model``'s
         current weights into it. ``budgets`` and ``max_prompt_len`` go to ``build_prompt_batch``,
         as in the HF engine: a longer prompt is dropped, never truncated."""
-        self.processor = processor
-        self.budgets = budgets
-        self.max_prompt_len = max_prompt_len
+        super().__init__(
+            model, processor, budgets=budgets, max_prompt_len=max_prompt_len, logprobs_mode=logprobs_mode
+        )
         self.options = options
-        self.logprobs_mode = logprobs_mode
-        self.tokenizer = tokenizer_of(processor)
-        self.family = unwrap_model(model).config.model_type
-        self.stop_ids = generation_eos_ids(model, self.tokenizer)
-        self.forbidden_ids = tuple(forbidden_generation_token_ids(processor, allowed=self.stop_ids))
         self.weights_dir = Path(options.weights_dir or tempfile.mkdtemp(prefix="mmgrpo-vllm-weights-"))
         on_gpu = torch.cuda.is_available()
         spec = EngineSpec(
@@ -161,44 +252,6 @@ class VLLMEngine:
             seed=config.seed,
         )
 
-    def encode(self, samples: Sequence[Sample]) -> PromptBatch:
-        """``samples`` as the trainer's prompt batch (the token ids vLLM must reproduce)."""
-        return build_prompt_batch(
-            self.processor, samples, self.budgets, family=self.family, max_prompt_len=self.max_prompt_len
-        )
-
-    def generate(
-        self,
-        samples: Sequence[Sample],
-        params: SamplingParams,
-        group_sizes: Sequence[int] | None = None,
-        *,
-        prompts: PromptBatch | None = None,
-    ) -> list[list[Completion]]:
-        """``group_sizes[i]`` (default ``params.n``) completions of sample i; a sample the batch
-        builder left out (see ``prompts.dropped``) gets an empty list."""
-        if params.logprobs_mode != self.logprobs_mode:
-            raise ValueError(
-                f"this vLLM engine reports {self.logprobs_mode} log-probs (fixed when it was built); "
-                f"got logprobs_mode={params.logprobs_mode!r}"
-            )
-        sizes = resolve_group_sizes(samples, params, group_sizes)
-        prompts = self.encode(samples) if prompts is None else prompts
-        groups: list[list[Completion]] = [[] for _ in samples]
-        if not prompts.kept:
-            return groups
-        requests = [vllm_request(prompt) for prompt in prompts.prepared]
-        request_params = [self._sampling_params(params, sizes[i], row) for row, i in enumerate(prompts.kept)]
-        if self.sleeps:
-            self.llm.wake_up(tags=["kv_cache"])
-        outputs = self.llm.generate(requests, request_params, use_tqdm=False)
-        if self.sleeps:
-            self.llm.sleep(level=1)
-        for row, (sample_index, output) in enumerate(zip(prompts.kept, outputs)):
-            check_prompt_ids(prompts, row, list(output.prompt_token_ids))
-            groups[sample_index] = [self._completion(sampled) for sampled in output.outputs]
-        return groups
-
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Load the policy's current weights into the engine, then reset its encoder and prefix caches."""
         if self.sleeps:
@@ -211,31 +264,16 @@ class VLLMEngine:
         self.llm.llm_engine.reset_encoder_cache()
         self.llm.reset_prefix_cache()
 
-    def _sampling_params(self, params: SamplingParams, n: int, row: int) -> Any:
-        """vLLM's sampling parameters for one request of ``n`` samples, row ``row`` of the batch."""
+    def _sample(self, prompts: Sequence[PreparedPrompt], options: Sequence[dict[str, Any]]) -> list[SampledPrompt]:
         vllm = import_vllm()
-        return vllm.SamplingParams(
-            n=n,
-            temperature=0.0 if params.greedy else params.temperature,
-            top_p=params.top_p,
-            top_k=params.top_k,
-            max_tokens=params.max_new_tokens,
-            seed=None if params.seed is None else request_seed(params.seed, row),
-            stop_token_ids=sorted({*self.stop_ids, *params.stop_token_ids}),
-            ignore_eos=True,  # the stop ids above are the whole rule, as in the HF engine
-            logit_bias={token: float("-inf") for token in self.forbidden_ids if token not in params.stop_token_ids},
-            logprobs=0,
-            detokenize=False,
+        if self.sleeps:
+            self.llm.wake_up(tags=["kv_cache"])
+        outputs = self.llm.generate(
+            [vllm_request(prompt) for prompt in prompts], [vllm.SamplingParams(**o) for o in options], use_tqdm=False
         )
-
-    def _completion(self, sampled: Any) -> Completion:
-        token_ids = list(sampled.token_ids)
-        return Completion(
-            text=self.tokenizer.decode(token_ids, skip_special_tokens=True),
-            token_ids=token_ids,
-            logprobs=[step[token].logprob for step, token in zip(sampled.logprobs, token_ids)],
-            truncated=sampled.finish_reason == "length",
-        )
+        if self.sleeps:
+            self.llm.sleep(level=1)
+        return [sampled_prompt(output) for output in outputs]
 
 
 def request_seed(seed: int, row: int) -> int:
@@ -247,10 +285,15 @@ def request_seed(seed: int, row: int) -> int:
 
 def vllm_request(prompt: PreparedPrompt) -> dict[str, Any]:
     """One vLLM prompt: the rendered chat text and the media our processors loaded."""
-    media = {modality: [vllm_media_item(item) for item in items] for modality, items in prompt.media.items()}
-    request: dict[str, Any] = {"prompt": prompt.text}
-    if media:
-        request["multi_modal_data"] = {name: items[0] if len(items) == 1 else items for name, items in media.items()}
+    return vllm_prompt(prompt.text, prompt.media)
+
+
+def vllm_prompt(text: str, media: Mapping[str, Sequence[LoadedMedia]]) -> dict[str, Any]:
+    """``text`` with ``media`` (modality -> loaded items) as vLLM's ``multi_modal_data``."""
+    items = {modality: [vllm_media_item(item) for item in loaded] for modality, loaded in media.items() if loaded}
+    request: dict[str, Any] = {"prompt": text}
+    if items:
+        request["multi_modal_data"] = {name: found[0] if len(found) == 1 else found for name, found in items.items()}
     return request
 
 

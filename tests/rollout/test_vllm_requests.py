@@ -53,3 +53,33 @@ def test_request_seeds_of_nearby_calls_and_rows_land_far_apart() -> None:
     seeds = sorted(request_seed(step, row) for step in range(50) for row in range(32))
     assert min(b - a for a, b in zip(seeds, seeds[1:])) > 64
     assert request_seed(3, 1) == request_seed(3, 1) and all(0 <= s < 2**31 for s in seeds)
+
+
+def test_media_cross_the_wire_unchanged() -> None:
+    from PIL import Image
+
+    from mmgrpo.rollout.vllm_server import decode_media, encode_media
+
+    rng = np.random.default_rng(0)
+    image = Image.fromarray(rng.integers(0, 256, (28, 56, 3), dtype=np.uint8))
+    assert np.array_equal(np.asarray(decode_media(encode_media(image))), np.asarray(image))
+    clip = VideoClip(rng.integers(0, 256, (4, 28, 28, 3), dtype=np.uint8), [0.0, 1.0, 2.5, 3.5], 1.0, "c", [0, 2, 5, 7],
+                     2.0, 8)
+    back = decode_media(encode_media(clip))
+    assert np.array_equal(back.frames, clip.frames) and back.frame_indices == clip.frame_indices
+    assert (back.fps, back.source_fps, back.total_frames, back.timestamps) == (1.0, 2.0, 8, clip.timestamps)
+    audio = AudioClip(rng.standard_normal(1600).astype(np.float32), 16_000, "beep")
+    again = decode_media(encode_media(audio))
+    assert np.array_equal(again.samples, audio.samples) and again.sample_rate == 16_000
+
+
+def test_an_unreachable_server_is_a_clear_error(policy) -> None:
+    import socket
+
+    from mmgrpo.rollout.vllm_server import ServerError, VLLMServerEngine
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ServerError, match=rf"no vLLM server answered at http://127.0.0.1:{port}/health.*rollout-serve"):
+        VLLMServerEngine(*policy, url=f"http://127.0.0.1:{port}", wait_s=0.5)

@@ -1,0 +1,107 @@
+"""`mmgrpo rollout-serve` + rollout.engine=vllm_server: sample, push weights, sample again, stop.
+
+Needs vLLM (the server runs vLLM's OpenAI server with mmgrpo's endpoint plugin); .ci/run runs
+this file in the CPU vLLM environment. The server starts once for the module (~30 s on CPU).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
+from mmgrpo.rollout import SamplingParams
+from mmgrpo.types import Sample
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None,
+    reason="vLLM is not installed here: scripts/vllm_cpu_env.sh builds the CPU environment .ci/run tests it in",
+)
+
+SERVER_START_S = 180
+SAMPLED = SamplingParams(n=4, temperature=1.0, max_new_tokens=8, seed=0)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model_dir, tmp_path_factory):
+    """(url, model dir, the server process) of a running `mmgrpo rollout-serve`; stopped at the end."""
+    model_dir = tiny_model_dir("qwen2_5_vl", **VLLM_CPU_TINY_OPTIONS)
+    port = free_port()
+    log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
+    command = [sys.executable, "-m", "mmgrpo", "rollout-serve", "--model", str(model_dir), "--port", str(port),
+               "--dtype", "float32", "--max-model-len", "1024"]
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + SERVER_START_S
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2):
+                break
+        except OSError:
+            time.sleep(1)
+    else:
+        process.kill()
+        pytest.fail(f"the server did not come up within {SERVER_START_S} s; see {log.name}")
+    yield url, model_dir, process
+    process.send_signal(signal.SIGTERM)
+    process.wait(timeout=60)
+    log.close()
+
+
+def image_samples() -> list[Sample]:
+    rng = np.random.default_rng(0)
+    return [
+        Sample(id=f"img-{i}", task="test", messages=[{"role": "user", "content": [
+            {"type": "image", "image": Image.fromarray(rng.integers(0, 256, (56 + 28 * i, 84, 3), dtype=np.uint8))},
+            {"type": "text", "text": "How many red cubes are there?"},
+        ]}])
+        for i in range(2)
+    ]
+
+
+def assert_logprobs_match(groups, expected) -> None:
+    import torch
+
+    completions = [c for group in groups for c in group]
+    assert completions and len(completions) == len(expected)
+    for completion, reference in zip(completions, expected):
+        torch.testing.assert_close(torch.tensor(completion.logprobs), reference, atol=1e-5, rtol=0)
+
+
+def test_sample_push_weights_sample_again(server, make_peaked, teacher_forced_logprobs) -> None:
+    from mmgrpo.rollout.vllm_server import VLLMServerEngine
+
+    url, model_dir, _ = server
+    model, processor = load_model_and_processor(model_dir)
+    engine = VLLMServerEngine(model, processor, url=url, wait_s=5)
+    samples = image_samples()
+    before = engine.generate(samples, SAMPLED)  # prompt ids are checked against the trainer's inside
+    assert [len(group) for group in before] == [SAMPLED.n] * len(samples)
+    assert_logprobs_match(before, teacher_forced_logprobs(model, processor, samples, before))
+
+    updated = make_peaked(model)
+    engine.update_weights(updated)
+    after = engine.generate(samples, SAMPLED)  # the same images: the encoder cache was reset
+    assert_logprobs_match(after, teacher_forced_logprobs(updated, processor, samples, after))
+    assert [c.logprobs for g in after for c in g] != [c.logprobs for g in before for c in g]
+
+
+def test_the_server_stops_cleanly_on_sigterm(server) -> None:
+    _, _, process = server
+    assert process.poll() is None  # still serving; the fixture's teardown checks it exits within 60 s
