@@ -350,9 +350,14 @@ def policy_weights(model_or_state_dict: torch.nn.Module | Mapping[str, torch.Ten
         base = unwrap_model(model_or_state_dict)
         is_peft = hasattr(model_or_state_dict, "get_base_model")
         state = dict(merged_lora_weights(model_or_state_dict)) if is_peft else base.state_dict()
-        model_or_state_dict = revert_weight_conversion(base, state)
+        model_or_state_dict = checkpoint_named(base, state)
     for name, tensor in model_or_state_dict.items():
         yield name, tensor.detach()
+
+
+def checkpoint_named(model: torch.nn.Module, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``state`` (keyed as ``model`` names its weights in memory) under the checkpoint's names."""
+    return revert_weight_conversion(unwrap_model(model), dict(state))
 
 
 @torch.no_grad()

@@ -41,7 +41,9 @@ from transformers import ProcessorMixin
 
 from mmgrpo.models.batch import MediaBudgets, PreparedPrompt
 from mmgrpo.rollout.base import ENGINES
-from mmgrpo.rollout.vllm import SampledPrompt, VLLMSampling, sampled_prompt, save_weights, vllm_prompt
+from mmgrpo.rollout.vllm import (
+    SampledPrompt, VLLMSampling, checkpoint_named, sampled_prompt, save_weights, vllm_prompt,
+)
 from processors import AudioClip, LoadedMedia, VideoClip
 
 if TYPE_CHECKING:
@@ -168,10 +170,14 @@ class VLLMServerEngine(VLLMSampling):
         timeout_s: float = 300.0,
         retries: int = 3,
         wait_s: float = 60.0,
+        backend: TrainingBackend | None = None,
     ) -> None:
         """Waits up to ``wait_s`` for the server's ``/health``, then sends it ``model``'s weights
-        through ``weights_dir`` (a temporary folder by default: a server on this machine reads it)."""
+        through ``weights_dir`` (a temporary folder by default: a server on this machine reads it).
+        On several ranks (``backend``) every rank samples from the server, and the main process
+        alone pushes the weights, gathered from the shards under ZeRO-3 and FSDP2."""
         super().__init__(model, processor, budgets=budgets, max_prompt_len=max_prompt_len, logprobs_mode="raw")
+        self.backend = backend if backend is not None and backend.world_size > 1 else None
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.retries = retries
@@ -188,12 +194,24 @@ class VLLMServerEngine(VLLMSampling):
         return cls(
             model, processor, url=rollout.server_url, budgets=budgets, max_prompt_len=config.data.max_prompt_tokens,
             weights_dir=rollout.vllm.weights_dir, timeout_s=rollout.server_timeout_s,
-            retries=rollout.server_retries, wait_s=rollout.server_wait_s,
+            retries=rollout.server_retries, wait_s=rollout.server_wait_s, backend=backend,
         )
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
-        """Write the policy's weights to ``weights_dir``; the server reloads them and resets its caches."""
-        save_weights(model_or_state_dict, self.weights_dir)
+        """Write the policy's weights to ``weights_dir``; the server reloads them and resets its caches.
+        On several ranks each takes part in gathering them; the others wait until the server has them."""
+        if self.backend is None:
+            self._push(model_or_state_dict)
+            return
+        if not isinstance(model_or_state_dict, torch.nn.Module):
+            raise TypeError("on several ranks the server engine gathers the weights itself: pass the policy module")
+        gathered = self.backend.full_state_dict()  # collective; the whole weights on the main process only
+        if self.backend.is_main_process:
+            self._push(checkpoint_named(model_or_state_dict, gathered))
+        self.backend.barrier()
+
+    def _push(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+        save_weights(weights, self.weights_dir)
         self._post("/mmgrpo/update_weights", {"path": str(self.weights_dir.resolve())})
 
     def _sample(self, prompts: Sequence[PreparedPrompt], options: Sequence[dict[str, Any]]) -> list[SampledPrompt]:

@@ -83,3 +83,37 @@ def test_an_unreachable_server_is_a_clear_error(policy) -> None:
         port = probe.getsockname()[1]
     with pytest.raises(ServerError, match=rf"no vLLM server answered at http://127.0.0.1:{port}/health.*rollout-serve"):
         VLLMServerEngine(*policy, url=f"http://127.0.0.1:{port}", wait_s=0.5)
+
+
+class FakeRanks:
+    """A two-rank back end stand-in: records the gather and the barrier."""
+
+    world_size = 2
+
+    def __init__(self, main: bool, state: dict) -> None:
+        self.is_main_process, self.state, self.calls = main, state, []
+
+    def full_state_dict(self) -> dict:
+        self.calls.append("gather")
+        return self.state if self.is_main_process else {}
+
+    def barrier(self) -> None:
+        self.calls.append("barrier")
+
+
+@pytest.mark.parametrize("main", [True, False])
+def test_on_several_ranks_the_main_process_alone_pushes_gathered_weights(policy, tmp_path, monkeypatch, main) -> None:
+    from mmgrpo.rollout.vllm_server import VLLMServerEngine
+
+    posted = []
+    monkeypatch.setattr(VLLMServerEngine, "_wait_until_healthy", lambda self, wait_s: None)
+    monkeypatch.setattr(VLLMServerEngine, "_post", lambda self, route, payload: posted.append((route, payload)))
+    model, processor = policy
+    ranks = FakeRanks(main, {name: tensor.clone() for name, tensor in model.state_dict().items()})
+    VLLMServerEngine(model, processor, url="http://server", weights_dir=tmp_path, backend=ranks)
+    assert ranks.calls == ["gather", "barrier"]  # every rank gathers (a collective) and waits
+    if main:
+        assert posted == [("/mmgrpo/update_weights", {"path": str(tmp_path.resolve())})]
+        assert (tmp_path / "model.safetensors").is_file()
+    else:
+        assert posted == [] and not (tmp_path / "model.safetensors").exists()
