@@ -18,6 +18,16 @@ from PIL import Image
 TEST_THREADS = 1
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``gpu`` are skipped, with the reason, where CUDA is not available."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (scripts/gpu_check.sh runs these on a lent one)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def single_torch_thread() -> Iterator[None]:
     """Run the suite with ``TEST_THREADS`` torch threads, restoring the setting after."""

@@ -83,7 +83,8 @@ def recompute_logprobs(
         processor, [s for s, _ in rows], [c.token_ids for _, c in rows], budgets, family=model.config.model_type
     )
     with torch.no_grad():
-        logits = model(**batch.model_inputs()).logits  # [N, Tp + Tc, V]
+        inputs = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in batch.model_inputs().items()}
+        logits = model(**inputs).logits.cpu()  # [N, Tp + Tc, V]
     completion_logits = logits[
         :, batch.prompt_length - 1 : -1
     ].float()  # [N, Tc, V], position t predicts token t
