@@ -340,6 +340,11 @@ class TrainConfig:
         "set None (or more) for real models.", ge=1
     )
 
+    @property
+    def shards_weights(self) -> bool:
+        """Whether the back end shards the weights (ZeRO-3, FSDP2): no rank holds the whole model."""
+        return self.backend == "fsdp2" or (self.backend == "deepspeed" and self.zero_stage == 3)
+
 
 @dataclass
 class SFTConfig:

@@ -164,7 +164,7 @@ def _rollout_engine(config: Config) -> Iterator[str]:
         yield ("rollout.engine=vllm but vLLM is not installed here: pip install -e '.[vllm]' on a GPU machine, "
                "scripts/vllm_cpu_env.sh for a CPU environment, or rollout.engine=hf")
     train = config.train
-    if train.backend == "fsdp2" or (train.backend == "deepspeed" and train.zero_stage == 3):
+    if train.shards_weights:
         yield (f"rollout.engine=vllm needs the whole policy on each rank; train.backend={train.backend} "
                f"(zero_stage={train.zero_stage}) shards it: use ZeRO-2 or rollout.engine=hf")
 

@@ -328,7 +328,10 @@ class GRPOTrainer:
     # -- reference model ------------------------------------------------------------------
     def _make_reference(self, *, fresh: bool) -> _Reference | None:
         """None when beta = 0; with LoRA see :meth:`_lora_reference`; else a frozen initial policy:
-        a copy of ``model`` in a fresh run, reloaded from ``reference_source`` in a resumed one."""
+        a copy of ``model`` in a fresh run, reloaded from ``reference_source`` in a resumed one.
+        Under a back end that shards the weights it is always loaded from ``reference_source``, on
+        the CPU: the back end shards it onto the device (``prepare_frozen``), where a copy of the
+        policy would have put a second whole model on every rank's device."""
         cfg = self.config
         if cfg.algo.beta == 0:
             return None
@@ -338,12 +341,13 @@ class GRPOTrainer:
             raise ValueError(
                 "algo.beta > 0 with full fine-tuning needs reference_source: where the initial policy loads from"
             )
-        if fresh:
+        sharded = cfg.train.shards_weights
+        if fresh and not sharded:
             frozen = copy.deepcopy(self.model)
         else:
             frozen, _ = load_model_and_processor(
                 self.reference_source, dtype=cfg.model.dtype, attn_implementation=cfg.model.attn_implementation,
-                trust_remote_code=cfg.model.trust_remote_code, device=_device(self.model),
+                trust_remote_code=cfg.model.trust_remote_code, device="cpu" if sharded else _device(self.model),
             )
         frozen.eval().requires_grad_(False)
         return _Reference(frozen, nullcontext)

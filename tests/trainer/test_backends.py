@@ -251,3 +251,37 @@ def test_the_documented_multi_gpu_commands_are_valid_configs(recipe, ranks, monk
     monkeypatch.setenv("WORLD_SIZE", str(ranks))
     config = load_config(recipe, ["train.backend=deepspeed", "train.zero_stage=3"])
     assert config.rollout.prompts_per_step % ranks == 0
+
+
+# -- the KL reference under sharding ----------------------------------------------------------
+@pytest.mark.parametrize(
+    ("overrides", "loaded_on"),
+    [([], None), (["train.backend=deepspeed", "train.zero_stage=2"], None),
+     (["train.backend=deepspeed", "train.zero_stage=3"], "cpu"), (["train.backend=fsdp2"], "cpu")],
+)
+def test_a_sharded_backends_reference_loads_on_the_cpu_never_as_a_copy_on_the_device(
+    tiny_qwen25vl, monkeypatch, overrides, loaded_on
+):
+    """Under ZeRO-3/FSDP2 the fresh reference is read from disk onto the CPU (prepare_frozen then
+    shards it onto the device); elsewhere it is a copy of the policy, where the device holds it whole anyway."""
+    import types
+
+    from mmgrpo.models.loading import load_model_and_processor
+    from mmgrpo.trainer import grpo
+
+    loads = []
+
+    def recording_load(source, **options):
+        loads.append(options["device"])
+        return load_model_and_processor(source, **options)
+
+    monkeypatch.setattr(grpo, "load_model_and_processor", recording_load)
+    policy, _ = load_model_and_processor(tiny_qwen25vl)
+    trainer = types.SimpleNamespace(
+        config=load_config(None, ["algo.beta=0.04", *overrides]), model=policy, reference_source=str(tiny_qwen25vl)
+    )
+    reference = grpo.GRPOTrainer._make_reference(trainer, fresh=True)
+    assert loads == ([] if loaded_on is None else [loaded_on])
+    assert reference.module is not policy and not reference.module.training
+    for (name, frozen), (_, live) in zip(reference.module.named_parameters(), policy.named_parameters()):
+        assert torch.equal(frozen, live) and not frozen.requires_grad, name

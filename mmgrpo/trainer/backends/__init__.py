@@ -1,8 +1,7 @@
 """Training back ends: one process, DeepSpeed ZeRO, PyTorch FSDP2, behind one interface.
 
 Importing this package registers ``"single"``, ``"deepspeed"`` and ``"fsdp2"`` in :data:`BACKENDS`;
-DeepSpeed itself is imported only when that back end is built. Not yet here: sharded
-checkpoints and resume (the trainer's checkpoint code assumes one process).
+DeepSpeed itself is imported only when that back end is built.
 """
 
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, TrainingBackend, build_backend

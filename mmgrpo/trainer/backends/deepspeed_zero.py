@@ -70,17 +70,22 @@ class DeepSpeedBackend(ProcessGroupMember):
         self._deepspeed = deepspeed
         self.device = self.engine.device
         self.zero_stage = train.zero_stage
-        self.shards_weights = train.zero_stage == 3
+        self.shards_weights = train.shards_weights
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
-        """Under ZeRO-3 an inference engine partitions ``module``'s weights like the policy's; under
-        ZeRO-2 (weights replicated anyway) it is kept whole, in bf16 when the policy's weights are."""
+        """Under ZeRO-3 an inference engine partitions ``module``'s weights like the policy's: a module
+        still on the CPU is partitioned one parameter at a time as it moves to the device, so the device
+        never holds all of it. Under ZeRO-2 (weights replicated anyway) it is kept whole on the device,
+        in bf16 when the policy's weights are."""
         if not self.shards_weights:
+            module = module.to(self.device)
             return module.to(torch.bfloat16) if self.config["bf16"]["enabled"] else module
         frozen = {key: self.config[key] for key in ("train_micro_batch_size_per_gpu", "bf16", "zero_optimization")}
         frozen["zero_optimization"] = {
             key: value for key, value in frozen["zero_optimization"].items() if key != "offload_optimizer"
         }
+        # Without this, initialize() would move the whole module to the device before partitioning it.
+        self._deepspeed.zero.Init(module=module, config_dict_or_path=frozen)
         engine, *_ = self._deepspeed.initialize(model=module, config=frozen)
         return engine.module
 

@@ -55,9 +55,11 @@ class FSDP2Backend(ProcessGroupMember):
         self.optimizer, self.scheduler = spec.build(model)
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
+        """Each unit is moved to the device whole and sharded there, one after another, so a module
+        still on the CPU never has all its weights on the device; buffers outside the units follow."""
         for unit in sharding_units(module):
             fully_shard(unit, **self.sharding)
-        return module
+        return module.to(self.device)
 
     def backward(self, loss: torch.Tensor) -> None:
         (loss * self.world_size).backward()  # FSDP2 averages over ranks; the ranks' losses add up
