@@ -135,10 +135,10 @@ class QwenVLAdapter(FamilyAdapter):
     """Qwen2-VL, Qwen2.5-VL, Qwen3-VL: M-RoPE positions, patches of all items concatenated.
 
     Continuations start at the prompt's last position + 1, as ``get_rope_index`` numbers
-    text after text over a whole sequence. transformers' ``generate`` instead continues
-    at the largest position + 1 (``rope_deltas``); the two differ only for videos whose
-    temporal positions outrun their height and width, and training log-probs must use
-    the former to match the model's own full-sequence forward.
+    text after text over a whole sequence. With the original numbering that models load
+    with (:func:`mmgrpo.models.compat.use_original_qwen_positions`: text after a media item
+    starts after its largest position on any axis) that is also the prompt's largest
+    position + 1, where transformers' ``generate`` continues (``rope_deltas``).
     """
 
     per_item_keys = {"image_grid_thw": "image", "video_grid_thw": "video", "second_per_grid_ts": "video"}

@@ -43,3 +43,62 @@ def enable_activation_checkpointing(
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=checkpointing_kwargs)
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpointing_kwargs)
+
+
+# Qwen2-VL and Qwen2.5-VL number the text after a media item from the largest position the item
+# took on any axis, + 1 (the original Qwen code, transformers <= 5.2, vLLM). transformers 5.3+
+# (also 5.19 and 5.24) continue from max(height, width) instead, which for a video whose temporal
+# positions outrun its height and width gives the text after it other positions than the model
+# was trained with (huggingface/transformers#45381), and other ones than vLLM samples with.
+ORIGINAL_POSITION_FAMILIES = ("qwen2_vl", "qwen2_5_vl")
+
+
+def restart_text_after_media(
+    position_ids: torch.Tensor, token_types: torch.Tensor, attention_mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``position_ids`` ``[3, B, T]`` renumbered so that every run of tokens (text, or one media
+    item's tokens: ``token_types`` ``[B, T]``, 0 = text) starts at 1 + the largest position before
+    it on any axis; a media run keeps its shape (offsets from its first token). Also returns
+    ``rope_deltas`` ``[B, 1]``: largest position + 1 - real tokens, as transformers' generate uses."""
+    fixed = position_ids.clone()
+    deltas = []
+    for row in range(position_ids.shape[1]):
+        real = attention_mask[row].bool() if attention_mask is not None else torch.ones_like(token_types[row]).bool()
+        columns = real.nonzero().flatten()
+        positions = position_ids[:, row, columns]  # [3, n]
+        types = token_types[row, columns]
+        renumbered = torch.empty_like(positions)
+        largest, start = -1, 0
+        while start < len(columns):
+            end = start + 1
+            while end < len(columns) and types[end] == types[start]:
+                end += 1
+            run = positions[:, start:end]
+            if types[start] == 0:
+                run = torch.arange(end - start, device=run.device).expand(3, -1) + largest + 1
+            else:
+                run = run - run[0, 0] + largest + 1
+            renumbered[:, start:end] = run
+            largest = max(largest, int(run.max()))
+            start = end
+        fixed[:, row, columns] = renumbered
+        deltas.append(largest + 1 - len(columns))
+    return fixed, torch.tensor(deltas, device=position_ids.device).unsqueeze(1)
+
+
+def use_original_qwen_positions(model: torch.nn.Module) -> None:
+    """Make a Qwen2-VL / Qwen2.5-VL model (its forward, ``generate`` and mmgrpo's adapter, which all
+    call ``get_rope_index``) number positions as the original code does (see above); other models
+    are left as they are."""
+    if getattr(model.config, "model_type", None) not in ORIGINAL_POSITION_FAMILIES:
+        return
+    inner = model.model
+    transformers_rope_index = inner.get_rope_index
+
+    def get_rope_index(input_ids, mm_token_type_ids, *args, attention_mask=None, **kwargs):  # noqa: ANN001, ANN202
+        position_ids, _ = transformers_rope_index(
+            input_ids, mm_token_type_ids, *args, attention_mask=attention_mask, **kwargs
+        )
+        return restart_text_after_media(position_ids, mm_token_type_ids, attention_mask)
+
+    inner.get_rope_index = get_rope_index

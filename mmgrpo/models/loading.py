@@ -29,6 +29,7 @@ from transformers import (
 )
 
 from mmgrpo.models.adapters import FAMILY_ADAPTERS
+from mmgrpo.models.compat import use_original_qwen_positions
 from mmgrpo.models.special_tokens import tokenizer_of
 
 T = TypeVar("T")
@@ -89,6 +90,7 @@ def load_model_and_processor(
         attn_implementation=attn_implementation,
         trust_remote_code=trust_remote_code,
     )
+    use_original_qwen_positions(model)
     return model.to(device), processor
 
 

@@ -102,11 +102,6 @@ def test_sampled_logprobs_equal_the_trainers(vllm_policy, teacher_forced_logprob
     assert [[c.token_ids for c in g] for g in again] == [[c.token_ids for c in g] for g in groups]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="text after a video: transformers 5's get_rope_index continues at max(h, w) + 1, vLLM (like the "
-    "original Qwen2.5-VL code) at the temporal max + 1; the trainer follows transformers (~1e-3 log-prob gap here)",
-)
 def test_a_video_prompt_matches_the_trainer(vllm_policy, teacher_forced_logprobs) -> None:
     model, processor, engine = vllm_policy("qwen2_5_vl")
     frames = np.random.default_rng(1).integers(0, 256, (8, 56, 84, 3), dtype=np.uint8)
