@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -102,3 +103,23 @@ def use_original_qwen_positions(model: torch.nn.Module) -> None:
         return restart_text_after_media(position_ids, mm_token_type_ids, attention_mask)
 
     inner.get_rope_index = get_rope_index
+
+
+def names_in_files(model: torch.nn.Module) -> dict[str, str]:
+    """In-memory weight name -> key in the safetensors files of the local folder ``model`` was loaded
+    from, each file key renamed as loading renames it (``{}`` without such files, or when a weight
+    conversion other than renaming applies). transformers' reverse renaming is not used for this: in
+    5.19 it doubles a Qwen2-Audio prefix (``language_model.model.model.*``), which vLLM rejects."""
+    from safetensors import safe_open
+    from transformers.core_model_loading import WeightRenaming, rename_source_key
+
+    files = sorted(Path(getattr(model, "name_or_path", "") or "/nonexistent").glob("*.safetensors"))
+    conversions = getattr(model, "_weight_conversions", None) or []
+    if not files or not all(isinstance(conversion, WeightRenaming) for conversion in conversions):
+        return {}
+    names = {}
+    for file in files:
+        with safe_open(str(file), framework="pt") as weights:
+            for key in weights.keys():
+                names[rename_source_key(key, conversions, [])[0]] = key
+    return names

@@ -33,6 +33,7 @@ from transformers.core_model_loading import revert_weight_conversion
 
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import MediaBudgets, PreparedPrompt, PromptBatch, build_prompt_batch
+from mmgrpo.models.compat import names_in_files
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
 from mmgrpo.rollout.base import ENGINES, SamplingParams, resolve_group_sizes
 from mmgrpo.rollout.hf import generation_eos_ids
@@ -356,8 +357,15 @@ def policy_weights(model_or_state_dict: torch.nn.Module | Mapping[str, torch.Ten
 
 
 def checkpoint_named(model: torch.nn.Module, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """``state`` (keyed as ``model`` names its weights in memory) under the checkpoint's names."""
-    return revert_weight_conversion(unwrap_model(model), dict(state))
+    """``state`` (keyed as ``model`` names its weights in memory) under the names of the checkpoint
+    files ``model`` was loaded from (what vLLM loaded at start-up); transformers' reverse renaming for
+    a model without local files and for weights not in them, except a tied copy (vLLM ties it)."""
+    base = unwrap_model(model)
+    to_file = names_in_files(base)
+    named = {to_file[key]: tensor for key, tensor in state.items() if key in to_file}
+    stored = {tensor.data_ptr() for tensor in named.values()}
+    rest = {key: tensor for key, tensor in state.items() if key not in to_file and tensor.data_ptr() not in stored}
+    return named | (revert_weight_conversion(base, rest) if rest else {})
 
 
 @torch.no_grad()
