@@ -257,6 +257,11 @@ def test_invalid_yaml_and_non_mapping_files_name_the_file(tmp_path: Path) -> Non
         (["train.gradient_checkpointing=true"], "train.gradient_checkpointing=true needs train.group_shared_encoding=false"),
         (["rollout.engine=sglang"], "rollout.engine: unknown rollout engine 'sglang'"),
         (
+            ["algo.is_correction=mis", "rollout.logprobs_source=engine"],
+            "algo.is_correction=mis weights by trainer / sampler log-probs, but rollout.logprobs_source=engine",
+        ),
+        (["algo.is_correction=tis", "rollout.temperature=0.7"], "algo.is_correction=tis needs rollout.temperature=1"),
+        (
             ["rollout.engine=vllm", "train.backend=fsdp2"],
             "rollout.engine=vllm needs the whole policy on each rank; train.backend=fsdp2",
         ),

@@ -6,7 +6,7 @@ Token-level tensors are ``[B, T]`` with a 0/1 completion mask; prompt tokens nev
 from mmgrpo.algos.advantages import ADVANTAGE_ESTIMATORS, Groups, group_advantages
 from mmgrpo.algos.kl import KL_ESTIMATORS, kl_penalty
 from mmgrpo.algos.losses import LOSS_AGGREGATIONS, policy_loss
-from mmgrpo.algos.mismatch import logprob_gap, truncated_is_weights
+from mmgrpo.algos.mismatch import ISCorrection, importance_weights, logprob_gap
 from mmgrpo.algos.overlong import overlong_penalty
 from mmgrpo.algos.stats import entropy_from_logits, masked_mean, masked_sum, masked_var, masked_whiten
 
@@ -15,8 +15,10 @@ __all__ = [
     "KL_ESTIMATORS",
     "LOSS_AGGREGATIONS",
     "Groups",
+    "ISCorrection",
     "entropy_from_logits",
     "group_advantages",
+    "importance_weights",
     "kl_penalty",
     "logprob_gap",
     "masked_mean",
@@ -25,5 +27,4 @@ __all__ = [
     "masked_whiten",
     "overlong_penalty",
     "policy_loss",
-    "truncated_is_weights",
 ]

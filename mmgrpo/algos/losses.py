@@ -174,7 +174,7 @@ def policy_loss(
         kl: a name in ``KL_ESTIMATORS``; kl_clamp: bound on its log-ratio (see kl_penalty).
         max_len: generation budget, required by ``seq-mean-token-sum-norm``.
         token_weights: ``[B, T]`` factors on each token's policy-gradient loss (detached here),
-            e.g. truncated importance-sampling weights (:func:`mmgrpo.algos.truncated_is_weights`);
+            e.g. importance-sampling weights (:func:`mmgrpo.algos.importance_weights`);
             the KL term is not weighted.
 
     Returns:

@@ -261,10 +261,15 @@ class AlgoConfig:
     kl_clamp: float | None = option(
         10.0, "Clamp the log-ratio logp - ref_logp to [-c, c] before the KL estimator (verl: 10); None = off.", gt=0
     )
-    tis_cap: float | None = option(
-        None, "Truncated importance sampling: weight each token's loss by min(pi_trainer / pi_sampler, cap) "
-        "against the rollout engine's log-probs (Yao et al. 2025 use 2); None = off.", gt=0,
+    is_correction: Literal["none", "tis", "mis"] = option(
+        "none", "Importance sampling against the rollout engine's log-probs: tis = weight each token's loss by "
+        "min(pi_trainer / pi_sampler, is_cap) (Yao et al. 2025); mis = drop the tokens whose ratio exceeds is_cap "
+        "(Liu et al. 2025; one more forward per step when algo.num_iterations is 1).",
     )
+    is_level: Literal["token", "sequence"] = option(
+        "token", "Ratio per token, or per completion (the product of its token ratios) for all its tokens."
+    )
+    is_cap: float = option(2.0, "The cap C of algo.is_correction (TIS papers: 2).", gt=0)
     dynamic_sampling: bool = option(
         False, "DAPO dynamic sampling: drop groups whose rewards are all equal and resample."
     )

@@ -150,12 +150,13 @@ def _rollout_engine(config: Config) -> Iterator[str]:
     if config.rollout.logprobs_source == "engine" and config.rollout.temperature != 1.0:
         yield (f"rollout.logprobs_source=engine needs rollout.temperature=1 (got {config.rollout.temperature}): "
                "engines report log-probs at temperature 1, the loss uses rollout.temperature")
-    if config.rollout.logprobs_source == "engine" and config.algo.tis_cap is not None:
-        yield ("algo.tis_cap weights by trainer / sampler log-probs, but rollout.logprobs_source=engine makes them "
-               "the same: use rollout.logprobs_source=trainer with TIS")
-    if config.algo.tis_cap is not None and config.rollout.temperature != 1.0:
-        yield (f"algo.tis_cap needs rollout.temperature=1 (got {config.rollout.temperature}): engines report "
-               "log-probs at temperature 1")
+    correction = config.algo.is_correction
+    if config.rollout.logprobs_source == "engine" and correction != "none":
+        yield (f"algo.is_correction={correction} weights by trainer / sampler log-probs, but "
+               "rollout.logprobs_source=engine makes them the same: use rollout.logprobs_source=trainer with it")
+    if correction != "none" and config.rollout.temperature != 1.0:
+        yield (f"algo.is_correction={correction} needs rollout.temperature=1 (got {config.rollout.temperature}): "
+               "engines report log-probs at temperature 1")
     if config.rollout.engine == "vllm_server" and not config.rollout.server_url:
         yield "rollout.engine=vllm_server needs rollout.server_url (where `mmgrpo rollout-serve` listens)"
     if config.rollout.engine != "vllm":

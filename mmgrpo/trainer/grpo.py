@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator
 import torch
 from tqdm.auto import tqdm
 
-from mmgrpo.algos import group_advantages
+from mmgrpo.algos import ISCorrection, group_advantages
 from mmgrpo.config import Config
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import PromptBatch, build_prompt_batch
@@ -294,7 +294,7 @@ class GRPOTrainer:
             eps_low=algo.eps_low, eps_high=algo.eps_high, dual_clip=algo.dual_clip, agg=algo.loss_agg,
             beta=algo.beta, kl=algo.kl_estimator, kl_clamp=algo.kl_clamp,
             max_len=self.config.rollout.max_new_tokens, temperature=self.config.rollout.temperature,
-            tis_cap=algo.tis_cap,
+            correction=None if algo.is_correction == "none" else ISCorrection(algo.is_correction, algo.is_level, algo.is_cap),
         )
 
     def _update_settings(self) -> UpdateSettings:

@@ -25,7 +25,7 @@ from typing import Callable, ContextManager, Iterator, Sequence
 
 import torch
 
-from mmgrpo.algos import logprob_gap, masked_mean, policy_loss, truncated_is_weights
+from mmgrpo.algos import ISCorrection, importance_weights, logprob_gap, masked_mean, policy_loss
 from mmgrpo.models.batch import PromptBatch, pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
 from mmgrpo.trainer.backends import TrainingBackend
@@ -47,7 +47,7 @@ class LossSettings:
     kl_clamp: float | None = None
     max_len: int | None = None
     temperature: float = 1.0
-    tis_cap: float | None = None  # truncated importance sampling against the sampler's log-probs; None = off
+    correction: ISCorrection | None = None  # importance sampling against the sampler's log-probs; None = off
 
 
 @dataclass(frozen=True)
@@ -164,14 +164,23 @@ def policy_update(
     old_logp = batch.sampler_logp if from_engine else None
     if old_logp is None and not one_pass:
         old_logp = batch_logprobs(model, backend, batch, settings, loss_settings.temperature)
-    measure_gap = settings.measure_sampler_gap and batch.sampler_logp is not None
-    # The gap is taken against the policy before this step's update: in one pass, the forwards of
-    # the update itself; else the recomputed old log-probs (one more forward when they come from the engine).
-    first_logp = torch.zeros_like(batch.loss_mask, dtype=torch.float32) if measure_gap and one_pass else None
-    trainer_logp = None
-    if measure_gap and not one_pass:
-        trainer_logp = batch_logprobs(model, backend, batch, settings, loss_settings.temperature) if from_engine \
-            else old_logp
+    sampled = batch.sampler_logp is not None
+    correction = loss_settings.correction if sampled else None
+    masks_tokens = correction is not None and correction.mode == "mis"
+    compared = sampled and (settings.measure_sampler_gap or correction is not None)
+    # The sampler is compared with the policy before this step's update: in one pass, the forwards of the
+    # update itself as they run; else (and when MIS must drop tokens before the update) the trainer's old
+    # log-probs, one more forward when the ratio's old log-probs are the engine's or there are none yet.
+    before = None
+    if compared and (not one_pass or masks_tokens):
+        before = old_logp if old_logp is not None and not from_engine else batch_logprobs(
+            model, backend, batch, settings, loss_settings.temperature
+        )
+    first_logp = torch.zeros_like(batch.loss_mask, dtype=torch.float32) if compared and before is None else None
+    as_sampled = batch
+    if masks_tokens:  # dropped tokens leave the loss and its normaliser
+        _, keep, _ = importance_weights(before, batch.sampler_logp, batch.loss_mask, correction)
+        batch = replace(batch, loss_mask=batch.loss_mask * keep)
     totals: dict[str, float] = defaultdict(float)
     steps = 0
     for _ in range(settings.num_iterations):
@@ -188,21 +197,32 @@ def policy_update(
             totals["grad_norm"] += backend.step()
             steps += 1
     metrics = {name: value / steps for name, value in totals.items()}
-    if measure_gap:
-        metrics |= _sampler_gap(backend, batch, first_logp if first_logp is not None else trainer_logp)
+    if compared:
+        trainer_logp = before if before is not None else first_logp
+        metrics |= _sampler_comparison(backend, as_sampled, trainer_logp, settings.measure_sampler_gap, correction)
     return metrics
 
 
-def _sampler_gap(backend: TrainingBackend, batch: StepBatch, trainer_logp: torch.Tensor) -> dict[str, float]:
-    """``rollout/logprob_gap_mean`` / ``_max``: |trainer - sampler| log-prob over this step's tokens, all ranks."""
-    gap = logprob_gap(batch.sampler_logp, trainer_logp, batch.loss_mask)
+def _sampler_comparison(
+    backend: TrainingBackend, batch: StepBatch, trainer_logp: torch.Tensor, gap: bool, correction: ISCorrection | None
+) -> dict[str, float]:
+    """Over this step's tokens on all ranks: ``rollout/logprob_gap_mean`` / ``_max`` (|trainer - sampler|
+    log-prob) when ``gap``, and the importance ratios ``rollout/is_ratio_mean`` / ``_max`` and the share
+    the cap truncated or dropped, ``rollout/is_capped_frac``, under ``correction``."""
     tokens = float(batch.loss_mask.sum())
-    summed = backend.all_reduce({"gap": float(gap["mean"]) * tokens, "tokens": tokens})
-    largest = backend.all_reduce({"max": float(gap["max"])}, "max")
-    return {
-        "rollout/logprob_gap_mean": summed["gap"] / max(summed["tokens"], 1.0),
-        "rollout/logprob_gap_max": largest["max"],
-    }
+    means, maxima = {"tokens": tokens}, {}
+    if gap:
+        found = logprob_gap(batch.sampler_logp, trainer_logp, batch.loss_mask)
+        means["rollout/logprob_gap_mean"] = float(found["mean"]) * tokens
+        maxima["rollout/logprob_gap_max"] = float(found["max"])
+    if correction is not None:
+        _, _, ratios = importance_weights(trainer_logp, batch.sampler_logp, batch.loss_mask, correction)
+        means["rollout/is_ratio_mean"] = float(ratios["ratio_mean"]) * tokens
+        means["rollout/is_capped_frac"] = float(ratios["capped_frac"]) * tokens
+        maxima["rollout/is_ratio_max"] = float(ratios["ratio_max"])
+    summed = backend.all_reduce(means)
+    total = max(summed.pop("tokens"), 1.0)
+    return {name: value / total for name, value in summed.items()} | backend.all_reduce(maxima, "max")
 
 
 def _accumulate_gradients(
@@ -240,19 +260,15 @@ def _accumulate_gradients(
         mask = micro.loss_mask[:, :width]
         old = logp.detach() if old_logp is None else old_logp[part][:, :width]
         ref = None if micro.ref_logp is None else micro.ref_logp[:, :width]
-        tis_weights, tis_stats = None, {}
-        if loss_settings.tis_cap is not None and micro.sampler_logp is not None:
-            tis_weights, tis_stats = truncated_is_weights(
-                old, micro.sampler_logp[:, :width], mask, loss_settings.tis_cap
-            )
-            tis_stats.pop("tis_ratio_max")  # a max does not average over micro-batches
+        is_weights = None
+        if loss_settings.correction is not None and micro.sampler_logp is not None:
+            is_weights, _, _ = importance_weights(old, micro.sampler_logp[:, :width], mask, loss_settings.correction)
         loss, loss_stats = policy_loss(
             logp, old, micro.advantages, mask,
             eps_low=loss_settings.eps_low, eps_high=loss_settings.eps_high, dual_clip=loss_settings.dual_clip,
             agg=loss_settings.agg, ref_logp=ref, beta=loss_settings.beta, kl=loss_settings.kl,
-            kl_clamp=loss_settings.kl_clamp, max_len=loss_settings.max_len, token_weights=tis_weights,
+            kl_clamp=loss_settings.kl_clamp, max_len=loss_settings.max_len, token_weights=is_weights,
         )
-        loss_stats |= tis_stats
         backend.backward(loss * weight)
         stats["loss"] += float(loss.detach()) * weight
         for name, value in loss_stats.items():

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from mmgrpo.algos import logprob_gap, policy_loss, truncated_is_weights
+from mmgrpo.algos import ISCorrection, importance_weights, logprob_gap, policy_loss
 
 
 def test_gap_is_the_masked_mean_and_max_of_absolute_differences() -> None:
@@ -24,16 +24,34 @@ def test_gap_of_no_tokens_is_zero() -> None:
     assert float(gap["mean"]) == 0.0 and float(gap["max"]) == 0.0
 
 
-def test_tis_weights_are_the_capped_trainer_to_sampler_ratio() -> None:
-    trainer = torch.log(torch.tensor([[0.5, 0.2, 0.9], [0.3, 0.3, 0.3]]))
-    sampler = torch.log(torch.tensor([[0.25, 0.4, 0.1], [0.3, 0.6, 0.3]]))
-    mask = torch.tensor([[1, 1, 1], [1, 1, 0]])
-    weights, stats = truncated_is_weights(trainer, sampler, mask, cap=2.0)
-    # ratios 2, 0.5, 9 -> capped 2, 0.5, 2; row 2: 1, 0.5, and 1 on the masked-out token
+TRAINER = torch.log(torch.tensor([[0.5, 0.2, 0.9], [0.3, 0.3, 0.3]]))
+SAMPLER = torch.log(torch.tensor([[0.25, 0.4, 0.1], [0.3, 0.6, 0.3]]))
+MASK = torch.tensor([[1, 1, 1], [1, 1, 0]])  # token ratios 2, 0.5, 9 and 1, 0.5 (the last is padding)
+
+
+def test_tis_weights_are_the_token_ratios_truncated_at_the_cap() -> None:
+    weights, keep, stats = importance_weights(TRAINER, SAMPLER, MASK, ISCorrection("tis", "token", cap=2.0))
     torch.testing.assert_close(weights, torch.tensor([[2.0, 0.5, 2.0], [1.0, 0.5, 1.0]]))
-    assert math.isclose(float(stats["tis_ratio_mean"]), (2 + 0.5 + 9 + 1 + 0.5) / 5, rel_tol=1e-5)
-    assert math.isclose(float(stats["tis_ratio_max"]), 9.0, rel_tol=1e-5)
-    assert math.isclose(float(stats["tis_clipped_frac"]), 1 / 5, rel_tol=1e-6)  # only the 9 exceeds the cap (2 == cap stays)
+    assert torch.equal(keep, MASK.bool())
+    assert math.isclose(float(stats["ratio_mean"]), (2 + 0.5 + 9 + 1 + 0.5) / 5, rel_tol=1e-5)
+    assert math.isclose(float(stats["ratio_max"]), 9.0, rel_tol=1e-5)
+    assert math.isclose(float(stats["capped_frac"]), 1 / 5, rel_tol=1e-6)  # only the 9 (2 may round above 2)
+
+
+def test_mis_drops_the_tokens_above_the_cap_and_keeps_the_others_weighted() -> None:
+    weights, keep, stats = importance_weights(TRAINER, SAMPLER, MASK, ISCorrection("mis", "token", cap=3.0))
+    assert keep.tolist() == [[True, True, False], [True, True, False]]
+    torch.testing.assert_close(weights, torch.tensor([[2.0, 0.5, 0.0], [1.0, 0.5, 1.0]]))
+    assert math.isclose(float(stats["capped_frac"]), 1 / 5, rel_tol=1e-6)
+
+
+def test_sequence_level_ratios_are_the_product_over_the_completion() -> None:
+    # row 1: 2 x 0.5 x 9 = 9; row 2: 1 x 0.5 = 0.5 (padding left out)
+    weights, _, stats = importance_weights(TRAINER, SAMPLER, MASK, ISCorrection("tis", "sequence", cap=4.0))
+    torch.testing.assert_close(weights, torch.tensor([[4.0, 4.0, 4.0], [0.5, 0.5, 1.0]]), rtol=1e-5, atol=1e-6)
+    assert math.isclose(float(stats["capped_frac"]), 3 / 5, rel_tol=1e-6)
+    _, keep, _ = importance_weights(TRAINER, SAMPLER, MASK, ISCorrection("mis", "sequence", cap=4.0))
+    assert keep.tolist() == [[False, False, False], [True, True, False]]
 
 
 def test_token_weights_scale_the_policy_gradient_but_not_the_kl() -> None:

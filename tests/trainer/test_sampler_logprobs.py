@@ -49,10 +49,18 @@ def test_engine_logprobs_become_the_old_logprobs_of_the_ratio(small_config, tmp_
 def test_tis_weights_each_token_by_the_capped_trainer_to_sampler_ratio(small_config, tmp_path) -> None:
     # the sampler claims every token is e^0.5 more likely than the trainer finds it: ratio e^-0.5 < cap
     overrides = ("rollout.engine=test-offset-logprobs", "train.steps=2")
-    train(small_config(*overrides, "algo.tis_cap=2.0"), tmp_path / "tis")
+    train(small_config(*overrides, "algo.is_correction=tis"), tmp_path / "tis")
     train(small_config(*overrides), tmp_path / "plain")
     tis = read_metrics(tmp_path / "tis" / "metrics.jsonl")[0]
     plain = read_metrics(tmp_path / "plain" / "metrics.jsonl")[0]
-    assert tis["tis_ratio_mean"] == pytest.approx(math.exp(-OFFSET), abs=1e-4)
-    assert tis["tis_clipped_frac"] == 0.0
+    assert tis["rollout/is_ratio_mean"] == pytest.approx(math.exp(-OFFSET), abs=1e-4)
+    assert tis["rollout/is_capped_frac"] == 0.0
     assert tis["pg_loss"] == pytest.approx(plain["pg_loss"] * math.exp(-OFFSET), abs=1e-5)
+
+
+def test_mis_drops_every_token_whose_ratio_exceeds_the_cap(small_config, tmp_path) -> None:
+    # ratio e^-0.5 ~ 0.61 everywhere: a cap of 0.5 drops every token, so nothing is learned from the step
+    overrides = ("rollout.engine=test-offset-logprobs", "train.steps=1", "algo.is_correction=mis", "algo.is_cap=0.5")
+    train(small_config(*overrides), tmp_path / "mis")
+    row = read_metrics(tmp_path / "mis" / "metrics.jsonl")[0]
+    assert row["rollout/is_capped_frac"] == 1.0 and row["grad_norm"] == 0.0 and "pg_loss" not in row
