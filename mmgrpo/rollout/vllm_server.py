@@ -109,9 +109,11 @@ class MMGRPOEndpoints:
         from fastapi import APIRouter, Request
 
         router = APIRouter()
-        for path, handler in (("/mmgrpo/generate", _serve_generate), ("/mmgrpo/update_weights", _serve_update)):
+        routes = (("/mmgrpo/generate", _serve_generate, "POST"), ("/mmgrpo/update_weights", _serve_update, "POST"),
+                  ("/mmgrpo/info", _serve_info, "GET"))
+        for path, handler, method in routes:
             handler.__annotations__["request"] = Request  # this module's annotations are strings to FastAPI
-            router.add_api_route(path, handler, methods=["POST"])
+            router.add_api_route(path, handler, methods=[method])
         app.include_router(router)
 
     async def init_state(self, engine_client: Any, state: Any, args: Any) -> None:
@@ -132,6 +134,12 @@ async def _serve_update(request: Any) -> dict[str, Any]:
     await engine.reset_encoder_cache()
     await engine.reset_prefix_cache()
     return {"updated": True}
+
+
+async def _serve_info(request: Any) -> dict[str, Any]:
+    """What the client checks before the first step: the engine's dtype and log-probs mode."""
+    config = request.app.state.mmgrpo_engine_client.model_config
+    return {"dtype": str(config.dtype).removeprefix("torch."), "logprobs_mode": config.logprobs_mode}
 
 
 async def _generate_one(engine: Any, request: Mapping[str, Any]) -> SampledPrompt:
@@ -183,6 +191,7 @@ class VLLMServerEngine(VLLMSampling):
         self.retries = retries
         self.weights_dir = Path(weights_dir or tempfile.mkdtemp(prefix="mmgrpo-vllm-weights-"))
         self._wait_until_healthy(wait_s)
+        self._check_engine(str(next(model.parameters()).dtype).removeprefix("torch."))
         self.update_weights(model)
 
     @classmethod
@@ -246,6 +255,19 @@ class VLLMServerEngine(VLLMSampling):
                     ) from None
             time.sleep(min(2.0**attempt, 30.0))
         raise AssertionError("unreachable")
+
+    def _check_engine(self, policy_dtype: str) -> None:
+        """Refuse a server whose log-probs could not equal the trainer's: another dtype, or log-probs of
+        processed logits (a server not started by ``mmgrpo rollout-serve``)."""
+        with urllib.request.urlopen(self.url + "/mmgrpo/info", timeout=self.timeout_s) as response:
+            info = json.loads(response.read())
+        problems = []
+        if info["dtype"] != policy_dtype:
+            problems.append(f"it runs {info['dtype']} and the policy {policy_dtype} (start it with --dtype {policy_dtype})")
+        if info["logprobs_mode"] != "raw_logprobs":
+            problems.append(f"it reports {info['logprobs_mode']}, not raw_logprobs (start it with mmgrpo rollout-serve)")
+        if problems:
+            raise ServerError(f"the vLLM server at {self.url} cannot sample for this trainer: {'; '.join(problems)}")
 
     def _wait_until_healthy(self, wait_s: float) -> None:
         deadline = time.monotonic() + wait_s

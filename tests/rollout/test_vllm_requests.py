@@ -107,6 +107,7 @@ def test_on_several_ranks_the_main_process_alone_pushes_gathered_weights(policy,
 
     posted = []
     monkeypatch.setattr(VLLMServerEngine, "_wait_until_healthy", lambda self, wait_s: None)
+    monkeypatch.setattr(VLLMServerEngine, "_check_engine", lambda self, dtype: None)
     monkeypatch.setattr(VLLMServerEngine, "_post", lambda self, route, payload: posted.append((route, payload)))
     model, processor = policy
     ranks = FakeRanks(main, {name: tensor.clone() for name, tensor in model.state_dict().items()})
@@ -117,3 +118,23 @@ def test_on_several_ranks_the_main_process_alone_pushes_gathered_weights(policy,
         assert (tmp_path / "model.safetensors").is_file()
     else:
         assert posted == [] and not (tmp_path / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize(
+    ("info", "message"),
+    [({"dtype": "bfloat16", "logprobs_mode": "raw_logprobs"}, "it runs bfloat16 and the policy float32 "
+      r"\(start it with --dtype float32\)"),
+     ({"dtype": "float32", "logprobs_mode": "processed_logprobs"}, "reports processed_logprobs, not raw_logprobs")],
+)
+def test_a_server_whose_logprobs_cannot_match_is_refused(policy, monkeypatch, info, message) -> None:
+    import io
+    import json
+
+    from mmgrpo.rollout import vllm_server
+    from mmgrpo.rollout.vllm_server import ServerError, VLLMServerEngine
+
+    monkeypatch.setattr(VLLMServerEngine, "_wait_until_healthy", lambda self, wait_s: None)
+    monkeypatch.setattr(vllm_server.urllib.request, "urlopen",
+                        lambda url, timeout: io.BytesIO(json.dumps(info).encode()))
+    with pytest.raises(ServerError, match=message):
+        VLLMServerEngine(*policy, url="http://server")
