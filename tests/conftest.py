@@ -29,6 +29,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session", autouse=True)
+def close_vllm_engines() -> Iterator[None]:
+    """vLLM engines built by the tests shut down while pytest still owns the output streams (their
+    exit-time finalizers would log into closed streams)."""
+    yield
+    import sys
+
+    if "vllm" in sys.modules:
+        from mmgrpo.rollout.vllm import close_shared_engines
+
+        close_shared_engines()
+
+
+@pytest.fixture(scope="session", autouse=True)
 def single_torch_thread() -> Iterator[None]:
     """Run the suite with ``TEST_THREADS`` torch threads, restoring the setting after."""
     previous = torch.get_num_threads()

@@ -99,6 +99,13 @@ def shared_llm(spec: EngineSpec, *, in_process: bool, cpu_kv_cache_gib: float) -
     return _SHARED_LLMS[key]
 
 
+def close_shared_engines() -> None:
+    """Shut down every engine :func:`shared_llm` built (their processes and workers), e.g. before exit."""
+    while _SHARED_LLMS:
+        _, llm = _SHARED_LLMS.popitem()
+        llm.llm_engine.engine_core.shutdown()
+
+
 @dataclass(frozen=True)
 class SampledPrompt:
     """What vLLM returns for one request: the prompt ids it used and each sample's tokens."""
