@@ -2,8 +2,9 @@
 
 ``mmgrpo rollout-serve --model PATH [--tp N] [--dp M] [--host H] [--port P] [-- EXTRA_VLLM_ARGS]``
 replaces itself with vLLM's OpenAI-compatible server, with mmgrpo's endpoint plugin enabled
-(``VLLM_PLUGINS=mmgrpo``: ``/mmgrpo/generate`` and ``/mmgrpo/update_weights``) and log-probs
-of the raw logits (what the trainer recomputes). On a machine without CUDA (vLLM's CPU build)
+(``VLLM_PLUGINS=mmgrpo``: ``/mmgrpo/generate``, ``/mmgrpo/update_weights``, ``/mmgrpo/sync/*``),
+its workers extended to receive broadcast weights (``WeightSyncWorker``) and log-probs of the
+raw logits (what the trainer recomputes). On a machine without CUDA (vLLM's CPU build)
 it also runs eagerly, without chunked prefill (seeded requests crash vLLM's CPU generator
 otherwise) and with a KV cache of ``--cpu-kv-cache-gib``.
 """
@@ -37,6 +38,7 @@ def server_command(args: argparse.Namespace, *, on_gpu: bool) -> tuple[list[str]
         "--tensor-parallel-size", str(args.tp), "--data-parallel-size", str(args.dp),
         "--host", args.host, "--port", str(args.port), "--dtype", args.dtype,
         "--logprobs-mode", "raw_logprobs", "--gpu-memory-utilization", str(args.gpu_memory_utilization),
+        "--worker-extension-cls", "mmgrpo.rollout.weight_broadcast.WeightSyncWorker",
     ]
     if args.max_model_len is not None:
         argv += ["--max-model-len", str(args.max_model_len)]

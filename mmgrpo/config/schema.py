@@ -206,6 +206,13 @@ class RolloutConfig:
     server_wait_s: float = option(
         60.0, "vllm_server: how long to wait for the server's /health before the first step.", ge=0
     )
+    server_weight_sync: Literal["files", "broadcast"] = option(
+        "files", "vllm_server: new weights through safetensors in rollout.vllm.weights_dir (a folder both sides "
+        "see), or broadcast over a process group of the trainer and the server's workers (NCCL on GPUs, gloo on CPU)."
+    )
+    server_sync_address: str = option(
+        "127.0.0.1:29555", "vllm_server broadcast: host:port of this trainer, reachable from the server's workers."
+    )
     prompts_per_step: int = option(
         32, "P: prompts per training step (DAPO: 512).", ge=1
     )

@@ -42,8 +42,9 @@ from transformers import ProcessorMixin
 from mmgrpo.models.batch import MediaBudgets, PreparedPrompt
 from mmgrpo.rollout.base import ENGINES
 from mmgrpo.rollout.vllm import (
-    SampledPrompt, VLLMSampling, checkpoint_named, sampled_prompt, save_weights, vllm_prompt,
+    SampledPrompt, VLLMSampling, checkpoint_named, policy_weights, sampled_prompt, save_weights, vllm_prompt,
 )
+from mmgrpo.rollout.weight_broadcast import open_group, send_weights, weight_meta
 from processors import AudioClip, LoadedMedia, VideoClip
 
 if TYPE_CHECKING:
@@ -110,7 +111,8 @@ class MMGRPOEndpoints:
 
         router = APIRouter()
         routes = (("/mmgrpo/generate", _serve_generate, "POST"), ("/mmgrpo/update_weights", _serve_update, "POST"),
-                  ("/mmgrpo/info", _serve_info, "GET"))
+                  ("/mmgrpo/info", _serve_info, "GET"), ("/mmgrpo/sync/join", _serve_sync_join, "POST"),
+                  ("/mmgrpo/sync/receive", _serve_sync_receive, "POST"), ("/mmgrpo/sync/done", _serve_sync_done, "POST"))
         for path, handler, method in routes:
             handler.__annotations__["request"] = Request  # this module's annotations are strings to FastAPI
             router.add_api_route(path, handler, methods=[method])
@@ -131,15 +133,51 @@ async def _serve_update(request: Any) -> dict[str, Any]:
     body = await request.json()
     engine = request.app.state.mmgrpo_engine_client
     await engine.collective_rpc("reload_weights", kwargs={"weights_path": body["path"]})
-    await engine.reset_encoder_cache()
-    await engine.reset_prefix_cache()
+    await _reset_caches(engine)
     return {"updated": True}
 
 
+async def _reset_caches(engine: Any) -> None:
+    await engine.reset_encoder_cache()
+    await engine.reset_prefix_cache()
+
+
 async def _serve_info(request: Any) -> dict[str, Any]:
-    """What the client checks before the first step: the engine's dtype and log-probs mode."""
-    config = request.app.state.mmgrpo_engine_client.model_config
-    return {"dtype": str(config.dtype).removeprefix("torch."), "logprobs_mode": config.logprobs_mode}
+    """What the client checks before the first step: dtype, log-probs mode, workers (for weight sync)."""
+    engine = request.app.state.mmgrpo_engine_client
+    config = engine.model_config
+    return {
+        "dtype": str(config.dtype).removeprefix("torch."), "logprobs_mode": config.logprobs_mode,
+        "workers": engine.vllm_config.parallel_config.world_size,
+    }
+
+
+# The broadcast weight path (:mod:`mmgrpo.rollout.weight_broadcast`): join and receive start the
+# workers' side in the background and answer at once, so that the trainer can take its part of the
+# collective; done waits for them (and, after a receive, resets the caches).
+async def _serve_sync_join(request: Any) -> dict[str, Any]:
+    body = await request.json()
+    state = request.app.state
+    state.mmgrpo_sync = asyncio.create_task(state.mmgrpo_engine_client.collective_rpc("mmgrpo_join", kwargs=body))
+    return {"started": True}
+
+
+async def _serve_sync_receive(request: Any) -> dict[str, Any]:
+    body = await request.json()
+    state = request.app.state
+    state.mmgrpo_sync = asyncio.create_task(
+        state.mmgrpo_engine_client.collective_rpc("mmgrpo_receive", args=(body["meta"],))
+    )
+    return {"started": True}
+
+
+async def _serve_sync_done(request: Any) -> dict[str, Any]:
+    body = await request.json()
+    state = request.app.state
+    await state.mmgrpo_sync
+    if body.get("weights_changed"):
+        await _reset_caches(state.mmgrpo_engine_client)
+    return {"done": True}
 
 
 async def _generate_one(engine: Any, request: Mapping[str, Any]) -> SampledPrompt:
@@ -179,11 +217,14 @@ class VLLMServerEngine(VLLMSampling):
         retries: int = 3,
         wait_s: float = 60.0,
         backend: TrainingBackend | None = None,
+        sync_address: str | None = None,
     ) -> None:
         """Waits up to ``wait_s`` for the server's ``/health``, then sends it ``model``'s weights
         through ``weights_dir`` (a temporary folder by default: a server on this machine reads it).
         On several ranks (``backend``) every rank samples from the server, and the main process
-        alone pushes the weights, gathered from the shards under ZeRO-3 and FSDP2."""
+        alone pushes the weights, gathered from the shards under ZeRO-3 and FSDP2. ``sync_address``
+        ("host:port" the server's workers can reach, a port free here) broadcasts the weights over a
+        process group of the trainer and the server's workers instead of going through files."""
         super().__init__(model, processor, budgets=budgets, max_prompt_len=max_prompt_len, logprobs_mode="raw")
         self.backend = backend if backend is not None and backend.world_size > 1 else None
         self.url = url.rstrip("/")
@@ -191,7 +232,10 @@ class VLLMServerEngine(VLLMSampling):
         self.retries = retries
         self.weights_dir = Path(weights_dir or tempfile.mkdtemp(prefix="mmgrpo-vllm-weights-"))
         self._wait_until_healthy(wait_s)
-        self._check_engine(str(next(model.parameters()).dtype).removeprefix("torch."))
+        info = self._check_engine(str(next(model.parameters()).dtype).removeprefix("torch."))
+        self.sync_group = None
+        if sync_address is not None and (self.backend is None or self.backend.is_main_process):
+            self.sync_group = self._join_sync_group(sync_address, info["workers"])
         self.update_weights(model)
 
     @classmethod
@@ -204,6 +248,7 @@ class VLLMServerEngine(VLLMSampling):
             model, processor, url=rollout.server_url, budgets=budgets, max_prompt_len=config.data.max_prompt_tokens,
             weights_dir=rollout.vllm.weights_dir, timeout_s=rollout.server_timeout_s,
             retries=rollout.server_retries, wait_s=rollout.server_wait_s, backend=backend,
+            sync_address=rollout.server_sync_address if rollout.server_weight_sync == "broadcast" else None,
         )
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
@@ -220,8 +265,23 @@ class VLLMServerEngine(VLLMSampling):
         self.backend.barrier()
 
     def _push(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
-        save_weights(weights, self.weights_dir)
-        self._post("/mmgrpo/update_weights", {"path": str(self.weights_dir.resolve())})
+        if self.sync_group is None:
+            save_weights(weights, self.weights_dir)
+            self._post("/mmgrpo/update_weights", {"path": str(self.weights_dir.resolve())})
+            return
+        named = dict(policy_weights(weights))
+        self._post("/mmgrpo/sync/receive", {"meta": weight_meta(named)})
+        send_weights(self.sync_group, named)
+        self._post("/mmgrpo/sync/done", {"weights_changed": True})
+
+    def _join_sync_group(self, address: str, workers: int) -> Any:
+        host, _, port = address.rpartition(":")
+        world_size = 1 + workers
+        self._post("/mmgrpo/sync/join", {"host": host, "port": int(port), "world_size": world_size,
+                                        "timeout_s": self.timeout_s})
+        group = open_group(host, int(port), world_size, 0, self.timeout_s)
+        self._post("/mmgrpo/sync/done", {})
+        return group
 
     def _sample(self, prompts: Sequence[PreparedPrompt], options: Sequence[dict[str, Any]]) -> list[SampledPrompt]:
         reply = self._post("/mmgrpo/generate", {"requests": [encode_prompt(p, o) for p, o in zip(prompts, options)]})
@@ -256,7 +316,7 @@ class VLLMServerEngine(VLLMSampling):
             time.sleep(min(2.0**attempt, 30.0))
         raise AssertionError("unreachable")
 
-    def _check_engine(self, policy_dtype: str) -> None:
+    def _check_engine(self, policy_dtype: str) -> dict[str, Any]:
         """Refuse a server whose log-probs could not equal the trainer's: another dtype, or log-probs of
         processed logits (a server not started by ``mmgrpo rollout-serve``)."""
         with urllib.request.urlopen(self.url + "/mmgrpo/info", timeout=self.timeout_s) as response:
@@ -268,6 +328,7 @@ class VLLMServerEngine(VLLMSampling):
             problems.append(f"it reports {info['logprobs_mode']}, not raw_logprobs (start it with mmgrpo rollout-serve)")
         if problems:
             raise ServerError(f"the vLLM server at {self.url} cannot sample for this trainer: {'; '.join(problems)}")
+        return info
 
     def _wait_until_healthy(self, wait_s: float) -> None:
         deadline = time.monotonic() + wait_s

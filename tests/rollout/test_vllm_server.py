@@ -102,6 +102,24 @@ def test_sample_push_weights_sample_again(server, make_peaked, teacher_forced_lo
     assert [c.logprobs for g in after for c in g] != [c.logprobs for g in before for c in g]
 
 
+def test_weights_broadcast_over_a_process_group_reach_the_server(server, make_peaked, teacher_forced_logprobs):
+    """rollout.server_weight_sync=broadcast: no shared folder; gloo here, NCCL on GPUs."""
+    from mmgrpo.rollout.vllm_server import VLLMServerEngine
+
+    url, model_dir, _ = server
+    model, processor = load_model_and_processor(model_dir)
+    engine = VLLMServerEngine(model, processor, url=url, wait_s=5, sync_address=f"127.0.0.1:{free_port()}")
+    assert engine.sync_group is not None
+    updated = make_peaked(model)
+    engine.update_weights(updated)
+    samples = image_samples()
+    after = engine.generate(samples, SAMPLED)
+    assert_logprobs_match(after, teacher_forced_logprobs(updated, processor, samples, after))
+    engine.update_weights(model)  # back to the weights the other tests expect
+    restored = engine.generate(samples, SAMPLED)
+    assert_logprobs_match(restored, teacher_forced_logprobs(model, processor, samples, restored))
+
+
 def test_the_server_stops_cleanly_on_sigterm(server) -> None:
     _, _, process = server
     assert process.poll() is None  # still serving; the fixture's teardown checks it exits within 60 s
