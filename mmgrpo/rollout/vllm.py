@@ -82,6 +82,7 @@ class EngineSpec:
 
 
 _SHARED_LLMS: dict[tuple[EngineSpec, bool], Any] = {}
+_AWAKE_PARTS: dict[int, set[str]] = {}  # id(shared engine) -> its parts that are awake (sleep mode)
 
 
 def shared_llm(spec: EngineSpec, *, in_process: bool, cpu_kv_cache_gib: float) -> Any:
@@ -262,8 +263,7 @@ class VLLMEngine(VLLMSampling):
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Load the policy's current weights into the engine, then reset its encoder and prefix caches."""
-        if self.sleeps:
-            self.llm.wake_up(tags=["weights"])
+        self._wake("weights")  # the KV cache stays asleep while the weights load
         if self.options.in_process:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": policy_weights(model_or_state_dict)})
         else:
@@ -274,14 +274,23 @@ class VLLMEngine(VLLMSampling):
 
     def _sample(self, prompts: Sequence[PreparedPrompt], options: Sequence[dict[str, Any]]) -> list[SampledPrompt]:
         vllm = import_vllm()
-        if self.sleeps:
-            self.llm.wake_up(tags=["kv_cache"])
+        self._wake("weights", "kv_cache")
         outputs = self.llm.generate(
             [vllm_request(prompt) for prompt in prompts], [vllm.SamplingParams(**o) for o in options], use_tqdm=False
         )
-        if self.sleeps:
+        if self.sleeps:  # level 1: weights offloaded to CPU memory, KV cache freed, until the next wake
             self.llm.sleep(level=1)
+            _AWAKE_PARTS[id(self.llm)].clear()
         return [sampled_prompt(output) for output in outputs]
+
+    def _wake(self, *parts: str) -> None:
+        """Wake the parts (``weights``, ``kv_cache``) of a sleeping engine that are asleep; the state
+        belongs to the shared engine, not to this wrapper (eval and training share one)."""
+        awake = _AWAKE_PARTS.setdefault(id(self.llm), {"weights", "kv_cache"})
+        asleep = [part for part in parts if part not in awake]
+        if self.sleeps and asleep:
+            self.llm.wake_up(tags=asleep)
+            awake.update(asleep)
 
 
 def request_seed(seed: int, row: int) -> int:

@@ -45,4 +45,7 @@ def test_vllm_sleep_mode_frees_memory_and_keeps_the_weights(tiny_model_dir, samp
     engine.update_weights(make_peaked(model))
     second = engine.generate(samples, params)
     assert [c.logprobs for g in first for c in g] != [c.logprobs for g in second for c in g]
+    again = engine.generate(samples, params)  # asleep since the last call, no update between: same weights
+    for a, b in zip((c for g in again for c in g), (c for g in second for c in g)):
+        assert a.token_ids == b.token_ids and torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
     assert free_asleep > 0.5 * torch.cuda.mem_get_info()[1] * 0.2  # the KV cache share was given back
