@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +54,7 @@ def enable_activation_checkpointing(
 # positions outrun its height and width gives the text after it other positions than the model
 # was trained with (huggingface/transformers#45381), and other ones than vLLM samples with.
 ORIGINAL_POSITION_FAMILIES = ("qwen2_vl", "qwen2_5_vl")
+VIDEO_TOKEN_TYPE = 2  # the processors' mm_token_type_ids: 0 text, 1 image, 2 video
 
 
 def restart_text_after_media(
@@ -67,15 +70,12 @@ def restart_text_after_media(
         real = attention_mask[row].bool() if attention_mask is not None else torch.ones_like(token_types[row]).bool()
         columns = real.nonzero().flatten()
         positions = position_ids[:, row, columns]  # [3, n]
-        types = token_types[row, columns]
         renumbered = torch.empty_like(positions)
         largest, start = -1, 0
-        while start < len(columns):
-            end = start + 1
-            while end < len(columns) and types[end] == types[start]:
-                end += 1
+        for token_type, run_tokens in itertools.groupby(token_types[row, columns].tolist()):
+            end = start + len(list(run_tokens))
             run = positions[:, start:end]
-            if types[start] == 0:
+            if token_type == 0:
                 run = torch.arange(end - start, device=run.device).expand(3, -1) + largest + 1
             else:
                 run = run - run[0, 0] + largest + 1
@@ -97,15 +97,27 @@ def use_original_qwen_positions(model: torch.nn.Module) -> None:
     transformers_rope_index = inner.get_rope_index
 
     def get_rope_index(input_ids, mm_token_type_ids, *args, attention_mask=None, **kwargs):  # noqa: ANN001, ANN202
-        position_ids, _ = transformers_rope_index(
+        position_ids, deltas = transformers_rope_index(
             input_ids, mm_token_type_ids, *args, attention_mask=attention_mask, **kwargs
         )
+        if not (mm_token_type_ids == VIDEO_TOKEN_TYPE).any():  # one temporal step per image: both numberings agree
+            return position_ids, deltas
         return restart_text_after_media(position_ids, mm_token_type_ids, attention_mask)
 
     inner.get_rope_index = get_rope_index
 
 
+_NAMES_IN_FILES: weakref.WeakKeyDictionary[torch.nn.Module, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
 def names_in_files(model: torch.nn.Module) -> dict[str, str]:
+    """:func:`read_names_in_files`, read once per model (weights are sent every optimizer step)."""
+    if model not in _NAMES_IN_FILES:
+        _NAMES_IN_FILES[model] = read_names_in_files(model)
+    return _NAMES_IN_FILES[model]
+
+
+def read_names_in_files(model: torch.nn.Module) -> dict[str, str]:
     """In-memory weight name -> key in the safetensors files of the local folder ``model`` was loaded
     from, each file key renamed as loading renames it (``{}`` without such files, or when a weight
     conversion other than renaming applies). transformers' reverse renaming is not used for this: in
