@@ -227,6 +227,18 @@ class RolloutConfig:
     top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off (TRL default, DAPO).", gt=0, le=1)
     top_k: int = option(0, "Keep the k most likely tokens; 0 = off (overrides transformers' default of 50).", ge=0)
     max_new_tokens: int = option(6, "Most tokens per completion; longer ones are truncated and flagged.", ge=1)
+    mode: Literal["sync", "async"] = option(
+        "sync", "sync: sample, then train, in turn. async: a worker process samples the next batches (its own "
+        "engine and copy of the policy) while the trainer trains; see rollout.max_staleness and algo.is_correction."
+    )
+    max_staleness: int = option(
+        1, "async: policy versions a batch may lag the policy it trains (1 = one-step-off-policy, 0 = the sync "
+        "schedule through the worker).", ge=0,
+    )
+    worker_device: str | None = option(
+        None, "async: the worker's device, e.g. cuda:1 (sampling and training on separate GPUs); None = the policy's."
+    )
+    worker_threads: int = option(0, "async: torch CPU threads of the worker (0 = torch's default).", ge=0)
     logprobs_source: Literal["trainer", "engine"] = option(
         "trainer", "Old log-probs of the PPO ratio: recomputed by the trainer, or the engine's of its sampled tokens "
         "(vLLM: saves a forward when mu > 1; the ratio then also corrects the engine/trainer mismatch). Either way "

@@ -170,6 +170,19 @@ def _rollout_engine(config: Config) -> Iterator[str]:
                f"(zero_stage={train.zero_stage}) shards it: use ZeRO-2 or rollout.engine=hf")
 
 
+def _async_rollout(config: Config) -> Iterator[str]:
+    """Asynchronous rollout runs one trainer process beside one worker for now; its keys mean nothing in sync mode."""
+    rollout = config.rollout
+    if rollout.mode == "sync":
+        for key in ("rollout.max_staleness", "rollout.worker_device", "rollout.worker_threads"):
+            if not at_default(config, key):
+                yield f"{key}={value_of(config, key)!r} is read only by rollout.mode=async (got rollout.mode=sync)"
+        return
+    if config.train.backend != "single" or launched_world_size() > 1:
+        yield (f"rollout.mode=async trains in one process beside its rollout worker for now "
+               f"(train.backend={config.train.backend}, {launched_world_size()} rank(s)): use train.backend=single")
+
+
 def launched_world_size() -> int:
     """How many ranks the launcher (torchrun, accelerate, mmgrpo train --nproc) started; 1 without one."""
     return int(os.environ.get("WORLD_SIZE", "1"))
@@ -275,6 +288,7 @@ RULES: list[Rule] = [
     _training_backend,
     _data_parallel,
     _rollout_engine,
+    _async_rollout,
     _resume,
     _reward_weights,
     _media,

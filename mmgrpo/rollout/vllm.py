@@ -34,6 +34,7 @@ from transformers.core_model_loading import revert_weight_conversion
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import MediaBudgets, PreparedPrompt, PromptBatch, build_prompt_batch
 from mmgrpo.models.compat import names_in_files
+from mmgrpo.models.policy_weights import checkpoint_dir, plain_weights
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
 from mmgrpo.rollout.base import ENGINES, SamplingParams, resolve_group_sizes
 from mmgrpo.rollout.hf import generation_eos_ids
@@ -347,27 +348,13 @@ def check_prompt_ids(prompts: PromptBatch, row: int, engine_ids: list[int]) -> N
     )
 
 
-def checkpoint_dir(model: torch.nn.Module, processor: ProcessorMixin, scratch: Path) -> Path:
-    """A folder vLLM can build the engine from: the policy's own checkpoint folder when it has one,
-    else ``scratch`` with the policy and processor saved into it (its weights are replaced anyway)."""
-    source = Path(unwrap_model(model).name_or_path or "")
-    if (source / "config.json").is_file():
-        return source
-    unwrap_model(model).save_pretrained(scratch)
-    processor.save_pretrained(scratch)
-    return scratch
-
-
 def policy_weights(model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> Iterator[tuple[str, Any]]:
     """(name, tensor) pairs of the policy under the checkpoint's names (what vLLM's loader maps; a
     transformers 5 module names some weights otherwise, e.g. Qwen2-Audio's language model); a PEFT
     LoRA model gives its merged weights (base + scaled B @ A), the model itself left untouched. A
     state dict is passed on as it is: it must use the checkpoint's names."""
     if isinstance(model_or_state_dict, torch.nn.Module):
-        base = unwrap_model(model_or_state_dict)
-        is_peft = hasattr(model_or_state_dict, "get_base_model")
-        state = dict(merged_lora_weights(model_or_state_dict)) if is_peft else base.state_dict()
-        model_or_state_dict = checkpoint_named(base, state)
+        model_or_state_dict = checkpoint_named(unwrap_model(model_or_state_dict), plain_weights(model_or_state_dict))
     for name, tensor in model_or_state_dict.items():
         yield name, tensor.detach()
 
@@ -382,24 +369,6 @@ def checkpoint_named(model: torch.nn.Module, state: Mapping[str, torch.Tensor]) 
     stored = {tensor.data_ptr() for tensor in named.values()}
     rest = {key: tensor for key, tensor in state.items() if key not in to_file and tensor.data_ptr() not in stored}
     return named | (revert_weight_conversion(base, rest) if rest else {})
-
-
-@torch.no_grad()
-def merged_lora_weights(peft_model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
-    """The base model's weights with each LoRA layer's active adapters added, under the base names."""
-    base = peft_model.get_base_model()
-    deltas = {
-        f"{name}.base_layer.weight": sum(module.get_delta_weight(adapter) for adapter in module.active_adapters)
-        for name, module in base.named_modules()
-        if hasattr(module, "get_delta_weight") and hasattr(module, "base_layer")
-    }
-    for name, tensor in base.state_dict().items():
-        if "modules_to_save" in name or "original_module" in name:
-            raise NotImplementedError(f"LoRA modules_to_save ({name}) cannot be synced to vLLM yet")
-        if ".lora_" in name:
-            continue
-        merged = tensor + deltas[name].to(tensor.dtype) if name in deltas else tensor
-        yield name.replace(".base_layer.", "."), merged.detach()
 
 
 def save_weights(model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor], directory: Path) -> None:

@@ -19,6 +19,7 @@ import copy
 import logging
 import math
 import time
+from collections import deque
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +33,9 @@ from mmgrpo.config import Config
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import PromptBatch, build_prompt_batch
 from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor
-from mmgrpo.rollout.base import RolloutEngine
+from mmgrpo.models.policy_weights import checkpoint_dir, plain_weights
+from mmgrpo.rollout.base import RolloutEngine, SamplingParams
+from mmgrpo.trainer.async_rollouts import AsyncRollouts, RolloutRequest
 from mmgrpo.trainer.backends import OptimizerSpec, build_backend
 from mmgrpo.trainer.checkpoint import (
     TrainerState, capture_rng_state, load_trainer_state, remove_stale_staging, restore_rng_state,
@@ -44,9 +47,10 @@ from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger
 from mmgrpo.trainer.prompt_sampler import PromptSampler
 from mmgrpo.trainer.reward_errors import record_reward_errors
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger, describe_skipped
-from mmgrpo.trainer.rollouts import Rollouts, collect_rollouts, draw_usable
+from mmgrpo.trainer.rollout_worker import RolloutWorker, WorkerSpec
+from mmgrpo.trainer.rollouts import Rollouts, collect_rollouts, draw_usable, sample_round, with_round_seed
 from mmgrpo.trainer.setup import SampleSet, build_engine, media_budgets, sampling_params, scoring_rule
-from mmgrpo.trainer.step_metrics import rollout_metrics
+from mmgrpo.trainer.step_metrics import rollout_metrics, staleness_metrics
 from mmgrpo.trainer.update import (
     LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, policy_update, sampler_logprobs,
 )
@@ -54,6 +58,8 @@ from mmgrpo.trainer.update import (
 logger = logging.getLogger(__name__)
 
 _RANK_SEED_STRIDE = 1_000_003  # rank r samples with seed + r * this: ranks draw different tokens
+_STEP_SEED_STRIDE = 100_003  # step (rollout batch) s samples with seed * this + s
+WORKER_MODEL_DIR = "rollout_worker_model"  # where an async worker loads a policy without a folder from
 REFERENCE_ADAPTER = "reference"  # the frozen SFT adapter of a LoRA run's KL reference
 Evaluator = Callable[[str], dict[str, float]]  # tag -> metrics, run on the live policy
 
@@ -103,9 +109,16 @@ class GRPOTrainer:
         self.optimizer, self.scheduler = self.backend.optimizer, self.backend.scheduler
         self.step_index = 0
         self.saved_step: int | None = None  # the step of the newest checkpoint this trainer wrote
+        self.batches_drawn = 0  # rollout batches drawn so far (an async worker's requests are named by it)
+        self.pending: deque[RolloutRequest] = deque()  # drawn before a resume, never trained on: requested first
         if resumed is not None:
             self._restore(resumed, resume_from)
-        self.engine: RolloutEngine = build_engine(config, model, processor, self.backend)  # restored weights
+        self.engine: RolloutEngine | None = None  # sync mode samples in this process; async in a worker's
+        self.async_rollouts: AsyncRollouts | None = None
+        if config.rollout.mode == "async":
+            self.async_rollouts = self._start_async_rollouts()  # from the restored weights
+        else:
+            self.engine = build_engine(config, model, processor, self.backend)
         self.metrics = MetricsLogger(
             run_dir, tensorboard=config.log.tensorboard, wandb=config.log.wandb,
             wandb_project=config.log.wandb_project, run_name=run_dir.name, config=config.to_dict(),
@@ -147,6 +160,12 @@ class GRPOTrainer:
         finally:
             progress.close()
             self.metrics.close()
+            self.close()
+
+    def close(self) -> None:
+        """Stop the asynchronous rollout worker, if there is one (``train`` does so when it ends)."""
+        if self.async_rollouts is not None:
+            self.async_rollouts.close()
 
     def _log_step(self, metrics: dict[str, float]) -> None:
         """Log the step just finished, with an eval when one is due (a stop may cut the eval short:
@@ -164,6 +183,7 @@ class GRPOTrainer:
         return _Finished(
             sampler=self.sampler.state_dict(), group_sizes=self.group_sizes.state_dict(), rng=capture_rng_state(),
             optimizer_steps=self.scheduler.last_epoch, skipped_ids=set(self.skipped_ids),
+            unconsumed=self._unconsumed(), batches_drawn=self.batches_drawn,
         )
 
     def _save_last_finished(self, finished: _Finished, failure: BaseException) -> None:
@@ -182,8 +202,9 @@ class GRPOTrainer:
             self.sampler.load_state_dict(finished.sampler)  # undo what the broken step drew and counted
             self.group_sizes.load_state_dict(finished.group_sizes)
             self.skipped_ids = finished.skipped_ids  # the broken step's skips are found again on resume
+            self.batches_drawn = finished.batches_drawn
             self.backend.zero_grad()
-            return self.save(rng=finished.rng)
+            return self.save(rng=finished.rng, unconsumed=finished.unconsumed)
 
         save_last_finished(
             failure, self.step_index, save, weights_intact=self.scheduler.last_epoch == finished.optimizer_steps
@@ -197,8 +218,7 @@ class GRPOTrainer:
         with signals_allowed():  # collecting rollouts changes nothing a checkpoint keeps: a stop may cut it
             self.model.eval()
             rollouts = collect_rollouts(
-                self.engine, self._encode, self.sampler_take, self._group_sizes_for, self.scoring,
-                sampling_params(cfg, seed=cfg.seed * 100_003 + self.step_index + backend.rank * _RANK_SEED_STRIDE),
+                self.async_rollouts.next_round if self.async_rollouts is not None else self._sample_here,
                 num_prompts=cfg.rollout.prompts_per_step // backend.world_size,
                 dynamic_sampling=cfg.algo.dynamic_sampling, max_resample_rounds=cfg.algo.max_resample_rounds,
                 all_ranks_full=backend.all_ranks,
@@ -209,6 +229,9 @@ class GRPOTrainer:
                 record_reward_errors(self.run_dir, self.step_index + 1, everyone.reward_errors)
             self._record_skipped(everyone)
             metrics = rollout_metrics(everyone)
+            if self.async_rollouts is not None:
+                metrics |= staleness_metrics(everyone.groups, self.step_index, cfg.rollout.max_staleness)
+                metrics["async/worker_seconds"] = self.async_rollouts.take_worker_seconds()
             if not backend.all_ranks(bool(rollouts.groups)):
                 logger.warning("step %d: a rank has no informative group to train on", self.step_index + 1)
                 rollout_done = time.perf_counter()
@@ -224,7 +247,7 @@ class GRPOTrainer:
         self.model.train()
         with signals_deferred():  # a stop request waits for the weights to be whole again
             metrics |= policy_update(self.backend, batch, self._loss_settings(), self._update_settings())
-            self.engine.update_weights(self.model)
+            self._sync_weights()
         metrics |= _advantage_metrics(self._advantages(everyone))
         metrics |= backend.all_reduce(_timing(started, rollout_done, reference_done, time.perf_counter()), "max")
         metrics["tokens_per_second"] = metrics["length/total"] / metrics["time/step"]
@@ -233,15 +256,67 @@ class GRPOTrainer:
         return metrics
 
     # -- pieces of a step ----------------------------------------------------------------
+    def _sample_here(self, round_index: int) -> Rollouts:
+        """One round of the step's rollouts, sampled in this process by its engine."""
+        cfg = self.config
+        request = self.draw_request()
+        samples = [self.samples[i] for i in request.indices]
+        seed = cfg.seed * _STEP_SEED_STRIDE + self.step_index + self.backend.rank * _RANK_SEED_STRIDE
+        params = with_round_seed(sampling_params(cfg, seed=seed), round_index)
+        return sample_round(self.engine, self._encode(samples), samples, request.group_sizes, self.scoring, params)
+
+    def draw_request(self) -> RolloutRequest:
+        """The next rollout batch of this rank: one drawn before a resume and never trained on, else
+        the sampler's next prompts with their group sizes."""
+        if self.pending:
+            return self.pending.popleft()
+        indices = self._draw_indices(self.config.rollout.prompts_per_step // self.backend.world_size)
+        sizes = self._group_sizes_for([self.samples[i] for i in indices])
+        self.batches_drawn += 1
+        return RolloutRequest(self.batches_drawn - 1, tuple(indices), tuple(sizes))
+
     def sampler_take(self, count: int) -> list:
-        """This rank's ``count`` of the next prompts, passing over those skipped earlier in the run:
-        every rank draws all ranks' prompts (same sampler, same skips) and keeps its own share."""
+        """This rank's ``count`` of the next prompts (see :meth:`_draw_indices`)."""
+        return [self.samples[i] for i in self._draw_indices(count)]
+
+    def _draw_indices(self, count: int) -> list[int]:
+        """This rank's ``count`` of the next prompt indices, passing over those skipped earlier in the
+        run: every rank draws all ranks' prompts (same sampler, same skips) and keeps its own share."""
         unusable = {i for i, sample in enumerate(self.samples) if sample.id in self.skipped_ids}
         if len(unusable) == len(self.samples):
             raise RuntimeError(f"every training sample was skipped; see {self.skip_ledger.path}")
         drawn = draw_usable(self.sampler.take, count * self.backend.world_size, unusable)
-        mine = drawn[self.backend.rank * count : (self.backend.rank + 1) * count]
-        return [self.samples[i] for i in mine]
+        return drawn[self.backend.rank * count : (self.backend.rank + 1) * count]
+
+    def _unconsumed(self) -> list[dict[str, Any]]:
+        """Rollout batches drawn but not trained on (in flight to the worker, or restored and not yet
+        requested), oldest first: a checkpoint records them and a resumed run requests them first."""
+        in_flight = list(self.async_rollouts.in_flight) if self.async_rollouts is not None else []
+        return [request.to_dict() for request in [*in_flight, *self.pending]]
+
+    def _start_async_rollouts(self) -> AsyncRollouts:
+        """A rollout worker process on a copy of the current policy, sampling ahead of training."""
+        cfg = self.config
+        spec = WorkerSpec(
+            config=cfg.to_dict(), model_dir=str(checkpoint_dir(self.model, self.processor, self.run_dir / WORKER_MODEL_DIR)),
+            device=cfg.rollout.worker_device or str(_device(self.model)), scoring=self.scoring,
+        )
+        worker = RolloutWorker(spec, plain_weights(self.model), version=self.step_index)
+        return AsyncRollouts(
+            worker, self.draw_request, self.samples, self._batch_params,
+            max_staleness=cfg.rollout.max_staleness, version=self.step_index,
+        )
+
+    def _batch_params(self, batch: int) -> SamplingParams:
+        """Sampling parameters of rollout batch ``batch`` (its seed: as sync mode's step ``batch``)."""
+        return sampling_params(self.config, seed=self.config.seed * _STEP_SEED_STRIDE + batch)
+
+    def _sync_weights(self) -> None:
+        """After an optimizer step, the sampler samples from the new weights."""
+        if self.async_rollouts is not None:
+            self.async_rollouts.push_weights(self.model)
+        else:
+            self.engine.update_weights(self.model)
 
     def _record_skipped(self, rollouts: Rollouts) -> None:
         """Samples left out of this step go to the ledger, are named, and are not drawn again."""
@@ -382,14 +457,18 @@ class GRPOTrainer:
         per_iteration = math.ceil(rollout / self._samples_per_optimizer_step())
         return cfg.train.steps * cfg.algo.num_iterations * per_iteration
 
-    def save(self, *, rng: dict[str, Any] | None = None) -> Path:
+    def save(self, *, rng: dict[str, Any] | None = None, unconsumed: list[dict[str, Any]] | None = None) -> Path:
         """Checkpoint the current step on every rank (``rng``: the generator state to record, default
-        the current one)."""
+        the current one; ``unconsumed``: the rollout batches drawn and not trained on, default the current ones)."""
         state = TrainerState(
             step=self.step_index,
             scheduler=self.scheduler.state_dict(),
             data=self.sampler.state_dict(),
-            extra={"group_sizes": self.group_sizes.state_dict(), "skipped_sample_ids": sorted(self.skipped_ids)},
+            extra={
+                "group_sizes": self.group_sizes.state_dict(), "skipped_sample_ids": sorted(self.skipped_ids),
+                "unconsumed_batches": self._unconsumed() if unconsumed is None else unconsumed,
+                "batches_drawn": self.batches_drawn,
+            },
             reference=self.reference_source,
         )
         path = save_checkpoint(
@@ -407,6 +486,8 @@ class GRPOTrainer:
         self.sampler.load_state_dict(state.data)
         self.group_sizes.load_state_dict(state.extra["group_sizes"])
         self.skipped_ids = set(state.extra.get("skipped_sample_ids", []))
+        self.pending = deque(RolloutRequest.from_dict(batch) for batch in state.extra.get("unconsumed_batches", []))
+        self.batches_drawn = int(state.extra.get("batches_drawn", state.step))
         restore_rng_state(state.rng)
         self.step_index = state.step
         if checkpoint_dir.resolve().parent == (self.run_dir / "checkpoints").resolve():
@@ -427,6 +508,8 @@ class _Finished:
     rng: dict[str, Any]
     optimizer_steps: int  # scheduler.last_epoch: moves with each optimizer step
     skipped_ids: set[str]  # samples left out so far (never drawn again)
+    unconsumed: list[dict[str, Any]]  # rollout batches drawn and not trained on
+    batches_drawn: int
 
 
 @contextmanager

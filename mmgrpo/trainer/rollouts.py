@@ -40,6 +40,7 @@ class Group:
     metric: str = ""  # the component that is the task's accuracy (e.g. count_accuracy)
     prompts: PromptBatch | None = None  # the encoded batch this group's prompt is a row of
     prompt_row: int = 0
+    policy_version: int | None = None  # the policy (its step count) that sampled it; None: the current one
 
     def successes(self) -> list[bool]:
         """Whether each completion got the task's accuracy (reward > 0.5 when the task has no metric)."""
@@ -97,6 +98,18 @@ class Rollouts:
             reward_errors=[error for part in parts for error in part.reward_errors],
         )
 
+    def absorb(self, part: Rollouts, *, dynamic_sampling: bool) -> None:
+        """Add one round's groups (all of ``part.groups``, unfiltered): with ``dynamic_sampling``
+        those whose rewards are all equal go to ``filtered`` instead of ``groups``."""
+        self.rounds += 1
+        self.skipped += part.skipped
+        self.reward_errors += part.reward_errors
+        for group in part.groups:
+            informative = bool(informative_groups(torch.tensor(group.rewards), [len(group.rewards)])[0])
+            self.sampled_groups += 1
+            self.zero_variance_groups += not informative
+            (self.groups if informative or not dynamic_sampling else self.filtered).append(group)
+
     def prompt_batch(self, encode: Callable[[list[Sample]], PromptBatch]) -> PromptBatch:
         """The groups' prompts, one row each: rows of the rollout's own encoding when they all
         come from one batch (no second pass through the processor), else encoded anew."""
@@ -142,49 +155,52 @@ class ScoringRule:
 
 
 def collect_rollouts(
-    engine: RolloutEngine,
-    encode: Callable[[list[Sample]], PromptBatch],
-    next_samples: Callable[[int], list[Sample]],
-    group_sizes_for: Callable[[list[Sample]], list[int]],
-    scoring: Mapping[str, ScoringRule],
-    params: SamplingParams,
+    next_round: Callable[[int], Rollouts],
     *,
     num_prompts: int,
     dynamic_sampling: bool = False,
     max_resample_rounds: int = 0,
     all_ranks_full: Callable[[bool], bool] = bool,
 ) -> Rollouts:
-    """Sample and score ``num_prompts`` groups (fewer if dynamic sampling runs out of rounds).
+    """``num_prompts`` scored groups (fewer if dynamic sampling runs out of rounds).
 
-    ``scoring`` maps a task name to its rule: each group is scored by its sample's task.
-    Under data parallelism every rank collects its own ``num_prompts``; dynamic sampling
-    resamples until ``all_ranks_full(full_here)``, so all ranks run the same rounds.
+    ``next_round(round_index)`` gives one round of scored groups (:func:`sample_round` in
+    this process, or a batch from an asynchronous rollout worker). Without dynamic sampling
+    one round is the batch; with it, groups whose rewards are all equal are set aside and
+    rounds follow until the batch is full or ``max_resample_rounds`` extra rounds are spent.
+    Under data parallelism every rank collects its own ``num_prompts`` and resamples until
+    ``all_ranks_full(full_here)``, so all ranks run the same rounds.
     """
     result = Rollouts(groups=[], rounds=0)
     while True:
-        samples = next_samples(num_prompts)
-        sizes = group_sizes_for(samples)
-        round_params = _with_seed(params, result.rounds)
-        prompts = encode(samples)
-        row_of = {index: row for row, index in enumerate(prompts.kept)}
-        generated = engine.generate(samples, round_params, sizes, prompts=prompts)
-        sampled = [(i, sample, group) for i, (sample, group) in enumerate(zip(samples, generated)) if group]
-        result.skipped += [*prompts.dropped, *_without_completions(samples, generated, row_of)]
-        scored = score_groups(scoring, [(sample, completions) for _, sample, completions in sampled])
-        for (index, sample, completions), (rewards, breakdown) in zip(sampled, scored):
-            rule = scoring[sample.task]
-            result.reward_errors.extend(breakdown.errors)
-            group = Group(sample, completions, rewards, breakdown.components, rule.metric, prompts, row_of[index])
-            result.sampled_groups += 1
-            informative = bool(informative_groups(torch.tensor(rewards), [len(rewards)])[0])
-            result.zero_variance_groups += not informative
-            (result.groups if informative or not dynamic_sampling else result.filtered).append(group)
-        result.rounds += 1
+        result.absorb(next_round(result.rounds), dynamic_sampling=dynamic_sampling)
         if not dynamic_sampling or result.rounds > max_resample_rounds:
             break
         if all_ranks_full(len(result.groups) >= num_prompts):
             break
     result.groups = result.groups[:num_prompts]
+    return result
+
+
+def sample_round(
+    engine: RolloutEngine,
+    prompts: PromptBatch,
+    samples: Sequence[Sample],
+    group_sizes: Sequence[int],
+    scoring: Mapping[str, ScoringRule],
+    params: SamplingParams,
+) -> Rollouts:
+    """One round: ``group_sizes[i]`` completions of ``samples[i]`` (encoded as ``prompts``), each
+    group scored by its sample's task; every group is in ``groups`` (filtering is the caller's)."""
+    row_of = {index: row for row, index in enumerate(prompts.kept)}
+    generated = engine.generate(samples, params, group_sizes, prompts=prompts)
+    sampled = [(i, sample, group) for i, (sample, group) in enumerate(zip(samples, generated)) if group]
+    result = Rollouts(groups=[], skipped=[*prompts.dropped, *_without_completions(samples, generated, row_of)])
+    scored = score_groups(scoring, [(sample, completions) for _, sample, completions in sampled])
+    for (index, sample, completions), (rewards, breakdown) in zip(sampled, scored):
+        result.reward_errors.extend(breakdown.errors)
+        metric = scoring[sample.task].metric
+        result.groups.append(Group(sample, completions, rewards, breakdown.components, metric, prompts, row_of[index]))
     return result
 
 
@@ -228,7 +244,7 @@ def _without_completions(
     ]
 
 
-def _with_seed(params: SamplingParams, round_index: int) -> SamplingParams:
+def with_round_seed(params: SamplingParams, round_index: int) -> SamplingParams:
     """A distinct but reproducible seed for each resampling round of one step."""
     if params.seed is None or round_index == 0:
         return params

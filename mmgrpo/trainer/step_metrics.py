@@ -6,7 +6,7 @@ import math
 from collections import Counter
 from typing import Sequence
 
-from mmgrpo.trainer.rollouts import Rollouts
+from mmgrpo.trainer.rollouts import Group, Rollouts
 
 
 def rollout_metrics(rollouts: Rollouts) -> dict[str, float]:
@@ -45,6 +45,16 @@ def rollout_metrics(rollouts: Rollouts) -> dict[str, float]:
             metrics[f"reward/{name}_std"] = _std(values)
         metrics[f"reward/{name}/errors"] = float(errors[name])
     metrics["accuracy"] = _mean([float(ok) for group in groups for ok in group.successes()])
+    return metrics
+
+
+def staleness_metrics(groups: Sequence[Group], version: int, max_staleness: int) -> dict[str, float]:
+    """How many policy versions the trained groups lag ``version`` (the policy being updated): mean,
+    max, and the histogram as the fraction of groups at each lag 0..``max_staleness``."""
+    lags = [version - group.policy_version for group in groups if group.policy_version is not None]
+    metrics = {"async/staleness_mean": _mean(lags), "async/staleness_max": float(max(lags, default=0))}
+    for lag in range(max_staleness + 1):
+        metrics[f"async/staleness_{lag}_frac"] = _mean([float(value == lag) for value in lags])
     return metrics
 
 

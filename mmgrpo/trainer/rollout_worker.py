@@ -1,0 +1,238 @@
+"""A rollout worker: a separate process that samples and scores while the trainer trains.
+
+The worker holds its own copy of the policy and its own rollout engine (the HF engine, or
+any registered one: ``rollout.engine``). It serves requests (a batch of prompts, their
+group sizes and sampling parameters) from a queue and returns one round of scored groups
+(:func:`~mmgrpo.trainer.rollouts.sample_round`) per request, tagged with the policy version
+that sampled it. A prompt with bad media is left out by the batch builder and comes back
+in the round's ``skipped`` rows; an unexpected error in one request is sent back with its
+traceback and the worker serves the next.
+
+Weights travel through shared memory (:class:`SharedWeights`): after each optimizer step
+the trainer copies its weights into one shared buffer under a lock and bumps the version;
+before each request the worker copies the buffer into its model if the version moved. Each
+side holds the lock only for one copy of the weights, so neither waits on the other's work.
+(Measured alternatives on this CPU: a safetensors file per step costs a write and a read of
+the whole model; a queue of fresh shared tensors allocates a model's worth of memory per step.)
+
+The worker ends when asked, when its parent dies (``PR_SET_PDEATHSIG`` on Linux, and a check
+of the parent's pid between requests elsewhere), and ignores Ctrl-C, which reaches the
+whole process group: the trainer decides when it stops.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import queue
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+
+from mmgrpo.rollout.base import SamplingParams
+from mmgrpo.trainer.rollouts import Rollouts, ScoringRule, sample_round
+from mmgrpo.types import Sample
+
+logger = logging.getLogger(__name__)
+
+_POLL_S = 0.5  # how often a waiting side looks whether the other is still alive
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class RolloutWorkerError(RuntimeError):
+    """The rollout worker failed on a request, or exited."""
+
+
+class SharedWeights:
+    """One copy of the policy's weights in shared memory, a lock, and the version it holds."""
+
+    def __init__(self, weights: Mapping[str, torch.Tensor], version: int, context: Any) -> None:
+        self.tensors = {name: tensor.detach().to("cpu", copy=True).share_memory_() for name, tensor in weights.items()}
+        self.lock = context.Lock()
+        self._version = context.Value("q", version)
+
+    @property
+    def version(self) -> int:
+        return int(self._version.value)
+
+    def publish(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
+        """Copy ``weights`` (the same names and shapes as at construction) in as ``version``."""
+        with self.lock:
+            for name, tensor in weights.items():
+                self.tensors[name].copy_(tensor)
+            self._version.value = version
+
+    def load_into(self, model: torch.nn.Module) -> int:
+        """Copy the buffer into ``model``; returns the version it held."""
+        with self.lock:
+            model.load_state_dict(self.tensors, strict=True)
+            return self.version
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What the worker process builds its engine from (sent to it once, at start)."""
+
+    config: dict[str, Any]  # Config.to_dict()
+    model_dir: str  # the policy's architecture and processor (weights come from SharedWeights)
+    device: str
+    scoring: dict[str, ScoringRule]
+
+
+@dataclass
+class WorkerResult:
+    """One request's round of scored groups and the policy version that sampled it."""
+
+    request_id: int
+    version: int
+    rollouts: Rollouts
+    seconds: float  # the worker's time on this request: weights, encoding, sampling, scoring
+
+
+class RolloutWorker:
+    """The trainer's handle on the worker process: submit requests, receive results, publish weights."""
+
+    def __init__(self, spec: WorkerSpec, weights: Mapping[str, torch.Tensor], version: int) -> None:
+        """Start the worker on ``weights``, the policy's ``version`` (its step count)."""
+        context = mp.get_context("spawn")  # a fresh interpreter: no inherited threads or CUDA state
+        self.weights = SharedWeights(weights, version, context)
+        self._requests = context.Queue()
+        self._results = context.Queue()
+        self.process = context.Process(
+            target=_serve, args=(spec, self.weights, self._requests, self._results, os.getpid()),
+            name="mmgrpo-rollout-worker", daemon=True,
+        )
+        with _main_script_hidden():
+            self.process.start()
+
+    def submit(self, request_id: int, samples: Sequence[Sample], group_sizes: Sequence[int], params: SamplingParams) -> None:
+        self._requests.put((request_id, list(samples), list(group_sizes), params))
+
+    def publish(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
+        self.weights.publish(weights, version)
+
+    def receive(self) -> WorkerResult:
+        """The next finished request (in submission order); raises :class:`RolloutWorkerError` when
+        the worker failed on it or exited."""
+        while True:
+            try:
+                message = self._results.get(timeout=_POLL_S)
+            except queue.Empty:
+                if not self.process.is_alive():
+                    raise RolloutWorkerError(
+                        f"the rollout worker (pid {self.process.pid}) exited with code {self.process.exitcode} "
+                        "before returning its batch; see its output above"
+                    ) from None
+                continue
+            if isinstance(message, WorkerResult):
+                return message
+            request_id, details = message
+            raise RolloutWorkerError(f"the rollout worker failed on batch {request_id}:\n{details}")
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Ask the worker to stop; terminate it if it does not within ``timeout_s``."""
+        if self.process.is_alive():
+            self._requests.put(None)
+            self.process.join(timeout_s)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(timeout_s)
+        for channel in (self._requests, self._results):
+            channel.cancel_join_thread()
+            channel.close()
+
+
+def _serve(
+    spec: WorkerSpec, weights: SharedWeights, requests: Any, results: Any, parent_pid: int
+) -> None:
+    """The worker process: build the engine, then serve requests until told to stop or orphaned."""
+    _exit_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from mmgrpo.config import Config
+    from mmgrpo.models.batch import build_prompt_batch
+    from mmgrpo.models.loading import load_model_and_processor
+    from mmgrpo.trainer.setup import build_engine, media_budgets
+    from tasks import load_reward_plugins
+
+    config = Config.from_dict(spec.config)
+    if config.rollout.worker_threads:
+        torch.set_num_threads(config.rollout.worker_threads)
+    load_reward_plugins(config.task.reward_plugins)
+    model, processor = load_model_and_processor(
+        spec.model_dir, dtype=config.model.dtype, attn_implementation=config.model.attn_implementation,
+        trust_remote_code=config.model.trust_remote_code, device=spec.device,
+    )
+    model.eval().requires_grad_(False)
+    version = weights.load_into(model)
+    engine = build_engine(config, model, processor)
+    budgets, family = media_budgets(config.model, processor), model.config.model_type
+    while True:
+        try:
+            message = requests.get(timeout=_POLL_S)
+        except queue.Empty:
+            if os.getppid() != parent_pid:
+                return
+            continue
+        if message is None:
+            return
+        request_id, samples, group_sizes, params = message
+        started = time.perf_counter()
+        try:
+            if weights.version != version:
+                version = weights.load_into(model)
+                engine.update_weights(model)
+            prompts = build_prompt_batch(
+                processor, samples, budgets, family=family, max_prompt_len=config.data.max_prompt_tokens
+            )
+            rollouts = sample_round(engine, prompts, samples, group_sizes, spec.scoring, params)
+            results.put(WorkerResult(request_id, version, _for_trainer(rollouts), time.perf_counter() - started))
+        except Exception:  # noqa: BLE001 - sent to the trainer, which decides
+            results.put((request_id, traceback.format_exc()))
+
+
+def _for_trainer(rollouts: Rollouts) -> Rollouts:
+    """The round as the trainer needs it: groups keep their prompt batch (without the decoded media,
+    which only a vLLM engine reads) and a light sample (the trainer holds the full one)."""
+    light = {}
+    for group in rollouts.groups:
+        if group.prompts is not None and id(group.prompts) not in light:
+            light[id(group.prompts)] = replace(group.prompts, prepared=[])
+    summary = rollouts.summary()
+    for full, group in zip(rollouts.groups, summary.groups):
+        group.prompts, group.prompt_row = light.get(id(full.prompts)), full.prompt_row
+    return summary
+
+
+@contextmanager
+def _main_script_hidden() -> Iterator[None]:
+    """Start a spawned process without it re-running the parent's main script (multiprocessing would,
+    and an unguarded script would train again in the worker): the worker needs nothing from it. Hence
+    rewards and engines reach the worker through plugins and modules it imports, not the script."""
+    main = sys.modules["__main__"]
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if name in main.__dict__}
+    main.__dict__.pop("__file__", None)
+    main.__dict__["__spec__"] = None
+    try:
+        yield
+    finally:
+        main.__dict__.pop("__spec__", None)
+        main.__dict__.update(saved)
+
+
+def _exit_with_parent() -> None:
+    """Have the kernel send SIGTERM to this process when its parent dies (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        logger.debug("prctl is unavailable: the worker notices its parent's death between requests")

@@ -1,0 +1,204 @@
+"""rollout.mode=async: a worker process samples ahead of training, within the staleness bound.
+
+Each trainer here starts a real worker process (a few seconds each: a fresh interpreter
+loads torch, transformers and the tiny model).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from mmgrpo.trainer.checkpoint import latest_checkpoint
+from mmgrpo.trainer.grpo import GRPOTrainer
+from mmgrpo.trainer.metrics import read_metrics
+from mmgrpo.trainer.rollout_worker import RolloutWorkerError
+from mmgrpo.trainer.step_metrics import staleness_metrics
+from mmgrpo.trainer.rollouts import Group
+from mmgrpo.types import Sample
+
+from .conftest import build_trainer_inputs, reward_at_start_and_end
+from .test_bad_rows import ledger_rows, with_image
+
+ASYNC = ("rollout.mode=async", "rollout.worker_threads=1")
+COMPARED = ("loss", "reward/total", "grad_norm", "entropy", "length/mean")
+
+
+def build(config, run_dir: Path, *, checkpoint: Path | None = None) -> GRPOTrainer:
+    torch.manual_seed(config.seed)  # LoRA adapters are initialised from it
+    model, processor, train_set = build_trainer_inputs(config, run_dir, checkpoint=checkpoint)
+    return GRPOTrainer(
+        config, run_dir, model, processor, train_set, resume_from=checkpoint, reference_source=config.model.name_or_path
+    )
+
+
+def trained_ids(run_dir: Path) -> dict[int, list[str]]:
+    """Per step, the sample ids of the groups trained on (from completions.jsonl)."""
+    steps: dict[int, list[str]] = {}
+    for line in (run_dir / "completions.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        ids = steps.setdefault(record["step"], [])
+        if record["sample_id"] not in ids:
+            ids.append(record["sample_id"])
+    return steps
+
+
+@pytest.mark.parametrize("tuning", [(), ("lora.enabled=true", "lora.r=4")], ids=["full", "lora"])
+def test_staleness_zero_trains_exactly_as_sync_mode(small_config, tmp_path, tuning):
+    """max_staleness=0 is the sync schedule through the worker: same prompts, seeds, completions,
+    losses and weights (the worker's copy gets every update, LoRA merged)."""
+    config = small_config("train.steps=3", "algo.beta=0.1", *tuning)
+    sync = build(config, tmp_path / "sync")
+    sync.train()
+    asynchronous = build(small_config("train.steps=3", "algo.beta=0.1", *tuning, *ASYNC, "rollout.max_staleness=0"),
+                         tmp_path / "async")
+    asynchronous.train()
+
+    sync_rows, async_rows = read_metrics(tmp_path / "sync" / "metrics.jsonl"), read_metrics(tmp_path / "async" / "metrics.jsonl")
+    assert sync_rows[-1]["kl"] > 0  # the policy moved: later steps sample from updated weights
+    for a, b in zip(sync_rows, async_rows, strict=True):
+        assert b["async/staleness_max"] == 0 and b["async/staleness_0_frac"] == 1
+        for key in COMPARED:
+            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["step"], key)
+    for (name, p), (_, q) in zip(sync.model.named_parameters(), asynchronous.model.named_parameters()):
+        assert torch.allclose(p, q, atol=1e-6), name
+    assert not asynchronous.async_rollouts.worker.process.is_alive()  # train() stopped it
+
+
+def test_one_step_off_policy_samples_ahead_and_never_past_the_bound(small_config, tmp_path):
+    config = small_config("train.steps=5", "algo.is_correction=tis", *ASYNC, "rollout.max_staleness=1")
+    build(config, tmp_path / "run").train()
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert all(row["async/staleness_max"] <= 1 for row in rows)
+    assert rows[0]["async/staleness_max"] == 0  # the first batch comes from the initial policy
+    assert rows[1]["async/staleness_1_frac"] == 1  # batch 2 was sampled while step 1 trained
+    assert all(row["async/worker_seconds"] > 0 for row in rows)
+    assert all("rollout/is_ratio_mean" in row for row in rows)
+
+
+def test_resume_trains_the_batches_in_flight_first(small_config, tmp_path, monkeypatch):
+    """The batches requested but not trained on at a stop are recorded and requested again: the
+    resumed run trains on the same prompts in the same order as the uninterrupted one."""
+    overrides = ("train.steps=5", "log.log_completions_every=1", "log.completions_per_log=1000", *ASYNC,
+                 "rollout.max_staleness=2")
+    build(small_config(*overrides), tmp_path / "full").train()
+
+    real_step = GRPOTrainer.step
+
+    def interrupt_at_step_three(self):
+        if self.step_index == 2:
+            raise KeyboardInterrupt
+        return real_step(self)
+
+    monkeypatch.setattr(GRPOTrainer, "step", interrupt_at_step_three)
+    with pytest.raises(KeyboardInterrupt):
+        build(small_config(*overrides), tmp_path / "half").train()
+    checkpoint = latest_checkpoint(tmp_path / "half" / "checkpoints")
+    assert checkpoint.name == "step-2"
+    monkeypatch.setattr(GRPOTrainer, "step", real_step)
+    build(small_config(*overrides), tmp_path / "half", checkpoint=checkpoint).train()
+
+    full, resumed = trained_ids(tmp_path / "full"), trained_ids(tmp_path / "half")
+    assert list(resumed) == [1, 2, 3, 4, 5]
+    assert resumed == full
+
+
+def test_worker_skips_a_bad_image_and_counts_it(small_config, tmp_path, bad_images):
+    config = small_config("data.shuffle=false", "train.steps=2", *ASYNC)
+    run_dir = tmp_path / "run"
+    model, processor, train_set = build_trainer_inputs(config, run_dir)
+    bad = train_set.samples[1] = with_image(train_set.samples[1], bad_images["truncated_jpeg"])
+    GRPOTrainer(config, run_dir, model, processor, train_set).train()
+
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [1, 2]  # the worker went on after the bad sample
+    assert rows[0]["dropped_prompts"] == 1 and rows[0]["groups"] == 3
+    (row,) = ledger_rows(run_dir)
+    assert (row["row_id"], row["reason"], row["stage"]) == (bad.id, "corrupt media", "grpo")
+
+
+def test_a_dead_worker_stops_the_run_with_a_clear_error_and_a_checkpoint(small_config, tmp_path):
+    trainer = build(small_config("train.steps=3", *ASYNC), tmp_path / "run")
+    trainer.async_rollouts.worker.process.kill()
+    with pytest.raises(RolloutWorkerError, match="exited with code -9"):
+        trainer.train()
+    assert latest_checkpoint(tmp_path / "run" / "checkpoints").name == "step-0"
+
+
+def test_dynamic_sampling_group_sizes_and_eval_run_in_async_mode(small_config, tmp_path):
+    from mmgrpo.trainer.pipeline import run_training
+
+    config = small_config(
+        "train.steps=3", "algo.dynamic_sampling=true", "algo.max_resample_rounds=2", "algo.dynamic_group_size=true",
+        "algo.group_size_min=2", "algo.group_size_max=6", "eval.every_n_steps=2", "eval.limit=4", *ASYNC,
+    )
+    summary = run_training(config)
+    rows = read_metrics(Path(config.log.output_dir) / "test" / "metrics.jsonl")
+    assert summary["grpo_steps"] == 3 and "eval/accuracy" in rows[1]
+    assert max(row["rollout_rounds"] for row in rows) > 1  # a step took a second batch from the worker
+    assert all(row["async/staleness_max"] <= 1 for row in rows)
+
+
+@pytest.mark.parametrize("stop", ["SIGKILL", "SIGINT"])
+def test_the_worker_never_outlives_its_trainer(small_config, tmp_path, stop):
+    """A killed trainer (SIGKILL: no clean-up runs) and a Ctrl-C'd one both leave no worker behind."""
+    config = small_config("train.steps=1000", "eval.before=false", "eval.after=false", *ASYNC)
+    recipe = tmp_path / "recipe.yaml"
+    config.save_yaml(recipe)
+    trainer = subprocess.Popen([sys.executable, "-m", "mmgrpo", "train", str(recipe)], start_new_session=True)
+    try:
+        worker = _wait_for_worker(trainer.pid, tmp_path / "runs" / "test" / "metrics.jsonl")
+        if stop == "SIGINT":
+            os.killpg(trainer.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
+            assert trainer.wait(60) == 130
+            assert latest_checkpoint(tmp_path / "runs" / "test" / "checkpoints") is not None
+        else:
+            trainer.kill()
+            trainer.wait(60)
+        worker.wait(30)  # raises psutil.TimeoutExpired if the worker stays
+    finally:
+        if trainer.poll() is None:
+            os.killpg(trainer.pid, signal.SIGKILL)
+
+
+def _wait_for_worker(pid: int, metrics: Path, timeout_s: float = 180.0) -> psutil.Process:
+    """The trainer's worker process, once the trainer has logged a step (so both are running)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        children = psutil.Process(pid).children()
+        if children and metrics.is_file() and metrics.read_text().strip():
+            (worker,) = [child for child in children if "spawn_main" in " ".join(child.cmdline())]
+            return worker
+        time.sleep(0.5)
+    raise TimeoutError("the trainer logged no step with its worker running")
+
+
+def test_staleness_metrics_histogram():
+    def group(version: int | None) -> Group:
+        return Group(Sample("s", "t", []), [], [], {}, policy_version=version)
+
+    metrics = staleness_metrics([group(5), group(4), group(4), group(3)], version=5, max_staleness=2)
+    assert metrics == {
+        "async/staleness_mean": 1.0, "async/staleness_max": 2.0,
+        "async/staleness_0_frac": 0.25, "async/staleness_1_frac": 0.5, "async/staleness_2_frac": 0.25,
+    }
+
+
+@pytest.mark.slow
+def test_reward_rises_under_async_grpo(small_config, tmp_path):
+    """Fails if the policy-gradient sign is flipped or advantages are zeroed, as the sync test."""
+    config = small_config(
+        "train.steps=40", "rollout.num_generations=8", "algo.is_correction=tis", *ASYNC, "rollout.max_staleness=1"
+    )
+    build(config, tmp_path / "run").train()
+    first, last = reward_at_start_and_end(tmp_path / "run")
+    assert last > first + 0.25, f"reward did not rise: first steps {first:.3f}, last steps {last:.3f}"
