@@ -107,8 +107,9 @@ class RolloutWorker:
         self.weights = SharedWeights(weights, version, context)
         self._requests = context.Queue()
         self._results = context.Queue()
+        self._stop = context.Event()
         self.process = context.Process(
-            target=_serve, args=(spec, self.weights, self._requests, self._results, os.getpid()),
+            target=_serve, args=(spec, self.weights, self._requests, self._results, self._stop, os.getpid()),
             name="mmgrpo-rollout-worker", daemon=True,
         )
         with _main_script_hidden():
@@ -139,9 +140,11 @@ class RolloutWorker:
             raise RolloutWorkerError(f"the rollout worker failed on batch {request_id}:\n{details}")
 
     def close(self, timeout_s: float = 10.0) -> None:
-        """Ask the worker to stop; terminate it if it does not within ``timeout_s``."""
+        """Stop the worker after its current request (those still queued are dropped); terminate it if
+        it has not stopped within ``timeout_s``."""
         if self.process.is_alive():
-            self._requests.put(None)
+            self._stop.set()
+            self._requests.put(None)  # wakes a worker waiting for a request
             self.process.join(timeout_s)
         if self.process.is_alive():
             self.process.terminate()
@@ -152,7 +155,7 @@ class RolloutWorker:
 
 
 def _serve(
-    spec: WorkerSpec, weights: SharedWeights, requests: Any, results: Any, parent_pid: int
+    spec: WorkerSpec, weights: SharedWeights, requests: Any, results: Any, stop: Any, parent_pid: int
 ) -> None:
     """The worker process: build the engine, then serve requests until told to stop or orphaned."""
     _exit_with_parent()
@@ -182,7 +185,7 @@ def _serve(
             if os.getppid() != parent_pid:
                 return
             continue
-        if message is None:
+        if message is None or stop.is_set():
             return
         request_id, samples, group_sizes, params = message
         started = time.perf_counter()

@@ -71,7 +71,7 @@ def test_staleness_zero_trains_exactly_as_sync_mode(small_config, tmp_path, tuni
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["step"], key)
     for (name, p), (_, q) in zip(sync.model.named_parameters(), asynchronous.model.named_parameters()):
         assert torch.allclose(p, q, atol=1e-6), name
-    assert not asynchronous.async_rollouts.worker.process.is_alive()  # train() stopped it
+    assert asynchronous.async_rollouts.worker.process.exitcode == 0  # train() stopped it cleanly
 
 
 def test_one_step_off_policy_samples_ahead_and_never_past_the_bound(small_config, tmp_path):

@@ -1,0 +1,82 @@
+"""Sync vs async rollout on the embedded default: GRPO steps per second and held-out accuracy.
+
+Each setting is one whole ``mmgrpo train`` of the embedded default (cold-start SFT, eval
+before, GRPO, eval after) in its own process, run one after another so that they never
+share the CPU. Reported per setting: GRPO wall time and steps/s (``summary.json``'s
+``grpo_seconds`` over ``grpo_steps``), the median step split (the step's ``time/*`` metrics:
+in async mode ``time/rollout`` is the trainer's wait for the worker), the mean staleness,
+and held-out accuracy before and after GRPO. Same seed, same number of GRPO steps (so the
+same number of samples) in every setting.
+
+    python3 bench/async_rollout.py [--steps 600] [--seed 0] [--only async] [-- extra overrides]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SETTINGS = {  # name -> overrides
+    "sync, 1 thread": ["rollout.mode=sync", "train.num_threads=1"],
+    "sync, 2 threads": ["rollout.mode=sync", "train.num_threads=2"],
+    "async, staleness 1, TIS": [
+        "rollout.mode=async", "rollout.max_staleness=1", "algo.is_correction=tis",
+        "train.num_threads=1", "rollout.worker_threads=1",
+    ],
+}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=600, help="GRPO steps (the embedded default's)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", choices=sorted(SETTINGS), action="append", help="run only these settings")
+    parser.add_argument("--output", type=Path, help="where runs go (default: a temporary folder)")
+    parser.add_argument("overrides", nargs="*", help="more config overrides for every setting")
+    return parser.parse_args()
+
+
+def run(name: str, overrides: list[str], work: Path) -> dict[str, float]:
+    run_name = name.replace(", ", "-").replace(" ", "_")
+    command = [
+        sys.executable, "-m", "mmgrpo", "train", f"log.output_dir={work / 'runs'}", f"log.run_name={run_name}",
+        "log.progress_bar=false", f"data.dir={work / 'data'}", *overrides,
+    ]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    folder = work / "runs" / run_name
+    summary = json.loads((folder / "summary.json").read_text())
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    median = {key: statistics.median(row[key] for row in rows) for key in ("time/rollout", "time/update", "time/step")}
+    return {
+        "grpo_s": summary["grpo_seconds"],
+        "steps_per_s": summary["grpo_steps"] / summary["grpo_seconds"],
+        **median,
+        "staleness": statistics.mean(row.get("async/staleness_mean", 0.0) for row in rows),
+        "before": summary["accuracy_before_grpo"],
+        "after": summary["accuracy_after_grpo"],
+    }
+
+
+def main() -> None:
+    args = parse_args()
+    chosen = args.only or list(SETTINGS)
+    work = args.output or Path(tempfile.mkdtemp(prefix="mmgrpo-async-bench-"))
+    common = [f"train.steps={args.steps}", f"seed={args.seed}", f"data.seed={args.seed}", *args.overrides]
+    results = {name: run(name, [*common, *SETTINGS[name]], work) for name in chosen}
+    base = results[chosen[0]]["steps_per_s"]
+    print(f"| setting | GRPO s | steps/s | vs {chosen[0]} | median step s (rollout wait / update) | staleness | "
+          "accuracy before -> after |")
+    print("|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        print(f"| {name} | {r['grpo_s']:.0f} | {r['steps_per_s']:.2f} | {r['steps_per_s'] / base:.2f}x | "
+              f"{r['time/step']:.3f} ({r['time/rollout']:.3f} / {r['time/update']:.3f}) | {r['staleness']:.2f} | "
+              f"{100 * r['before']:.1f}% -> {100 * r['after']:.1f}% |")
+
+
+if __name__ == "__main__":
+    main()
