@@ -78,3 +78,19 @@ def reward_at_start_and_end(run_dir: Path, key: str = "reward/total", window: in
     """Mean of ``key`` over the first and over the last ``window`` GRPO steps of a finished run."""
     rewards = [row[key] for row in read_metrics(run_dir / "metrics.jsonl")]
     return statistics.mean(rewards[:window]), statistics.mean(rewards[-window:])
+
+
+def interrupt_step(monkeypatch: pytest.MonkeyPatch, step_index: int) -> Callable[[], None]:
+    """Make ``GRPOTrainer.step`` raise KeyboardInterrupt (a Ctrl-C) when ``step_index`` steps are done;
+    returns the function that puts the real step back."""
+    from mmgrpo.trainer.grpo import GRPOTrainer
+
+    real_step = GRPOTrainer.step
+
+    def interrupted(self: GRPOTrainer) -> dict[str, float]:
+        if self.step_index == step_index:
+            raise KeyboardInterrupt
+        return real_step(self)
+
+    monkeypatch.setattr(GRPOTrainer, "step", interrupted)
+    return lambda: monkeypatch.setattr(GRPOTrainer, "step", real_step)

@@ -26,7 +26,7 @@ from mmgrpo.trainer.step_metrics import staleness_metrics
 from mmgrpo.trainer.rollouts import Group
 from mmgrpo.types import Sample
 
-from .conftest import build_trainer_inputs, reward_at_start_and_end
+from .conftest import build_trainer_inputs, interrupt_step, reward_at_start_and_end
 from .test_bad_rows import ledger_rows, with_image
 
 ASYNC = ("rollout.mode=async", "rollout.worker_threads=1")
@@ -92,19 +92,12 @@ def test_resume_trains_the_batches_in_flight_first(small_config, tmp_path, monke
                  "rollout.max_staleness=2")
     build(small_config(*overrides), tmp_path / "full").train()
 
-    real_step = GRPOTrainer.step
-
-    def interrupt_at_step_three(self):
-        if self.step_index == 2:
-            raise KeyboardInterrupt
-        return real_step(self)
-
-    monkeypatch.setattr(GRPOTrainer, "step", interrupt_at_step_three)
+    restore_step = interrupt_step(monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
         build(small_config(*overrides), tmp_path / "half").train()
     checkpoint = latest_checkpoint(tmp_path / "half" / "checkpoints")
     assert checkpoint.name == "step-2"
-    monkeypatch.setattr(GRPOTrainer, "step", real_step)
+    restore_step()
     build(small_config(*overrides), tmp_path / "half", checkpoint=checkpoint).train()
 
     full, resumed = trained_ids(tmp_path / "full"), trained_ids(tmp_path / "half")

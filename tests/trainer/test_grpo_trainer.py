@@ -13,7 +13,7 @@ from mmgrpo.trainer.checkpoint import latest_checkpoint
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.metrics import read_metrics
 
-from .conftest import build_trainer_inputs, reward_at_start_and_end
+from .conftest import build_trainer_inputs, interrupt_step, reward_at_start_and_end
 
 
 def train(config, run_dir: Path, *, resume: bool = False, resume_from: Path | None = None) -> GRPOTrainer:
@@ -45,18 +45,11 @@ def test_ctrl_c_saves_and_resume_continues_exactly(small_config, tmp_path, monke
     config = small_config("train.steps=4", "checkpoint.every_n_steps=0", "algo.beta=0.5", *tuning)
     full = train(config, tmp_path / "full")
 
-    real_step = GRPOTrainer.step
-
-    def interrupt_at_step_three(self):
-        if self.step_index == 2:
-            raise KeyboardInterrupt
-        return real_step(self)
-
-    monkeypatch.setattr(GRPOTrainer, "step", interrupt_at_step_three)
+    restore_step = interrupt_step(monkeypatch, 2)
     with pytest.raises(KeyboardInterrupt):
         train(config, tmp_path / "half")
     assert latest_checkpoint(tmp_path / "half" / "checkpoints").name == "step-2"
-    monkeypatch.setattr(GRPOTrainer, "step", real_step)
+    restore_step()
     resumed = train(config, tmp_path / "half", resume=True)
 
     full_rows = read_metrics(tmp_path / "full" / "metrics.jsonl")
