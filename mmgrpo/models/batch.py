@@ -128,6 +128,8 @@ class PromptBatch:
 
     def select(self, rows: Sequence[int]) -> PromptBatch:
         """Rows ``rows`` (repeats allowed), left padding shared by all of them trimmed."""
+        if list(rows) == list(range(len(self))):
+            return self  # every row in order: nothing to trim (some row is unpadded)
         index = torch.as_tensor(list(rows), dtype=torch.long)
         first = _first_real_column(self.attention_mask[index])
         return replace(
@@ -303,13 +305,18 @@ def pad_completions(
     completions_token_ids: Sequence[TokenIds], *, pad_token_id: int, device: torch.device | str = "cpu"
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Right-padded completion ids ``[N, Tc]`` and their 0/1 mask ``[N, Tc]`` (Tc >= 1), on ``device``."""
-    width = max([1, *map(len, completions_token_ids)])
-    ids = torch.full((len(completions_token_ids), width), pad_token_id, dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for row, tokens in enumerate(completions_token_ids):
-        ids[row, : len(tokens)] = torch.as_tensor(tokens, dtype=torch.long)
-        mask[row, : len(tokens)] = 1
-    return ids.to(device), mask.to(device)
+    filled = ragged_rows(completions_token_ids)  # [N, Tc]
+    ids = torch.full(filled.shape, pad_token_id, dtype=torch.long)
+    ids[filled] = torch.tensor([token for tokens in completions_token_ids for token in tokens], dtype=torch.long)
+    return ids.to(device), filled.long().to(device)
+
+
+def ragged_rows(rows: Sequence[Sequence[Any]]) -> torch.Tensor:
+    """``[N, T]`` bool: True at the first ``len(rows[n])`` places of row n (T = the longest, >= 1).
+    Assigning the concatenated rows to ``tensor[mask]`` fills each row from the left, in order."""
+    lengths = torch.tensor([len(row) for row in rows], dtype=torch.long)  # [N]
+    width = max(1, int(lengths.max())) if len(rows) else 1
+    return torch.arange(width) < lengths.unsqueeze(1)
 
 
 @dataclass

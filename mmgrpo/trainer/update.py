@@ -26,7 +26,7 @@ from typing import Callable, ContextManager, Iterator, Sequence
 import torch
 
 from mmgrpo.algos import ISCorrection, importance_weights, logprob_gap, masked_mean, policy_loss
-from mmgrpo.models.batch import PromptBatch, pad_completions
+from mmgrpo.models.batch import PromptBatch, pad_completions, ragged_rows
 from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
 from mmgrpo.trainer.backends import TrainingBackend
 from mmgrpo.types import Completion
@@ -96,9 +96,9 @@ def sampler_logprobs(completions: Sequence[Completion], like: torch.Tensor) -> t
     loss mask (0 past each completion); None when some completion has none."""
     if any(c.logprobs is None for c in completions):
         return None
+    filled = ragged_rows([c.logprobs for c in completions])  # [N, <= Tc]
     logp = torch.zeros(like.shape, dtype=torch.float32)
-    for row, completion in enumerate(completions):
-        logp[row, : len(completion.logprobs)] = torch.tensor(completion.logprobs, dtype=torch.float32)
+    logp[:, : filled.shape[1]][filled] = torch.tensor([v for c in completions for v in c.logprobs], dtype=torch.float32)
     return logp.to(like.device)
 
 
