@@ -6,6 +6,7 @@ loads torch, transformers and the tiny model).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -125,6 +126,20 @@ def test_a_dead_worker_stops_the_run_with_a_clear_error_and_a_checkpoint(small_c
     with pytest.raises(RolloutWorkerError, match="exited with code -9"):
         trainer.train()
     assert latest_checkpoint(tmp_path / "run" / "checkpoints").name == "step-0"
+
+
+def test_an_error_in_the_worker_stops_the_run_with_its_traceback(small_config, tmp_path):
+    """A batch the worker fails on (here: a sample of a task the run has no scoring rule for) is
+    reported with the worker's traceback; the trainer saves, stops the worker and leaves no process."""
+    config = small_config("data.shuffle=false", "train.steps=2", *ASYNC)
+    run_dir = tmp_path / "run"
+    model, processor, train_set = build_trainer_inputs(config, run_dir)
+    train_set.samples[0] = dataclasses.replace(train_set.samples[0], task="no_such_task")
+    trainer = GRPOTrainer(config, run_dir, model, processor, train_set)
+    with pytest.raises(RolloutWorkerError, match=r"failed on batch 0:\n(.|\n)*KeyError: 'no_such_task'"):
+        trainer.train()
+    assert latest_checkpoint(run_dir / "checkpoints").name == "step-0"
+    assert trainer.async_rollouts.worker.process.exitcode == 0
 
 
 def test_dynamic_sampling_group_sizes_and_eval_run_in_async_mode(small_config, tmp_path):
