@@ -404,6 +404,20 @@ class EvalConfig:
 
 
 @dataclass
+class AlertsConfig:
+    """When the trainer warns (and the report shows a banner) that a run is going wrong."""
+
+    kl_max: float = option(1.0, "Mean per-token KL to the reference above this: the policy runs away from it.", gt=0)
+    entropy_drop: float = option(
+        0.1, "Entropy below this fraction of the first step's: the policy collapses onto few answers.", gt=0, lt=1
+    )
+    zero_variance_steps: int = option(
+        20, "This many steps in a row where every group's rewards were all equal (zero advantages).", ge=1
+    )
+    truncation_max: float = option(0.5, "More than this fraction of completions hit rollout.max_new_tokens.", gt=0, le=1)
+
+
+@dataclass
 class LogConfig:
     """Run directory, metrics sinks and sampled completions."""
 
@@ -417,6 +431,11 @@ class LogConfig:
     )
     completions_per_log: int = option(8, "Completions written each time.", ge=1)
     progress_bar: bool = option(True, "Show a live progress bar.")
+    report_every_n_steps: int = option(
+        100, "Rewrite report.html every N GRPO steps while training (and always at the end); 0 = only at the end.",
+        ge=0,
+    )
+    alerts: AlertsConfig = option(AlertsConfig(), "Thresholds of the training-health warnings.")
 
 
 @dataclass

@@ -34,6 +34,8 @@ from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import PromptBatch, build_prompt_batch
 from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor
 from mmgrpo.models.policy_weights import checkpoint_dir, plain_weights
+from mmgrpo.reports.alerts import StepMonitor
+from mmgrpo.reports.html import refresh_report
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.trainer.async_rollouts import AsyncRollouts, RolloutRequest
 from mmgrpo.trainer.backends import OptimizerSpec, build_backend
@@ -43,7 +45,7 @@ from mmgrpo.trainer.checkpoint import (
 )
 from mmgrpo.trainer.group_sizes import GroupSizeTracker
 from mmgrpo.trainer.interrupts import signals_allowed, signals_deferred, stop_on_signals
-from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger
+from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger, completion_prompt
 from mmgrpo.trainer.prompt_sampler import PromptSampler
 from mmgrpo.trainer.reward_errors import record_reward_errors
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger, describe_skipped
@@ -119,6 +121,7 @@ class GRPOTrainer:
             self.async_rollouts = self._start_async_rollouts()  # from the restored weights
         else:
             self.engine = build_engine(config, model, processor, self.backend)
+        self.monitor = StepMonitor(config.log.alerts)  # training-health warnings in the log
         self.metrics = MetricsLogger(
             run_dir, tensorboard=config.log.tensorboard, wandb=config.log.wandb,
             wandb_project=config.log.wandb_project, run_name=run_dir.name, config=config.to_dict(),
@@ -153,6 +156,9 @@ class GRPOTrainer:
                     every = cfg.checkpoint.every_n_steps
                     if every and self.step_index % every == 0 and self.step_index < cfg.train.steps:
                         self.save()
+                    every = cfg.log.report_every_n_steps
+                    if every and self.step_index % every == 0 and self.backend.is_main_process:
+                        refresh_report(self.run_dir, cfg.log.alerts)
                 self.save()
         except (KeyboardInterrupt, Exception) as failure:
             self._save_last_finished(finished, failure)
@@ -177,6 +183,9 @@ class GRPOTrainer:
                     metrics |= {f"eval/{k}": v for k, v in self.evaluate(f"step-{self.step_index}").items()}
         finally:
             self.metrics.log(self.step_index, metrics)
+            if self.backend.is_main_process:
+                for alert in self.monitor.observe(self.step_index, metrics):
+                    logger.warning("step %d: %s", alert.step, alert.message)
 
     def _finished_state(self) -> _Finished:
         """What changes during a step besides the weights, as of the last finished step."""
@@ -248,11 +257,12 @@ class GRPOTrainer:
         with signals_deferred():  # a stop request waits for the weights to be whole again
             metrics |= policy_update(self.backend, batch, self._loss_settings(), self._update_settings())
             self._sync_weights()
-        metrics |= _advantage_metrics(self._advantages(everyone))
+        advantages = self._advantages(everyone)  # [N] of every rank's groups
+        metrics |= _advantage_metrics(advantages)
         metrics |= backend.all_reduce(_timing(started, rollout_done, reference_done, time.perf_counter()), "max")
         metrics["tokens_per_second"] = metrics["length/total"] / metrics["time/step"]
         if backend.is_main_process:
-            self._maybe_log_completions(everyone)
+            self._maybe_log_completions(everyone, advantages.tolist())
         return metrics
 
     # -- pieces of a step ----------------------------------------------------------------
@@ -387,17 +397,24 @@ class GRPOTrainer:
         for group in [*rollouts.groups, *rollouts.filtered]:
             self.group_sizes.record(group.sample.id, group.successes())
 
-    def _maybe_log_completions(self, rollouts: Rollouts) -> None:
+    def _maybe_log_completions(self, rollouts: Rollouts, advantages: list[float]) -> None:
+        """Every ``log.log_completions_every`` steps, the first ``log.completions_per_log`` completions
+        (whole groups first) with what a report shows of them: the prompt's text and media references,
+        the answer, each reward component and the advantage."""
         every = self.config.log.log_completions_every
         if not every or (self.step_index + 1) % every:
             return
-        records = [
-            {"step": self.step_index + 1, "sample_id": group.sample.id, "answer": group.sample.answer,
-             "completion": completion.text, "reward": reward, "truncated": completion.truncated}
-            for group in rollouts.groups
-            for completion, reward in zip(group.completions, group.rewards)
-        ]
-        # batch order: a group's completions together
+        records, position = [], 0
+        for group in rollouts.groups:
+            prompt, successes = completion_prompt(group.sample), group.successes()
+            for index, (completion, reward) in enumerate(zip(group.completions, group.rewards)):
+                records.append({
+                    "step": self.step_index + 1, "sample_id": group.sample.id, "task": group.sample.task,
+                    "answer": group.sample.answer, **prompt, "completion": completion.text, "reward": reward,
+                    "rewards": {name: values[index] for name, values in group.components.items()},
+                    "advantage": advantages[position], "correct": successes[index], "truncated": completion.truncated,
+                })
+                position += 1
         self.metrics.log_completions(records[: self.config.log.completions_per_log])
 
     # -- reference model ------------------------------------------------------------------

@@ -10,6 +10,9 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+from mmgrpo.types import Sample
+from processors import MODALITIES
+
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
@@ -50,6 +53,18 @@ def keep_steps_up_to(path: Path, step: int) -> None:
     staging = path.with_name(path.name + ".tmp")
     staging.write_text("".join(json.dumps(row, default=str) + "\n" for row in kept), encoding="utf-8")
     os.replace(staging, path)
+
+
+def completion_prompt(sample: Sample) -> dict[str, Any]:
+    """What a completion log records of its prompt: the user's text and the media references by
+    modality (paths or URLs; media held in memory appear as a placeholder)."""
+    texts = [
+        part["text"] for message in sample.messages if message.get("role") == "user"
+        for part in (message["content"] if isinstance(message.get("content"), list) else [])
+        if part.get("type") == "text"
+    ]
+    media = {kind: [str(ref) for ref in sample.media(kind)] for kind in MODALITIES if sample.media(kind)}
+    return {"prompt": "\n".join(texts), "media": media}
 
 
 class MetricsLogger:

@@ -29,6 +29,7 @@ import torch
 from eval import EvalResult, comparison_table, evaluate_policy
 from eval.benchmark import eval_options, held_out_datasets
 from mmgrpo.config import Config
+from mmgrpo.reports.html import refresh_report
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.checkpoint import checkpoint_step, save_model
 from mmgrpo.trainer.grpo import GRPOTrainer
@@ -165,6 +166,7 @@ def run_training(config: Config) -> dict[str, Any]:
         (paths.root / "summary.json").write_text(json.dumps(summary, indent=2))
         tables = {"Held-out evaluation": comparison_table(evaluations)} if evaluations else {}
         write_report(paths.root, read_metrics(paths.root / "metrics.jsonl"), summary, tables, skipped=ledger.records)
+        refresh_report(paths.root, config.log.alerts)
     ranks.barrier()
     return summary
 

@@ -55,7 +55,11 @@ def write_report(
     plot_dir = run_dir / "plots"
     plot_dir.mkdir(parents=True, exist_ok=True)
     images = plot_curves(rows, plot_dir)
-    lines = [f"# Run report: {run_dir.name}", "", "| quantity | value |", "|---|---|"]
+    lines = [
+        f"# Run report: {run_dir.name}", "",
+        "Curves, the sample gallery, alerts and the evaluations: [report.html](report.html).", "",
+        "| quantity | value |", "|---|---|",
+    ]
     lines += [f"| {key} | {_fmt(value)} |" for key, value in summary.items()]
     for title, markdown in (eval_sections or {}).items():
         lines += ["", f"## {title}", "", markdown.strip()]

@@ -12,7 +12,7 @@ goes on with the others. Everything here is orchestration; the math is in
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Container, Mapping, Sequence
+from typing import Any, Callable, Container, Mapping, Sequence
 
 import torch
 
@@ -26,7 +26,8 @@ from tasks.reward_calls import RewardError, RewardPolicy
 from tasks.scoring import RewardBreakdown, score_batches
 
 
-NO_COMPLETIONS = "no completions"  # skip reason of an encoded prompt the engine returned nothing for
+NO_COMPLETIONS = "no completions"
+IN_MEMORY_MEDIA = "<in memory>"  # a light sample's stand-in for media that are not a path or URL  # skip reason of an encoded prompt the engine returned nothing for
 
 
 @dataclass
@@ -205,8 +206,23 @@ def sample_round(
 
 
 def _light(group: Group) -> Group:
-    sample = Sample(id=group.sample.id, task=group.sample.task, messages=[], answer=group.sample.answer)
+    messages = [{**message, "content": _light_content(message.get("content"))} for message in group.sample.messages]
+    sample = Sample(id=group.sample.id, task=group.sample.task, messages=messages, answer=group.sample.answer)
     return replace(group, sample=sample, prompts=None, prompt_row=0)
+
+
+def _light_content(content: Any) -> Any:
+    """Message content with its text and its media references when they are paths or URLs; media held
+    in memory (decoded images, arrays, bytes) become the placeholder ``IN_MEMORY_MEDIA``."""
+    if not isinstance(content, list):
+        return content
+    light = []
+    for part in content:
+        kind = part.get("type")
+        if kind in part and not isinstance(part[kind], str) and kind != "text":
+            part = {**part, kind: IN_MEMORY_MEDIA}
+        light.append(part)
+    return light
 
 
 def score_groups(

@@ -1,0 +1,236 @@
+"""``report.html``: one self-contained page for one run, or several runs side by side.
+
+Sections: alerts, summary (with the held-out accuracy before/after and its interval), config
+changes against the defaults, training curves (raw and smoothed; runs overlaid), the sample
+gallery (media, prompt, answer, the group's completions with reward components and advantages,
+best and worst marked; filters by step and correctness), and the evaluations (per task, and the
+held-out answers that changed). Media are inlined, so the file can be mailed or archived alone.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from mmgrpo.config.schema import AlertsConfig
+from mmgrpo.reports.alerts import find_alerts
+from mmgrpo.reports.curves import PANELS, ema, panel_keys, series, smoothing_weight
+from mmgrpo.reports.gallery import GalleryGroup, changed_answers, gallery_groups
+from mmgrpo.reports.run_data import RunData
+from mmgrpo.reports.svg import COLORS, Line, interval_bars, line_chart
+from mmgrpo.reports.thumbnails import thumbnail
+
+logger = logging.getLogger(__name__)
+
+REPORT_FILE = "report.html"
+GALLERY_STEPS = 6  # logged steps the gallery shows, spread over the run
+CHANGED_SHOWN = 24  # held-out prompts shown per evaluation pair
+EVAL_TAGS = ("before GRPO", "after GRPO")
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 1400px; }
+table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
+td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
+.alert { background: #fdecea; border: 1px solid #c44e52; padding: 8px 12px; margin: 6px 0; }
+.charts { display: flex; flex-wrap: wrap; gap: 8px; }
+.card { border: 1px solid #ddd; border-radius: 6px; padding: 10px; margin: 10px 0; }
+.card .head { display: flex; gap: 12px; }
+.completion { font-family: monospace; white-space: pre-wrap; margin: 3px 0; padding: 3px 6px; border-left: 4px solid #ddd; }
+.best { border-left-color: #55a868; background: #eef7ef; }
+.worst { border-left-color: #c44e52; background: #fbeeee; }
+.muted { color: #888; font-size: 12px; }
+img.media, svg.media { border: 1px solid #ccc; margin-right: 4px; }
+"""
+
+SCRIPT = """
+function filterGallery() {
+  const step = document.getElementById('step-filter').value;
+  const outcome = document.getElementById('outcome-filter').value;
+  for (const card of document.querySelectorAll('#gallery .card')) {
+    const stepOk = step === 'all' || card.dataset.step === step;
+    const outcomeOk = outcome === 'all' || card.dataset.outcome === outcome;
+    card.style.display = stepOk && outcomeOk ? '' : 'none';
+  }
+}
+document.getElementById('step-filter').addEventListener('change', filterGallery);
+document.getElementById('outcome-filter').addEventListener('change', filterGallery);
+"""
+
+
+def refresh_report(run_dir: Path, alerts: AlertsConfig) -> Path | None:
+    """Rewrite ``run_dir/report.html`` from what the run has written so far. A failure is logged, not
+    raised: a report must never stop the training it reports on."""
+    try:
+        return write_html_report([RunData.load(run_dir)], Path(run_dir) / REPORT_FILE, alerts)
+    except Exception as error:  # noqa: BLE001 - any bug in the report is logged and training goes on
+        logger.warning("could not write %s: %s: %s", Path(run_dir) / REPORT_FILE, type(error).__name__, error)
+        return None
+
+
+def write_html_report(runs: Sequence[RunData], out: Path, alerts: AlertsConfig = AlertsConfig()) -> Path:
+    """Write the page for ``runs`` (the first one's gallery and evaluations) to ``out``, atomically."""
+    out = Path(out)
+    staging = out.with_name(out.name + ".tmp")
+    staging.write_text(render(runs, alerts), encoding="utf-8")
+    staging.replace(out)
+    return out
+
+
+def render(runs: Sequence[RunData], alerts: AlertsConfig = AlertsConfig()) -> str:
+    title = "Run report: " + ", ".join(run.name for run in runs)
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    body += _alerts(runs, alerts)
+    body += _summary(runs)
+    body += _config_changes(runs)
+    body += _curves(runs)
+    main = runs[0]
+    body += _gallery(gallery_groups(main.completions, GALLERY_STEPS), main.name)
+    body += _evaluations(main)
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+            f"<style>{STYLE}</style></head><body>{''.join(body)}<script>{SCRIPT}</script></body></html>")
+
+
+def _alerts(runs: Sequence[RunData], rules: AlertsConfig) -> list[str]:
+    found = [(run.name, alert) for run in runs for alert in find_alerts(run.rows, rules)]
+    return [f'<div class="alert"><b>{html.escape(name)}, step {alert.step}:</b> {html.escape(alert.message)}</div>'
+            for name, alert in found]
+
+
+def _summary(runs: Sequence[RunData]) -> list[str]:
+    keys = list(dict.fromkeys(key for run in runs for key in run.summary))
+    if not keys:
+        return ["<h2>Summary</h2><p class='muted'>The run has not finished: no summary yet.</p>"]
+    header = "".join(f"<th>{html.escape(run.name)}</th>" for run in runs)
+    rows = "".join(
+        f"<tr><td>{html.escape(key)}</td>{''.join(f'<td>{_fmt(run.summary.get(key))}</td>' for run in runs)}</tr>"
+        for key in keys
+    )
+    bars = []
+    for index, run in enumerate(runs):
+        for tag in EVAL_TAGS:
+            numbers = _eval_numbers(run, tag)
+            if "accuracy" in numbers:
+                label = f"{run.name}: {tag.split()[0]}" if len(runs) > 1 else tag
+                bars.append((label, numbers["accuracy"], numbers.get("accuracy_ci_low"), numbers.get("accuracy_ci_high"),
+                             COLORS[(2 * index + (tag == EVAL_TAGS[1])) % len(COLORS)]))
+    chart = interval_bars("Held-out accuracy (interval: bootstrap CI)", bars)
+    return [f"<h2>Summary</h2><table><tr><th></th>{header}</tr>{rows}</table>", chart]
+
+
+def _config_changes(runs: Sequence[RunData]) -> list[str]:
+    parts = ["<h2>Config (keys changed from the defaults)</h2>"]
+    for run in runs:
+        changes = run.config_changes() if run.config else []
+        rows = "".join(f"<tr><td>{html.escape(key)}</td><td>{_fmt(default)}</td><td>{_fmt(value)}</td></tr>"
+                       for key, default, value in changes)
+        parts.append(f"<h3>{html.escape(run.name)}</h3><table><tr><th>key</th><th>default</th><th>this run</th></tr>"
+                     f"{rows}</table>")
+    return parts
+
+
+def _curves(runs: Sequence[RunData]) -> list[str]:
+    charts = []
+    for panel in PANELS:
+        lines = []
+        for run_index, run in enumerate(runs):
+            for key_index, key in enumerate(panel_keys(panel, run.rows)):
+                xs, ys = series(run.rows, key)
+                label = key if len(runs) == 1 else f"{run.name}: {key}"
+                color = COLORS[(run_index * 3 + key_index) % len(COLORS)]
+                lines.append(Line(label, xs, ys, ema(ys, smoothing_weight(len(ys))), color))
+        charts.append(line_chart(panel.title, lines))
+    return ["<h2>Training curves</h2><p class='muted'>Faint: every step; solid: smoothed (EMA over ~5% of the run).</p>",
+            f"<div class='charts'>{''.join(charts)}</div>"]
+
+
+def _gallery(groups: Sequence[GalleryGroup], run_name: str) -> list[str]:
+    steps = sorted({group.step for group in groups})
+    options = "".join(f'<option value="{step}">step {step}</option>' for step in steps)
+    controls = (f'<p>Step <select id="step-filter"><option value="all">all</option>{options}</select> '
+                'Group <select id="outcome-filter"><option value="all">all</option>'
+                '<option value="solved">some completion correct</option>'
+                '<option value="unsolved">no completion correct</option></select></p>')
+    cards = [_card(group) for group in groups]
+    empty = "" if cards else "<p class='muted'>No completions logged (log.log_completions_every).</p>"
+    return [f"<h2>Sample gallery ({html.escape(run_name)})</h2>{controls}<div id='gallery'>{''.join(cards)}{empty}</div>"]
+
+
+def _card(group: GalleryGroup) -> str:
+    media = "".join(_media_markup(kind, ref) for kind, refs in group.media.items() for ref in refs)
+    best, worst = group.best, group.worst
+    rows = []
+    for index, record in enumerate(group.completions):
+        mark = " best" if index == best else " worst" if index == worst and best != worst else ""
+        components = ", ".join(f"{name} {_fmt(value)}" for name, value in record.get("rewards", {}).items())
+        flags = " ✓" if record.get("correct") else ""
+        flags += " (truncated)" if record.get("truncated") else ""
+        rows.append(f'<div class="completion{mark}">{html.escape(record["completion"])}'
+                    f'<div class="muted">reward {_fmt(record["reward"])} ({html.escape(components)}), advantage '
+                    f'{_fmt(record.get("advantage"))}{flags}</div></div>')
+    outcome = "solved" if group.any_correct else "unsolved"
+    return (f'<div class="card" data-step="{group.step}" data-outcome="{outcome}"><div class="head">{media}<div>'
+            f'<div class="muted">step {group.step} · {html.escape(group.sample_id)}</div>'
+            f'<div>{html.escape(group.prompt)}</div><div><b>answer:</b> {html.escape(str(group.answer))}</div>'
+            f'</div></div>{"".join(rows)}</div>')
+
+
+def _evaluations(run: RunData) -> list[str]:
+    if not run.evaluations:
+        return []
+    parts = ["<h2>Held-out evaluations</h2>"]
+    numbers = {tag: _eval_numbers(run, tag) for tag in run.evaluations}
+    keys = [key for key in dict.fromkeys(k for n in numbers.values() for k in n) if not key.endswith(("_ci_low", "_ci_high"))]
+    header = "".join(f"<th>{html.escape(tag)}</th>" for tag in numbers)
+    rows = "".join(f"<tr><td>{html.escape(key)}</td>"
+                   f"{''.join(f'<td>{_with_interval(n, key)}</td>' for n in numbers.values())}</tr>" for key in keys)
+    parts.append(f"<table><tr><th></th>{header}</tr>{rows}</table>")
+    if all(tag in run.evaluations for tag in EVAL_TAGS):
+        changes = changed_answers(*(run.evaluations[tag] for tag in EVAL_TAGS))
+        fixed = sum(change.now_correct for change in changes)
+        parts.append(f"<h3>Answers that changed ({fixed} now right, {len(changes) - fixed} now wrong; "
+                     f"first {CHANGED_SHOWN} shown)</h3><table><tr><th>media</th><th>prompt id</th><th>answer</th>"
+                     f"<th>before GRPO</th><th>after GRPO</th></tr>")
+        for change in changes[:CHANGED_SHOWN]:
+            media = "".join(_media_markup(_kind_of(ref), ref) for ref in change.media)
+            verdict = "now right" if change.now_correct else "now wrong"
+            parts.append(f"<tr><td>{media}</td><td>{html.escape(change.sample_id)}<br><span class='muted'>{verdict}"
+                         f"</span></td><td>{html.escape(str(change.answer))}</td><td><code>{html.escape(change.before)}"
+                         f"</code></td><td><code>{html.escape(change.after)}</code></td></tr>")
+        parts.append("</table>")
+    return parts
+
+
+def _eval_numbers(run: RunData, tag: str) -> dict[str, float]:
+    from eval import EvalResult
+
+    data = run.evaluations.get(tag)
+    return EvalResult.from_dict(data).summary() if data else {}
+
+
+def _media_markup(kind: str, ref: str) -> str:
+    markup = thumbnail(kind, ref)
+    return markup if markup is not None else f'<span class="muted">[{kind} unavailable: {html.escape(ref)}]</span>'
+
+
+def _kind_of(ref: str) -> str:
+    suffix = Path(ref).suffix.lower()
+    return "audio" if suffix in {".wav", ".flac", ".mp3", ".ogg"} else "video" if suffix in {".mp4", ".avi", ".webm", ".mkv"} else "image"
+
+
+def _with_interval(numbers: dict[str, Any], key: str) -> str:
+    value = numbers.get(key)
+    low, high = numbers.get(f"{key}_ci_low"), numbers.get(f"{key}_ci_high")
+    interval = f" [{_fmt(low)}, {_fmt(high)}]" if low is not None and high is not None else ""
+    return _fmt(value) + interval
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, dict)):
+        return html.escape(json.dumps(value))
+    return html.escape(str(value))

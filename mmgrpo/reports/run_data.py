@@ -1,0 +1,77 @@
+"""What a report shows of one run, read from its folder (nothing is recomputed)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mmgrpo.trainer.metrics import COMPLETIONS_FILE, METRICS_FILE, read_metrics
+
+CONFIG_FILE = "config.yaml"
+SUMMARY_FILE = "summary.json"
+EVALUATIONS_FILE = "evaluations.json"
+
+
+@dataclass
+class RunData:
+    """One run folder's config, summary, per-step metrics, logged completions and evaluations."""
+
+    name: str
+    path: Path
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    rows: list[dict[str, Any]]
+    completions: list[dict[str, Any]]
+    evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # tag -> EvalResult.to_dict()
+
+    @classmethod
+    def load(cls, run_dir: Path) -> RunData:
+        """Read ``run_dir``; a run still training (no summary yet) loads with what it has written."""
+        run_dir = Path(run_dir)
+        if not (run_dir / METRICS_FILE).is_file() and not (run_dir / CONFIG_FILE).is_file():
+            raise FileNotFoundError(f"{run_dir} is not an mmgrpo run folder: no {METRICS_FILE} or {CONFIG_FILE}")
+        return cls(
+            name=run_dir.name,
+            path=run_dir,
+            config=_read_yaml(run_dir / CONFIG_FILE),
+            summary=_read_json(run_dir / SUMMARY_FILE),
+            rows=read_metrics(run_dir / METRICS_FILE),
+            completions=read_metrics(run_dir / COMPLETIONS_FILE),
+            evaluations=_read_json(run_dir / EVALUATIONS_FILE),
+        )
+
+    def config_changes(self) -> list[tuple[str, Any, Any]]:
+        """(key, default, this run's value) of every config key the run set away from the defaults."""
+        from mmgrpo.config import Config
+
+        return config_diff(flatten(Config().to_dict()), flatten(self.config))
+
+
+def flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as dotted keys (lists are values)."""
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            flat |= flatten(value, dotted + ".")
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def config_diff(defaults: dict[str, Any], values: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(key, default, value) for each key of ``values`` that differs from ``defaults`` (a key the
+    defaults no longer have: default None). Keys ``values`` lacks (added after the run) are left out."""
+    return [(key, defaults.get(key), values[key]) for key in sorted(values) if defaults.get(key) != values[key]]
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text()) or {} if path.is_file() else {}
