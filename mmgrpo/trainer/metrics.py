@@ -10,6 +10,9 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+from PIL import Image
+
 from mmgrpo.types import Sample
 from processors import MODALITIES
 
@@ -108,9 +111,20 @@ class MetricsLogger:
             self._wandb.log(scalars, step=step)
 
     def log_completions(self, records: list[dict[str, Any]]) -> None:
-        """Append sampled completions (each record carries its ``step``) to ``completions.jsonl``."""
+        """Append sampled completions (each record carries its ``step``) to ``completions.jsonl``, and
+        show them in TensorBoard (a text table, and each prompt's first image) and W&B (a table with
+        the images)."""
         with open(self.completions_path, "a", encoding="utf-8") as handle:
             handle.writelines(json.dumps(record, default=str) + "\n" for record in records)
+        if not records:
+            return
+        step = int(records[0]["step"])
+        if self._tensorboard is not None:
+            self._tensorboard.add_text("completions", completions_markdown(records), step)
+            for sample_id, image in prompt_images(records).items():
+                self._tensorboard.add_image(f"completions/{sample_id}", np.asarray(image), step, dataformats="HWC")
+        if self._wandb is not None:
+            self._wandb.log({"completions": _wandb_table(records, prompt_images(records))}, step=step)
 
     def close(self) -> None:
         self._file.close()
@@ -118,6 +132,46 @@ class MetricsLogger:
             self._tensorboard.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+COMPLETION_COLUMNS = ("step", "sample_id", "prompt", "answer", "completion", "reward", "advantage", "correct")
+
+
+def completions_markdown(records: list[dict[str, Any]]) -> str:
+    """The records as a Markdown table (what TensorBoard's text tab renders)."""
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(COMPLETION_COLUMNS) + " |", "|" + "---|" * len(COMPLETION_COLUMNS)]
+    lines += ["| " + " | ".join(cell(record.get(column, "")) for column in COMPLETION_COLUMNS) + " |" for record in records]
+    return "\n".join(lines)
+
+
+def prompt_images(records: list[dict[str, Any]]) -> dict[str, Image.Image]:
+    """Each logged prompt's first image that can still be read (RGB), by sample id."""
+    from processors import MediaError
+    from processors.image import decode_image, to_rgb
+
+    images: dict[str, Image.Image] = {}
+    for record in records:
+        refs = record.get("media", {}).get("image", [])
+        if record["sample_id"] in images or not refs:
+            continue
+        try:
+            images[record["sample_id"]] = to_rgb(decode_image(refs[0], refs[0]))
+        except (MediaError, OSError):
+            continue  # an in-memory or moved image: the table shows the text only
+    return images
+
+
+def _wandb_table(records: list[dict[str, Any]], images: dict[str, Image.Image]) -> Any:
+    import wandb
+
+    table = wandb.Table(columns=["image", *COMPLETION_COLUMNS])
+    for record in records:
+        image = images.get(record["sample_id"])
+        table.add_data(wandb.Image(image) if image is not None else None, *(record.get(c) for c in COMPLETION_COLUMNS))
+    return table
 
 
 class SilentMetricsLogger:

@@ -40,8 +40,8 @@ def _logged_steps(run_dir: Path) -> dict[int, dict[str, Any]]:
 
 def test_tensorboard_events_mirror_metrics_jsonl(small_config, tmp_path):
     run_dir = tmp_path / "run"
-    train(small_config("log.tensorboard=true", "train.steps=3"), run_dir)
-    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    train(small_config("log.tensorboard=true", "train.steps=3", "log.log_completions_every=3"), run_dir)
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0, "images": 0})
     events.Reload()
     rows = _logged_steps(run_dir)
     assert sorted(rows) == [1, 2, 3]
@@ -52,6 +52,13 @@ def test_tensorboard_events_mirror_metrics_jsonl(small_config, tmp_path):
         scalars = events.Scalars(key)
         assert [s.step for s in scalars] == [1, 2, 3], key
         assert [s.value for s in scalars] == pytest.approx([rows[s.step][key] for s in scalars], rel=1e-6), key
+    records = read_metrics(run_dir / "completions.jsonl")
+    [text] = events.Tensors("completions/text_summary")
+    table = text.tensor_proto.string_val[0].decode()
+    assert text.step == 3 and all(record["completion"].replace("|", "\\|").replace("\n", " ") in table for record in records)
+    image_tags = [tag for tag in events.Tags()["images"] if tag.startswith("completions/")]
+    assert sorted(image_tags) == sorted({f"completions/{record['sample_id']}" for record in records})
+    assert events.Images(image_tags[0])[0].width > 0
 
 
 def _wandb_records(path: Path) -> Iterator[Any]:
@@ -110,6 +117,30 @@ def test_wandb_offline_run_has_every_step(small_config, tmp_path, monkeypatch):
     assert any(r.WhichOneof("record_type") == "exit" for r in records), "the W&B run was not finished"
 
 
+def test_wandb_offline_run_gets_a_completions_table_with_the_prompt_images(small_config, tmp_path, monkeypatch):
+    wandb = pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install 'mmgrpo[wandb]')")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run_dir = tmp_path / "run"
+    train(small_config("log.wandb=true", "log.tensorboard=false", "train.steps=2", "log.log_completions_every=2"), run_dir)
+    wandb.teardown()
+
+    [files] = (run_dir / "wandb").glob("offline-run-*/files")
+    [table_file] = files.glob("media/table/completions_*.table.json")
+    table = json.loads(table_file.read_text())
+    records = read_metrics(run_dir / "completions.jsonl")
+    assert table["columns"] == ["image", "step", "sample_id", "prompt", "answer", "completion", "reward", "advantage",
+                                "correct"]
+    assert [row[5] for row in table["data"]] == [record["completion"] for record in records]
+    # W&B keeps a run table's images in the table's artifact: one PNG per row with an image
+    [run_file] = (run_dir / "wandb").glob("offline-run-*/run-*.wandb")
+    [artifact] = [r.artifact for r in _wandb_records(run_file)
+                  if r.WhichOneof("record_type") == "artifact" and r.artifact.type == "run_table"]
+    paths = [entry.path for entry in artifact.manifest.contents]
+    assert "completions.table.json" in paths
+    assert len([path for path in paths if path.startswith("media/images/")]) == len({r["sample_id"] for r in records})
+
+
 def test_completions_jsonl_every_n_steps(small_config, length_reward_plugin, tmp_path):
     run_dir = tmp_path / "run"
     config = small_config(
@@ -121,7 +152,9 @@ def test_completions_jsonl_every_n_steps(small_config, length_reward_plugin, tmp
     assert [r["step"] for r in records] == [2] * 6 + [4] * 6
     samples = {sample.id: sample for sample in trainer.samples}
     for record in records:
-        assert set(record) == {"step", "sample_id", "answer", "completion", "reward", "truncated"}
+        assert set(record) == {"step", "sample_id", "task", "answer", "prompt", "media", "completion", "reward",
+                               "rewards", "advantage", "correct", "truncated"}
+        assert record["rewards"] == {"length_in_hundreds": pytest.approx(record["reward"])}
         assert record["answer"] == samples[record["sample_id"]].answer
         text = record["completion"]
         assert record["reward"] == pytest.approx(len(text) / 100)
