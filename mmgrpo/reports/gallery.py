@@ -28,6 +28,11 @@ class GalleryGroup:
         return min(range(len(self.completions)), key=lambda i: self.completions[i]["reward"])
 
     @property
+    def rewards_vary(self) -> bool:
+        """False when every completion got the same reward (no best or worst to mark)."""
+        return len({c["reward"] for c in self.completions}) > 1
+
+    @property
     def any_correct(self) -> bool:
         return any(c.get("correct") for c in self.completions)
 

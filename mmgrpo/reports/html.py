@@ -161,10 +161,10 @@ def _gallery(groups: Sequence[GalleryGroup], run_name: str) -> list[str]:
 
 def _card(group: GalleryGroup) -> str:
     media = "".join(_media_markup(kind, ref) for kind, refs in group.media.items() for ref in refs)
-    best, worst = group.best, group.worst
+    best, worst = (group.best, group.worst) if group.rewards_vary else (None, None)
     rows = []
     for index, record in enumerate(group.completions):
-        mark = " best" if index == best else " worst" if index == worst and best != worst else ""
+        mark = " best" if index == best else " worst" if index == worst else ""
         components = ", ".join(f"{name} {_fmt(value)}" for name, value in record.get("rewards", {}).items())
         flags = " ✓" if record.get("correct") else ""
         flags += " (truncated)" if record.get("truncated") else ""

@@ -70,6 +70,7 @@ def test_gallery_groups_a_steps_prompts_and_marks_best_and_worst():
     assert sorted({g.step for g in groups}) == [10, 30, 40]  # first, last and evenly between
     group = groups[0]
     assert (group.sample_id, len(group.completions), group.best, group.worst, group.any_correct) == ("s0", 3, 1, 2, True)
+    assert group.rewards_vary and not gallery_groups([_record(1, "s", 0.0, False)] * 3, steps_shown=1)[0].rewards_vary
 
 
 def test_changed_answers_lists_fixed_ones_first():
