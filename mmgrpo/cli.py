@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("mmgrpo.commands.eval", "Benchmark models or checkpoints on tasks (greedy, pass@k) with reports and CIs."),
     "data": ("mmgrpo.commands.data", "Make a procedural dataset (clevr_count, grounding, video/audio counting) or inspect one."),
     "config": ("mmgrpo.commands.config", "Print the resolved config of a recipe + overrides, or describe every key."),
+    "sweep": ("mmgrpo.commands.sweep", "Hyperparameter search over config keys (Optuna TPE, median pruning, resumable)."),
     "report": ("mmgrpo.commands.report", "Build a run's report.html (curves, sample gallery, evaluations), or compare runs."),
 }
 

@@ -21,7 +21,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -105,8 +105,13 @@ def base_model_path(config: Config, paths: RunPaths) -> str:
     return resolve_model_path(config.model, paths.shared / "models", config.seed)
 
 
-def run_training(config: Config) -> dict[str, Any]:
-    """Run the job ``config`` describes; returns the run summary (also in ``summary.json``)."""
+def run_training(
+    config: Config, *, on_eval: Callable[[int, dict[str, float]], None] | None = None
+) -> dict[str, Any]:
+    """Run the job ``config`` describes; returns the run summary (also in ``summary.json``).
+
+    ``on_eval(step, numbers)`` sees each held-out evaluation during GRPO (``eval.every_n_steps``);
+    an exception it raises stops the run as any error in a step does (a sweep prunes trials so)."""
     started = time.perf_counter()
     ranks = Ranks.join(config.train.collective_timeout_s)
     main = ranks.is_main_process
@@ -148,7 +153,7 @@ def run_training(config: Config) -> dict[str, Any]:
 
     trainer = GRPOTrainer(
         config, paths.root, model, processor, train_set,
-        evaluate=lambda tag: evaluate(tag).summary(),
+        evaluate=lambda tag: _reported(evaluate(tag).summary(), tag, on_eval),
         resume_from=resume.grpo,
         reference_source=_initial_policy(paths.root / SFT_MODEL if with_sft else base_model_path(config, paths)),
         skip_ledger=ledger,
@@ -169,6 +174,15 @@ def run_training(config: Config) -> dict[str, Any]:
         refresh_report(paths.root, config.log.alerts)
     ranks.barrier()
     return summary
+
+
+def _reported(
+    numbers: dict[str, float], tag: str, on_eval: Callable[[int, dict[str, float]], None] | None
+) -> dict[str, float]:
+    """``numbers`` of the evaluation ``tag`` ("step-N"), after ``on_eval`` has seen them."""
+    if on_eval is not None:
+        on_eval(int(tag.removeprefix("step-")), numbers)
+    return numbers
 
 
 def _refuse_mixed_media_on_ranks(train_set: SampleSet, ranks: Ranks) -> None:
