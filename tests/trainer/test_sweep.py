@@ -89,3 +89,14 @@ def test_sweep_command_refuses_a_run_without_an_evaluation_after_grpo(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("train.lr: {type: log_uniform, low: 1.0e-5, high: 1.0e-3}\n")
     assert main(["sweep", "eval.after=false", "--space", str(space), "--trials", "1"]) == 1
+
+
+def test_sweep_command_runs_trials_in_parallel_and_writes_the_summary(sweep_options, tmp_path):
+    options = sweep_options(trials=2)
+    space = tmp_path / "space.yaml"
+    assert main(["sweep", *options.overrides, "--space", str(space), "--trials", "2", "--parallel", "2",
+                 "--metric", "mean_length", "--out", str(options.out), "--no-pruning"]) == 0
+    study = optuna.load_study(study_name=STUDY_NAME, storage=f"sqlite:///{(options.out / STUDY_FILE).resolve()}")
+    assert [trial.state.name for trial in study.trials] == ["COMPLETE", "COMPLETE"]
+    summary = (options.out / "sweep.md").read_text()
+    assert "Best: trial" in summary and (options.out / "sweep_objective.png").is_file()
