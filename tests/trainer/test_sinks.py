@@ -90,13 +90,19 @@ def _item_key(item: Any) -> str:
     return item.key or "/".join(item.nested_key)
 
 
-def test_wandb_offline_run_has_every_step(small_config, tmp_path, monkeypatch):
+def _train_with_wandb_offline(config, run_dir: Path, monkeypatch) -> None:
+    """Train with W&B in offline mode, then wait until its service has written the run files."""
     wandb = pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install 'mmgrpo[wandb]')")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
-    run_dir = tmp_path / "run"
-    train(small_config("log.wandb=true", "log.wandb_project=mmgrpo-test", "train.steps=2", "algo.beta=0.04"), run_dir)
+    train(config, run_dir)
     wandb.teardown()  # the W&B service writes the run file in the background; wait for it
+
+
+def test_wandb_offline_run_has_every_step(small_config, tmp_path, monkeypatch):
+    run_dir = tmp_path / "run"
+    config = small_config("log.wandb=true", "log.wandb_project=mmgrpo-test", "train.steps=2", "algo.beta=0.04")
+    _train_with_wandb_offline(config, run_dir, monkeypatch)
 
     [run_file] = (run_dir / "wandb").glob("offline-run-*/run-*.wandb")  # inside the run folder
     records = list(_wandb_records(run_file))
@@ -118,12 +124,9 @@ def test_wandb_offline_run_has_every_step(small_config, tmp_path, monkeypatch):
 
 
 def test_wandb_offline_run_gets_a_completions_table_with_the_prompt_images(small_config, tmp_path, monkeypatch):
-    wandb = pytest.importorskip("wandb", reason="the wandb extra is not installed (pip install 'mmgrpo[wandb]')")
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
     run_dir = tmp_path / "run"
-    train(small_config("log.wandb=true", "log.tensorboard=false", "train.steps=2", "log.log_completions_every=2"), run_dir)
-    wandb.teardown()
+    config = small_config("log.wandb=true", "log.tensorboard=false", "train.steps=2", "log.log_completions_every=2")
+    _train_with_wandb_offline(config, run_dir, monkeypatch)
 
     [files] = (run_dir / "wandb").glob("offline-run-*/files")
     [table_file] = files.glob("media/table/completions_*.table.json")
