@@ -19,9 +19,10 @@ import logging
 import random
 import shutil
 import time
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -38,7 +39,7 @@ from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger, read_metr
 from mmgrpo.trainer.ranks import Ranks
 from mmgrpo.trainer.report import write_report
 from mmgrpo.trainer.reward_errors import reward_error_summary
-from mmgrpo.trainer.resume import SFT_CHECKPOINTS, SFT_MODEL, plan_resume
+from mmgrpo.trainer.resume import SFT_CHECKPOINTS, SFT_MODEL, ResumePoint, plan_resume
 from mmgrpo.trainer.setup import (
     SampleSet, build_engine, load_policy, load_samples, media_budgets, pick_device, resolve_model_path,
     reward_policy, task_model_info,
@@ -122,7 +123,16 @@ def run_training(
     if main:
         paths.root.mkdir(parents=True, exist_ok=True)
         config.save_yaml(paths.root / "config.yaml")
-        _log_to_file(paths.root / "train.log")
+    with _logging_to(paths.root / "train.log") if main else nullcontext():
+        return _run_stages(config, ranks, paths, resume, started, on_eval)
+
+
+def _run_stages(
+    config: Config, ranks: Ranks, paths: RunPaths, resume: ResumePoint, started: float,
+    on_eval: Callable[[int, dict[str, float]], None] | None,
+) -> dict[str, Any]:
+    """Data, SFT, the evaluations, GRPO and the reports of a run whose folder is prepared."""
+    main = ranks.is_main_process
     with ranks.main_process_first():  # tiny models and generated datasets are built once, in the shared cache
         policy_info = task_model_info(config.model, base_model_path(config, paths))  # tasks see what the model sees
         train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed, model=policy_info)
@@ -294,9 +304,18 @@ def _load_evaluations(run_dir: Path) -> dict[str, EvalResult]:
     return {tag: EvalResult.from_dict(data) for tag, data in json.loads(path.read_text()).items()}
 
 
-def _log_to_file(path: Path) -> None:
+@contextmanager
+def _logging_to(path: Path) -> Iterator[None]:
+    """Log INFO and above to ``path`` for the block (then stop: a later run in the same process
+    must not write into this run's log)."""
     handler = logging.FileHandler(path)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger().addHandler(handler)
-    logging.getLogger().setLevel(logging.INFO)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        handler.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -82,3 +83,17 @@ def test_report_has_summary_and_plots(tmp_path):
     assert "plots/reward_total.png" in text and (tmp_path / "plots" / "kl.png").is_file()
     assert "plots/entropy.png" not in text  # absent metrics are not plotted
     json.dumps(rows)
+
+
+def test_each_run_in_one_process_logs_only_to_its_own_train_log(small_config):
+    """Two runs in one process (as a notebook or an in-process sweep does): the first run's
+    train.log must not receive the second run's lines."""
+    from mmgrpo.trainer.pipeline import run_training
+
+    first, second = (small_config("train.steps=1", "eval.before=false", "eval.after=false", f"log.run_name={name}")
+                     for name in ("first", "second"))
+    run_training(first)
+    first_log = (Path(first.log.output_dir) / "first" / "train.log").read_text()
+    run_training(second)
+    second_log = (Path(second.log.output_dir) / "second" / "train.log").read_text()
+    assert second_log and (Path(first.log.output_dir) / "first" / "train.log").read_text() == first_log
