@@ -50,7 +50,9 @@ from mmgrpo.trainer.prompt_sampler import PromptSampler
 from mmgrpo.trainer.reward_errors import record_reward_errors
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger, describe_skipped
 from mmgrpo.trainer.rollout_worker import RolloutWorker, WorkerSpec
-from mmgrpo.trainer.rollouts import Rollouts, collect_rollouts, draw_usable, sample_round, with_round_seed
+from mmgrpo.trainer.rollouts import (
+    Rollouts, collect_rollouts, draw_usable, rank_advantages, sample_round, with_round_seed,
+)
 from mmgrpo.trainer.setup import SampleSet, build_engine, media_budgets, sampling_params, scoring_rule
 from mmgrpo.trainer.step_metrics import rollout_metrics, staleness_metrics
 from mmgrpo.trainer.update import (
@@ -232,7 +234,8 @@ class GRPOTrainer:
                 dynamic_sampling=cfg.algo.dynamic_sampling, max_resample_rounds=cfg.algo.max_resample_rounds,
                 all_ranks_full=backend.all_ranks,
             )
-            everyone = Rollouts.merged(backend.gather_objects(rollouts.summary()))  # all ranks' groups, no media
+            parts = backend.gather_objects(rollouts.summary())  # every rank's groups, in rank order, no media
+            everyone = Rollouts.merged(parts)
             self._record_successes(everyone)
             if backend.is_main_process:
                 record_reward_errors(self.run_dir, self.step_index + 1, everyone.reward_errors)
@@ -245,7 +248,8 @@ class GRPOTrainer:
                 logger.warning("step %d: a rank has no informative group to train on", self.step_index + 1)
                 rollout_done = time.perf_counter()
                 return metrics | _timing(started, rollout_done, rollout_done, rollout_done)
-            batch = self._step_batch(rollouts)  # advantages and the training batch count as rollout time
+            advantages, mine = rank_advantages(parts, backend.rank, self._advantages)
+            batch = self._step_batch(rollouts, mine)  # advantages and the training batch count as rollout time
             rollout_done = time.perf_counter()
             if self.reference is not None:
                 batch.ref_logp = batch_logprobs(
@@ -257,7 +261,6 @@ class GRPOTrainer:
         with signals_deferred():  # a stop request waits for the weights to be whole again
             metrics |= policy_update(self.backend, batch, self._loss_settings(), self._update_settings())
             self._sync_weights()
-        advantages = self._advantages(everyone)  # [N] of every rank's groups
         metrics |= _advantage_metrics(advantages)
         metrics |= backend.all_reduce(_timing(started, rollout_done, reference_done, time.perf_counter()), "max")
         metrics["tokens_per_second"] = metrics["length/total"] / metrics["time/step"]
@@ -356,9 +359,9 @@ class GRPOTrainer:
             scale_std=algo.scale_std, scale=algo.scale, eps=algo.advantage_eps,
         )  # [N]
 
-    def _step_batch(self, rollouts: Rollouts) -> StepBatch:
+    def _step_batch(self, rollouts: Rollouts, advantages: torch.Tensor) -> StepBatch:
+        """This rank's training batch of ``rollouts`` with their ``advantages`` ``[N]``."""
         cfg = self.config
-        advantages = self._advantages(rollouts)  # [N]
         completions = rollouts.completions
         token_ids = [c.token_ids for c in completions]
         prompts = rollouts.prompt_batch(self._encode)

@@ -237,6 +237,19 @@ def score_groups(
     return scored
 
 
+def rank_advantages(
+    parts: Sequence[Rollouts], rank: int, advantages_of: Callable[[Rollouts], torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The advantages of every rank's completions ``[N_all]`` (``parts`` in rank order), computed once
+    over all of them, and this ``rank``'s slice ``[N_rank]``. Over all ranks, so that a batch-level
+    statistic (``algo.scale: batch``: the std of the whole step's rewards) is the whole step's, as
+    one process computes it, not each rank's own."""
+    everything = advantages_of(Rollouts.merged(parts))
+    counts = [len(part.completions) for part in parts]
+    start = sum(counts[:rank])
+    return everything, everything[start : start + counts[rank]]
+
+
 def draw_usable(take: Callable[[int], list[int]], count: int, unusable: Container[int]) -> list[int]:
     """``count`` indices from ``take`` (a sampler's draw), passing over the ``unusable`` ones.
 

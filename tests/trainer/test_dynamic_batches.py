@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.metrics import read_metrics
@@ -44,9 +45,9 @@ def _record_trained_groups(trainer: GRPOTrainer, monkeypatch) -> list[list[str]]
     trained: list[list[str]] = []
     build = trainer._step_batch
 
-    def recording(rollouts):
+    def recording(rollouts, advantages):
         trained.append([group.sample.id for group in rollouts.groups])
-        return build(rollouts)
+        return build(rollouts, advantages)
 
     monkeypatch.setattr(trainer, "_step_batch", recording)
     return trained
@@ -134,3 +135,28 @@ def test_dynamic_group_size_ppo_iterations_and_dapo_options_run(small_config, tm
     assert sum(trials for _, trials in trainer.group_sizes.counts.values()) == sum(
         r["groups"] * r["group_size/mean"] for r in rows
     )
+
+
+def test_batch_scaled_advantages_of_a_rank_are_its_slice_of_the_whole_steps():
+    """algo.scale=batch divides by the std of the whole step's rewards: under data parallelism each
+    rank's advantages must be its slice of what one process computes over all ranks' groups."""
+    from mmgrpo.algos import group_advantages
+    from mmgrpo.trainer.rollouts import Group, Rollouts, rank_advantages
+    from mmgrpo.types import Completion, Sample
+
+    def part(rewards_per_group: list[list[float]]) -> Rollouts:
+        return Rollouts(groups=[
+            Group(Sample(f"s{i}", "t", []), [Completion("", [1])] * len(rewards), rewards, {})
+            for i, rewards in enumerate(rewards_per_group)
+        ])
+
+    parts = [part([[0.0, 1.0], [0.0, 0.0, 1.0]]), part([[0.0, 10.0]])]  # rank 1's rewards spread far wider
+    def of(rollouts: Rollouts) -> torch.Tensor:
+        return group_advantages(rollouts.rewards(), rollouts.group_sizes, estimator="grpo", scale_std=True,
+                                scale="batch", eps=1e-4)
+
+    everything, mine = rank_advantages(parts, 1, of)
+    whole = of(Rollouts.merged(parts))
+    assert torch.equal(everything, whole) and torch.equal(mine, whole[5:])
+    assert not torch.allclose(mine, of(parts[1]))  # what rank 1 alone would compute: its own std
+    assert torch.equal(rank_advantages(parts, 0, of)[1], whole[:5])
