@@ -75,9 +75,11 @@ def test_staleness_zero_trains_exactly_as_sync_mode(small_config, tmp_path, tuni
     assert asynchronous.async_rollouts.worker.process.exitcode == 0  # train() stopped it cleanly
 
 
-def test_one_step_off_policy_samples_ahead_and_never_past_the_bound(small_config, tmp_path):
+def test_one_step_off_policy_samples_ahead_and_never_past_the_bound(small_config, tmp_path, caplog):
     config = small_config("train.steps=5", "algo.is_correction=tis", *ASYNC, "rollout.max_staleness=1")
-    build(config, tmp_path / "run").train()
+    with caplog.at_level("WARNING", logger="mmgrpo.trainer.grpo"):
+        build(config, tmp_path / "run").train()
+    assert not any("no off-policy correction" in record.getMessage() for record in caplog.records)
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert all(row["async/staleness_max"] <= 1 for row in rows)
     assert rows[0]["async/staleness_max"] == 0  # the first batch comes from the initial policy
@@ -142,14 +144,16 @@ def test_an_error_in_the_worker_stops_the_run_with_its_traceback(small_config, t
     assert trainer.async_rollouts.worker.process.exitcode == 0
 
 
-def test_dynamic_sampling_group_sizes_and_eval_run_in_async_mode(small_config, tmp_path):
+def test_dynamic_sampling_group_sizes_and_eval_run_in_async_mode(small_config, tmp_path, caplog):
     from mmgrpo.trainer.pipeline import run_training
 
     config = small_config(
         "train.steps=3", "algo.dynamic_sampling=true", "algo.max_resample_rounds=2", "algo.dynamic_group_size=true",
         "algo.group_size_min=2", "algo.group_size_max=6", "eval.every_n_steps=2", "eval.limit=4", *ASYNC,
     )
-    summary = run_training(config)
+    with caplog.at_level("WARNING", logger="mmgrpo.trainer.grpo"):
+        summary = run_training(config)
+    assert any("no off-policy correction" in record.getMessage() for record in caplog.records)  # staleness 1, none
     rows = read_metrics(Path(config.log.output_dir) / "test" / "metrics.jsonl")
     assert summary["grpo_steps"] == 3 and "eval/accuracy" in rows[1]
     assert max(row["rollout_rounds"] for row in rows) > 1  # a step took a second batch from the worker
