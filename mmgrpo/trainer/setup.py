@@ -9,6 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
+import secrets
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -244,9 +247,16 @@ def generate_dataset(spec: DatasetConfig, data_dir: Path, seed: int) -> Path:
     test_fraction = float(options.pop("test_fraction", 0.2))
     out = data_dir / f"{spec.recipe}-{_fingerprint({'n': n, 'seed': seed, 'tf': test_fraction, **options})}"
     if not (out / "dataset_info.json").is_file():
-        staging = out.with_name(out.name + ".partial")
+        # a staging folder of its own: processes generating the same dataset at once (sweep trials) never
+        # write into each other's files; the first rename wins and the others drop their copy
+        staging = out.with_name(f"{out.name}.partial-{os.getpid()}-{secrets.token_hex(4)}")
         make_dataset(spec.recipe, n, staging, seed=seed, test_fraction=test_fraction, **options)
-        staging.rename(out)
+        try:
+            staging.rename(out)
+        except OSError:
+            if not (out / "dataset_info.json").is_file():
+                raise
+            shutil.rmtree(staging, ignore_errors=True)
     return out
 
 
