@@ -112,7 +112,7 @@ def _summary(runs: Sequence[RunData]) -> list[str]:
     bars = []
     for index, run in enumerate(runs):
         for tag in EVAL_TAGS:
-            numbers = _eval_numbers(run, tag)
+            numbers = run.evaluation_numbers(tag)
             if "accuracy" in numbers:
                 label = f"{run.name}: {tag.split()[0]}" if len(runs) > 1 else tag
                 bars.append((label, numbers["accuracy"], numbers.get("accuracy_ci_low"), numbers.get("accuracy_ci_high"),
@@ -182,7 +182,7 @@ def _evaluations(run: RunData) -> list[str]:
     if not run.evaluations:
         return []
     parts = ["<h2>Held-out evaluations</h2>"]
-    numbers = {tag: _eval_numbers(run, tag) for tag in run.evaluations}
+    numbers = {tag: run.evaluation_numbers(tag) for tag in run.evaluations}
     keys = [key for key in dict.fromkeys(k for n in numbers.values() for k in n) if not key.endswith(("_ci_low", "_ci_high"))]
     header = "".join(f"<th>{html.escape(tag)}</th>" for tag in numbers)
     rows = "".join(f"<tr><td>{html.escape(key)}</td>"
@@ -202,13 +202,6 @@ def _evaluations(run: RunData) -> list[str]:
                          f"</code></td><td><code>{html.escape(change.after)}</code></td></tr>")
         parts.append("</table>")
     return parts
-
-
-def _eval_numbers(run: RunData, tag: str) -> dict[str, float]:
-    from eval import EvalResult
-
-    data = run.evaluations.get(tag)
-    return EvalResult.from_dict(data).summary() if data else {}
 
 
 def _media_markup(kind: str, ref: str) -> str:

@@ -27,6 +27,17 @@ class RunData:
     rows: list[dict[str, Any]]
     completions: list[dict[str, Any]]
     evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # tag -> EvalResult.to_dict()
+    _numbers: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)  # tag -> summary, once
+
+    def evaluation_numbers(self, tag: str) -> dict[str, float]:
+        """The summary numbers (with intervals) of evaluation ``tag``; {} when there is none. Computed
+        once per tag (the intervals are bootstrapped)."""
+        if tag not in self._numbers:
+            from eval import EvalResult
+
+            data = self.evaluations.get(tag)
+            self._numbers[tag] = EvalResult.from_dict(data).summary() if data else {}
+        return self._numbers[tag]
 
     @classmethod
     def load(cls, run_dir: Path) -> RunData:

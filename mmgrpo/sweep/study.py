@@ -88,12 +88,11 @@ def _objective(trial: Any, options: SweepOptions, storage: str) -> float:
 def final_metric(run_dir: Path, metric: str) -> float:
     """The metric of the run's held-out evaluation after GRPO."""
     from mmgrpo.reports.run_data import RunData
-    from eval import EvalResult
 
-    evaluation = RunData.load(run_dir).evaluations.get("after GRPO")
-    if evaluation is None:
+    numbers = RunData.load(run_dir).evaluation_numbers("after GRPO")
+    if not numbers:
         raise TrialFailed(f"{run_dir} has no evaluation after GRPO (eval.after must stay true in a sweep)")
-    value = EvalResult.from_dict(evaluation).summary().get(metric)
+    value = numbers.get(metric)
     if value is None or not math.isfinite(value):
         raise TrialFailed(f"{run_dir}: the evaluation after GRPO has no finite {metric!r}")
     return float(value)

@@ -265,7 +265,7 @@ class GRPOTrainer:
         metrics |= backend.all_reduce(_timing(started, rollout_done, reference_done, time.perf_counter()), "max")
         metrics["tokens_per_second"] = metrics["length/total"] / metrics["time/step"]
         if backend.is_main_process:
-            self._maybe_log_completions(everyone, advantages.tolist())
+            self._maybe_log_completions(everyone, advantages)
         return metrics
 
     # -- pieces of a step ----------------------------------------------------------------
@@ -406,14 +406,14 @@ class GRPOTrainer:
         for group in [*rollouts.groups, *rollouts.filtered]:
             self.group_sizes.record(group.sample.id, group.successes())
 
-    def _maybe_log_completions(self, rollouts: Rollouts, advantages: list[float]) -> None:
+    def _maybe_log_completions(self, rollouts: Rollouts, advantages: torch.Tensor) -> None:
         """Every ``log.log_completions_every`` steps, the first ``log.completions_per_log`` completions
         (whole groups first) with what a report shows of them: the prompt's text and media references,
         the answer, each reward component and the advantage."""
         every = self.config.log.log_completions_every
         if not every or (self.step_index + 1) % every:
             return
-        records, position = [], 0
+        records, position, advantages = [], 0, advantages.tolist()
         for group in rollouts.groups:
             prompt, successes = completion_prompt(group.sample), group.successes()
             for index, (completion, reward) in enumerate(zip(group.completions, group.rewards)):

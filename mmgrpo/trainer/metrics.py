@@ -119,12 +119,13 @@ class MetricsLogger:
         if not records:
             return
         step = int(records[0]["step"])
+        images = prompt_images(records) if self._tensorboard is not None or self._wandb is not None else {}
         if self._tensorboard is not None:
             self._tensorboard.add_text("completions", completions_markdown(records), step)
-            for sample_id, image in prompt_images(records).items():
+            for sample_id, image in images.items():
                 self._tensorboard.add_image(f"completions/{sample_id}", np.asarray(image), step, dataformats="HWC")
         if self._wandb is not None:
-            self._wandb.log({"completions": _wandb_table(records, prompt_images(records))}, step=step)
+            self._wandb.log({"completions": _wandb_table(records, images)}, step=step)
 
     def close(self) -> None:
         self._file.close()

@@ -26,8 +26,8 @@ from tasks.reward_calls import RewardError, RewardPolicy
 from tasks.scoring import RewardBreakdown, score_batches
 
 
-NO_COMPLETIONS = "no completions"
-IN_MEMORY_MEDIA = "<in memory>"  # a light sample's stand-in for media that are not a path or URL  # skip reason of an encoded prompt the engine returned nothing for
+NO_COMPLETIONS = "no completions"  # skip reason of an encoded prompt the engine returned nothing for
+IN_MEMORY_MEDIA = "<in memory>"  # a light sample's stand-in for media that are not a path or URL
 
 
 @dataclass
