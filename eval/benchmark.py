@@ -27,6 +27,7 @@ from mmgrpo.config import Config, DatasetConfig, ModelConfig, TaskConfig
 from mmgrpo.models.budget_limits import require_budgets_fit
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.rollout.base import ENGINES
+from mmgrpo.models.prompt_cache import PromptCache, open_prompt_cache
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.setup import (
     SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, reward_policy, task_model_info,
@@ -52,6 +53,7 @@ def run(
     group_shared: bool = True,
     cache_dir: str | Path | None = None,
     data_seed: int = 0,
+    prompt_cache: PromptCache | None = None,
 ) -> dict[str, EvalResult]:
     """Evaluate every model in ``models`` on ``datasets``; returns model -> result.
 
@@ -59,7 +61,8 @@ def run(
     a generator recipe) with its split, task, adapter and row limit. ``model`` gives the
     dtype, media budgets and tiny-model options shared by all models; ``task`` the
     default task and prompt style. Datasets generated from a recipe (and tiny models) are
-    cached under ``cache_dir`` (default ``out_dir/_cache``).
+    cached under ``cache_dir`` (default ``out_dir/_cache``); encoded prompts in ``prompt_cache``
+    (the preprocessing cache) when the engine decodes from encoded tensors.
     """
     if not models:
         raise ValueError("run needs at least one model")
@@ -69,6 +72,8 @@ def run(
     model_config, task_config = model or ModelConfig(), task or TaskConfig()
     ledger = SkipLedger(out / LEDGER_FILE)
     engine_options = {"group_shared": group_shared, "max_prompt_len": max_prompt_tokens}
+    if prompt_cache is not None and not getattr(ENGINES.get(engine), "needs_loaded_media", True):
+        engine_options["cache"] = prompt_cache
     results: dict[str, EvalResult] = {}
     model_paths: dict[str, str] = {}
     for index, name in enumerate(_unique_names(models)):
@@ -140,6 +145,7 @@ def run_config(config: Config, out_dir: str | Path, models: Sequence[str] | None
         group_shared=config.train.group_shared_encoding,
         cache_dir=config.data.dir,
         data_seed=config.data.seed,
+        prompt_cache=open_prompt_cache(config.data),
     )
 
 

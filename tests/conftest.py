@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import struct
 import zlib
 from collections.abc import Callable, Iterator
@@ -39,6 +40,21 @@ def close_vllm_engines() -> Iterator[None]:
         from mmgrpo.rollout.vllm import close_shared_engines
 
         close_shared_engines()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def preprocessing_cache_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The preprocessing cache of every run a test starts lives in the session's temporary folder,
+    never in the user's home (child processes inherit the variable)."""
+    from mmgrpo.models.prompt_cache import DEFAULT_DIR_ENV
+
+    previous = os.environ.get(DEFAULT_DIR_ENV)
+    os.environ[DEFAULT_DIR_ENV] = str(tmp_path_factory.mktemp("preprocessing_cache"))
+    yield
+    if previous is None:
+        del os.environ[DEFAULT_DIR_ENV]
+    else:
+        os.environ[DEFAULT_DIR_ENV] = previous
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -25,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     # heavy imports once the config is known good
+    from mmgrpo.models.prompt_cache import open_prompt_cache
     from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
     from mmgrpo.trainer.pipeline import load_run_policy
     from mmgrpo.trainer.pipeline import base_model_path
@@ -43,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     history = run_sft(
         model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
         progress_bar=config.log.progress_bar, max_prompt_len=config.data.max_prompt_tokens, skip_ledger=ledger,
+        cache=open_prompt_cache(config.data),
     )
     model.save_pretrained(args.out)
     processor.save_pretrained(args.out)

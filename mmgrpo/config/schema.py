@@ -123,6 +123,15 @@ class DataConfig:
     )
     shuffle: bool = option(True, "Shuffle training prompts each epoch.")
     seed: int = option(0, "Seed for generation, mixing and shuffling.")
+    cache: bool = option(
+        True, "Preprocessing cache: keep each prompt's processed media and token ids on disk and reuse them in "
+        "later steps, epochs, stages (SFT, GRPO, eval) and runs; keyed by media content, budgets and processor."
+    )
+    cache_dir: str | None = option(None, "Folder of the preprocessing cache; None = $MMGRPO_CACHE_DIR or "
+                                   "~/.cache/mmgrpo/prompts. Safe to share between concurrent runs.")
+    cache_max_gb: float = option(
+        20.0, "Size cap of the cache folder: past it the least recently used entries are removed.", gt=0
+    )
 
 
 @dataclass

@@ -130,6 +130,27 @@ class FamilyAdapter:
                 )
         return selected
 
+    def concat_media(self, rows: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+        """The media inputs of a batch made of ``rows`` (each as ``select_media`` gives one row).
+
+        Per-item and per-patch inputs are concatenated in row order (rows without such
+        items have none); per-row inputs are stacked, zero-padded on every dimension past
+        the first to the largest row, as processors pad tiles and masks within a batch.
+        """
+        merged = {}
+        for key in sorted({key for row in rows for key in row}):
+            present = [row[key] for row in rows if key in row]
+            if key in self.per_item_keys or key in self.per_patch_keys:
+                merged[key] = torch.cat(present)
+                continue
+            shape = [max(value.shape[dim] for value in present) for dim in range(1, present[0].dim())]
+            stacked = present[0].new_zeros((len(rows), *shape))
+            for index, row in enumerate(rows):
+                if key in row:
+                    stacked[(index, *(slice(0, size) for size in row[key].shape[1:]))] = row[key][0]
+            merged[key] = stacked
+        return merged
+
 
 class QwenVLAdapter(FamilyAdapter):
     """Qwen2-VL, Qwen2.5-VL, Qwen3-VL: M-RoPE positions, patches of all items concatenated.

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import ProcessorMixin
@@ -30,6 +30,9 @@ from mmgrpo.registry import Registry
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Sample
 from processors import MODALITIES, AudioClip, Budget, LoadedMedia, MediaError, VideoClip
+
+if TYPE_CHECKING:
+    from mmgrpo.models.prompt_cache import PromptCache
 
 MediaBudgets = Mapping[str, Budget]  # modality name -> budget; a missing modality gets its defaults
 TokenIds = Sequence[int]
@@ -94,7 +97,7 @@ class PromptBatch:
     pad_token_id: int
     kept: list[int]
     dropped: list[SkippedRow]
-    prepared: list[PreparedPrompt] = field(default_factory=list)  # row b's prompt text and media
+    prepared: list[PreparedPrompt] = field(default_factory=list)  # row b's prompt text and media; empty if cached
 
     @property
     def adapter(self) -> FamilyAdapter:
@@ -125,6 +128,21 @@ class PromptBatch:
             token_inputs={key: move(value) for key, value in self.token_inputs.items()},
             media_inputs={key: move(value) for key, value in self.media_inputs.items()},
         )
+
+    def rows(self) -> list[EncodedRow]:
+        """Each row on its own, unpadded."""
+        rows = []
+        for row in range(len(self)):
+            alone = self.select([row])
+            rows.append(
+                EncodedRow(
+                    input_ids=alone.input_ids[0],
+                    token_inputs={key: value[0] for key, value in alone.token_inputs.items()},
+                    media_inputs=alone.media_inputs,
+                    media_counts=alone.media_counts[0],
+                )
+            )
+        return rows
 
     def select(self, rows: Sequence[int]) -> PromptBatch:
         """Rows ``rows`` (repeats allowed), left padding shared by all of them trimmed."""
@@ -201,6 +219,7 @@ def build_prompt_batch(
     *,
     family: str,
     max_prompt_len: int | None = None,
+    cache: PromptCache | None = None,
 ) -> PromptBatch:
     """Load each sample's media once, render and encode the prompts, left-padded.
 
@@ -209,7 +228,20 @@ def build_prompt_batch(
     exceeds ``max_prompt_len`` is left out and recorded in ``dropped``; the batch holds
     the others (zero rows when none is left). ``MediaTokenMismatchError`` is raised only
     when the processor's expansion disagrees with the adapter (a bug, not a bad row).
+    With a ``cache``, prompts encoded before (by any step, stage or run) are read from it
+    instead, the others are encoded and stored; such a batch has no ``prepared`` prompts.
     """
+    if cache is None:
+        batch = _encode_samples(processor, samples, budgets or {}, family)
+    else:
+        batch = _encode_through_cache(processor, samples, budgets or {}, family, cache)
+    return _drop_overlong(batch, [samples[index] for index in batch.kept], max_prompt_len)
+
+
+def _encode_samples(
+    processor: ProcessorMixin, samples: Sequence[Sample], budgets: MediaBudgets, family: str
+) -> PromptBatch:
+    """Every sample loaded, rendered and encoded in one processor call (bad ones left out)."""
     adapter = adapter_for(family)
     placeholder_ids = adapter.placeholder_token_ids(processor)
     placeholders = _placeholder_strings(processor, placeholder_ids)
@@ -217,7 +249,7 @@ def build_prompt_batch(
     dropped: list[SkippedRow] = []
     for index, sample in enumerate(samples):
         try:
-            prepared.append(_prepare(processor, sample, index, budgets or {}, placeholders))
+            prepared.append(_prepare(processor, sample, index, budgets, placeholders))
         except (MediaError, MediaTokenMismatchError) as error:
             dropped.append(skipped_sample(sample, error))
     if not prepared:
@@ -225,15 +257,10 @@ def build_prompt_batch(
     encoded = _encode(processor, prepared)
     media_counts = [prompt.media_counts for prompt in prepared]
     sample_ids = [prompt.sample.id for prompt in prepared]
-    check_media_tokens(
-        encoded["input_ids"],
-        adapter.expected_media_tokens(processor, encoded, media_counts),
-        placeholder_ids,
-        sample_ids,
-    )
+    _check_expansion(processor, adapter, encoded, media_counts, sample_ids, placeholder_ids)
     input_ids = encoded.pop("input_ids")
     attention_mask = encoded.pop("attention_mask")
-    batch = PromptBatch(
+    return PromptBatch(
         family=family,
         sample_ids=sample_ids,
         input_ids=input_ids,
@@ -247,7 +274,106 @@ def build_prompt_batch(
         dropped=dropped,
         prepared=prepared,
     )
-    return _drop_overlong(batch, [samples[index] for index in batch.kept], max_prompt_len)
+
+
+def _encode_through_cache(
+    processor: ProcessorMixin, samples: Sequence[Sample], budgets: MediaBudgets, family: str, cache: PromptCache
+) -> PromptBatch:
+    """The samples' rows read from ``cache`` where it has them, the rest encoded (and stored), in sample order."""
+    keys = [cache.key(processor, sample, budgets, family) for sample in samples]
+    rows: dict[int, EncodedRow] = {}
+    for index, key in enumerate(keys):
+        row = cache.get(key) if key is not None else None
+        if row is not None:
+            rows[index] = row
+    missing = [index for index in range(len(samples)) if index not in rows]
+    dropped: list[SkippedRow] = []
+    if missing:
+        fresh = _encode_samples(processor, [samples[index] for index in missing], budgets, family)
+        dropped = fresh.dropped
+        for fresh_index, row in zip(fresh.kept, fresh.rows()):
+            index = missing[fresh_index]
+            rows[index] = row
+            if keys[index] is not None:
+                cache.put(keys[index], row)
+    kept = sorted(rows)
+    batch = batch_from_rows(
+        [rows[index] for index in kept],
+        family=family,
+        sample_ids=[samples[index].id for index in kept],
+        kept=kept,
+        dropped=dropped,
+        placeholder_ids=adapter_for(family).placeholder_token_ids(processor),
+        pad_token_id=_pad_token_id(processor),
+    )
+    if len(batch):
+        encoded = {"input_ids": batch.input_ids, **batch.token_inputs, **batch.media_inputs}
+        _check_expansion(
+            processor, batch.adapter, encoded, batch.media_counts, batch.sample_ids, batch.placeholder_ids
+        )
+    return batch
+
+
+def _check_expansion(
+    processor: ProcessorMixin,
+    adapter: FamilyAdapter,
+    encoded: Mapping[str, Any],
+    media_counts: Sequence[Mapping[str, int]],
+    sample_ids: Sequence[str],
+    placeholder_ids: Mapping[str, int],
+) -> None:
+    """Each row's placeholder tokens match what its media features need (raises otherwise)."""
+    expected = adapter.expected_media_tokens(processor, encoded, media_counts)
+    check_media_tokens(encoded["input_ids"], expected, placeholder_ids, sample_ids)
+
+
+@dataclass
+class EncodedRow:
+    """One prompt as the processor encoded it, unpadded: what the preprocessing cache keeps."""
+
+    input_ids: torch.Tensor  # [T]
+    token_inputs: dict[str, torch.Tensor]  # per-token processor outputs, each [T]
+    media_inputs: dict[str, torch.Tensor]  # this row's media tensors, as ``PromptBatch.select`` gives them
+    media_counts: dict[str, int]
+
+
+def batch_from_rows(
+    rows: Sequence[EncodedRow],
+    *,
+    family: str,
+    sample_ids: list[str],
+    kept: list[int],
+    dropped: list[SkippedRow],
+    placeholder_ids: dict[str, int],
+    pad_token_id: int,
+) -> PromptBatch:
+    """Encoded rows stacked into one left-padded batch (per-token extras zero-padded)."""
+    if not rows:
+        return _empty_batch(family, placeholder_ids, pad_token_id, dropped)
+    filled = ragged_rows([row.input_ids for row in rows]).flip(1)  # [B, Tp], real tokens at the right
+    input_ids = torch.full(filled.shape, pad_token_id, dtype=torch.long)
+    input_ids[filled] = torch.cat([row.input_ids for row in rows])
+    token_inputs = {}
+    for key in sorted({key for row in rows for key in row.token_inputs}):
+        first = next(row.token_inputs[key] for row in rows if key in row.token_inputs)
+        values = torch.zeros(filled.shape, dtype=first.dtype)
+        values[filled] = torch.cat([row.token_inputs.get(key, torch.zeros_like(row.input_ids, dtype=first.dtype))
+                                    for row in rows])
+        token_inputs[key] = values
+    media_counts = [dict(row.media_counts) for row in rows]
+    return PromptBatch(
+        family=family,
+        sample_ids=sample_ids,
+        input_ids=input_ids,
+        attention_mask=filled.long(),
+        token_inputs=token_inputs,
+        media_inputs=adapter_for(family).concat_media([row.media_inputs for row in rows]),
+        media_counts=media_counts,
+        placeholder_ids=placeholder_ids,
+        pad_token_id=pad_token_id,
+        kept=kept,
+        dropped=dropped,
+    )
 
 
 def skipped_sample(sample: Sample, error: MediaError | MediaTokenMismatchError) -> SkippedRow:

@@ -26,6 +26,7 @@ from transformers import GenerationConfig, PreTrainedTokenizerBase, ProcessorMix
 
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import MediaBudgets, PromptBatch, build_prompt_batch
+from mmgrpo.models.prompt_cache import PromptCache, open_prompt_cache
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
 from mmgrpo.rollout import sampling
 from mmgrpo.rollout.base import ENGINES, SamplingParams, resolve_group_sizes
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 class HFEngine:
     """Samples completions with the policy module itself (no copy, no weight sync)."""
 
+    needs_loaded_media = False  # decodes from the encoded tensors: prompts may come from the preprocessing cache
+
     def __init__(
         self,
         model: torch.nn.Module,
@@ -51,8 +54,9 @@ class HFEngine:
         max_prompt_len: int | None = None,
         forbidden_token_ids: Sequence[int] | None = None,
         all_ranks_done: Callable[[bool], bool] | None = None,
+        cache: PromptCache | None = None,
     ) -> None:
-        """``budgets`` and ``max_prompt_len`` go to ``build_prompt_batch``: a longer prompt is
+        """``budgets``, ``max_prompt_len`` and ``cache`` go to ``build_prompt_batch``: a longer prompt is
         dropped (its sample gets no completions), never truncated. ``forbidden_token_ids``
         defaults to every special id except the stop ids. ``all_ranks_done(done_here)``, when
         given, tells whether every rank has finished decoding (synced decoding)."""
@@ -62,6 +66,7 @@ class HFEngine:
         self.group_shared = group_shared
         self.budgets = budgets
         self.max_prompt_len = max_prompt_len
+        self.cache = cache
         self.tokenizer = tokenizer_of(processor)
         self.eos_token_ids = generation_eos_ids(model, self.tokenizer)
         self.forbidden_token_ids = tuple(
@@ -83,6 +88,7 @@ class HFEngine:
         return cls(
             model, processor, group_shared=config.train.group_shared_encoding, budgets=budgets,
             max_prompt_len=config.data.max_prompt_tokens, all_ranks_done=backend.all_ranks if synced else None,
+            cache=open_prompt_cache(config.data),
         )
 
     def generate(
@@ -132,7 +138,8 @@ class HFEngine:
     def encode(self, samples: Sequence[Sample]) -> PromptBatch:
         """``samples`` as the left-padded prompt batch this engine decodes from."""
         return build_prompt_batch(
-            self.processor, samples, self.budgets, family=self._family, max_prompt_len=self.max_prompt_len
+            self.processor, samples, self.budgets, family=self._family, max_prompt_len=self.max_prompt_len,
+            cache=self.cache,
         )
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:

@@ -131,6 +131,8 @@ class VLLMSampling:
     parameters mapped 1:1, completions checked against the trainer's prompt ids. A subclass says
     how requests reach vLLM (:meth:`_sample`) and how weights do (``update_weights``)."""
 
+    needs_loaded_media = True  # vLLM takes the loaded media, not our processor's tensors
+
     def __init__(
         self, model: torch.nn.Module, processor: ProcessorMixin, *, budgets: MediaBudgets | None,
         max_prompt_len: int | None, logprobs_mode: str,
@@ -166,7 +168,8 @@ class VLLMSampling:
                 f"got logprobs_mode={params.logprobs_mode!r}"
             )
         sizes = resolve_group_sizes(samples, params, group_sizes)
-        prompts = self.encode(samples) if prompts is None else prompts
+        if prompts is None or (prompts.kept and not prompts.prepared):  # none, or from the preprocessing cache
+            prompts = self.encode(samples)
         groups: list[list[Completion]] = [[] for _ in samples]
         if not prompts.kept:
             return groups

@@ -34,6 +34,7 @@ from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import PromptBatch, build_prompt_batch
 from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor
 from mmgrpo.models.policy_weights import checkpoint_dir, plain_weights
+from mmgrpo.models.prompt_cache import hit_rate_metrics, open_prompt_cache
 from mmgrpo.reports.alerts import StepMonitor
 from mmgrpo.reports.html import refresh_report
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
@@ -123,6 +124,9 @@ class GRPOTrainer:
             self.async_rollouts = self._start_async_rollouts()  # from the restored weights
         else:
             self.engine = build_engine(config, model, processor, self.backend)
+        # The trainer's prompt batches also feed a sync engine: one that needs loaded media gets no cached ones.
+        uses_loaded_media = self.engine is not None and getattr(self.engine, "needs_loaded_media", True)
+        self.prompt_cache = None if uses_loaded_media else open_prompt_cache(config.data)
         self.monitor = StepMonitor(config.log.alerts)  # training-health warnings in the log
         self.metrics = MetricsLogger(
             run_dir, tensorboard=config.log.tensorboard, wandb=config.log.wandb,
@@ -226,6 +230,7 @@ class GRPOTrainer:
         cfg = self.config
         started = time.perf_counter()
         backend = self.backend
+        cache_before = self.prompt_cache.stats.snapshot() if self.prompt_cache is not None else None
         with signals_allowed():  # collecting rollouts changes nothing a checkpoint keeps: a stop may cut it
             self.model.eval()
             rollouts = collect_rollouts(
@@ -262,6 +267,8 @@ class GRPOTrainer:
             metrics |= policy_update(self.backend, batch, self._loss_settings(), self._update_settings())
             self._sync_weights()
         metrics |= _advantage_metrics(advantages)
+        if cache_before is not None:
+            metrics |= hit_rate_metrics(self.prompt_cache.stats.since(cache_before))
         metrics |= backend.all_reduce(_timing(started, rollout_done, reference_done, time.perf_counter()), "max")
         metrics["tokens_per_second"] = metrics["length/total"] / metrics["time/step"]
         if backend.is_main_process:
@@ -350,7 +357,7 @@ class GRPOTrainer:
     def _encode(self, samples: list) -> PromptBatch:
         return build_prompt_batch(
             self.processor, samples, self.budgets, family=_model_type(self.model),
-            max_prompt_len=self.config.data.max_prompt_tokens,
+            max_prompt_len=self.config.data.max_prompt_tokens, cache=self.prompt_cache,
         )
 
     def _group_sizes_for(self, samples: list) -> list[int]:

@@ -30,6 +30,7 @@ import torch
 from eval import EvalResult, comparison_table, evaluate_policy
 from eval.benchmark import eval_options, held_out_datasets
 from mmgrpo.config import Config
+from mmgrpo.models.prompt_cache import open_prompt_cache
 from mmgrpo.reports.html import refresh_report
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.checkpoint import checkpoint_step, save_model
@@ -235,6 +236,7 @@ def _cold_start(  # noqa: ANN001
             model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
             metrics=sft_log, progress_bar=config.log.progress_bar and main, max_prompt_len=config.data.max_prompt_tokens,
             skip_ledger=ledger, checkpoints=run_dir / SFT_CHECKPOINTS if main else None, resume_from=resume_from,
+            cache=open_prompt_cache(config.data),
         )
     finally:
         sft_log.close()

@@ -161,9 +161,8 @@ def _serve(
     _exit_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from mmgrpo.config import Config
-    from mmgrpo.models.batch import build_prompt_batch
     from mmgrpo.models.loading import load_model_and_processor
-    from mmgrpo.trainer.setup import build_engine, media_budgets
+    from mmgrpo.trainer.setup import build_engine
     from tasks import load_reward_plugins
 
     config = Config.from_dict(spec.config)
@@ -177,7 +176,6 @@ def _serve(
     model.eval().requires_grad_(False)
     version = weights.load_into(model)
     engine = build_engine(config, model, processor)
-    budgets, family = media_budgets(config.model, processor), model.config.model_type
     while True:
         try:
             message = requests.get(timeout=_POLL_S)
@@ -193,9 +191,7 @@ def _serve(
             if weights.version != version:
                 version = weights.load_into(model)
                 engine.update_weights(model)
-            prompts = build_prompt_batch(
-                processor, samples, budgets, family=family, max_prompt_len=config.data.max_prompt_tokens
-            )
+            prompts = engine.encode(samples)  # through the preprocessing cache when the engine takes one
             rollouts = sample_round(engine, prompts, samples, group_sizes, spec.scoring, params)
             results.put(WorkerResult(request_id, version, _for_trainer(rollouts), time.perf_counter() - started))
         except Exception:  # noqa: BLE001 - sent to the trainer, which decides

@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from mmgrpo.config import SFTConfig
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import MediaBudgets, PromptBatch, build_prompt_batch, pad_completions
+from mmgrpo.models.prompt_cache import PromptCache, hit_rate_metrics
 from mmgrpo.models.shared_prefix import completion_logprobs
 from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.trainer.checkpoint import (
@@ -107,6 +108,7 @@ def run_sft(
     skip_ledger: SkipLedger | None = None,
     checkpoints: Path | None = None,
     resume_from: Path | None = None,
+    cache: PromptCache | None = None,
 ) -> list[dict[str, float]]:
     """Train for ``config.steps`` optimizer steps of ``config.batch_size`` examples; returns per-step metrics.
 
@@ -115,6 +117,7 @@ def run_sft(
     With ``checkpoints``, a stop request (Ctrl-C, SIGTERM) or an error inside a step saves
     the last finished step there as ``step-N``, then propagates. ``resume_from`` is such a
     checkpoint, whose weights ``model`` already holds: training continues from it exactly.
+    ``cache`` is the preprocessing cache prompts are read from and stored in.
     """
     if not examples:
         raise ValueError("SFT needs at least one example")
@@ -130,11 +133,13 @@ def run_sft(
     with _checkpoint_on_failure(checkpoints, model, processor, optimizer, scheduler, progress):
         steps = range(done + 1, config.steps + 1)
         for step in tqdm(steps, desc="SFT", initial=done, total=config.steps, disable=not progress_bar, dynamic_ncols=True):
+            cache_before = cache.stats.snapshot() if cache is not None else None
             indices = order.take(config.batch_size)
             batch = [examples[i] for i in indices]
             targets = completion_token_ids(processor, model, [example.completion for example in batch])
             parts, skipped = _encode_micro_batches(
-                processor, batch, targets, config.micro_batch_size, budgets, family=family, max_prompt_len=max_prompt_len
+                processor, batch, targets, config.micro_batch_size, budgets, family=family,
+                max_prompt_len=max_prompt_len, cache=cache,
             )
             if skipped:
                 skipped_ids = {row.row_id for row in skipped}
@@ -162,6 +167,8 @@ def run_sft(
                 raise FloatingPointError(f"SFT loss became {loss} at step {step}")
             with signals_deferred():  # the update and the record of the step are one
                 row = {"sft/loss": loss, "sft/grad_norm": backend.step(), "sft/lr": lr}
+                if cache_before is not None:
+                    row |= hit_rate_metrics(cache.stats.since(cache_before), prefix="sft")
                 progress.finish(step, scheduler.last_epoch, order)
                 history.append(row)
                 if metrics is not None:
@@ -231,7 +238,7 @@ def _restore_sft(checkpoint: Path, optimizer: torch.optim.Optimizer, scheduler: 
 
 def _encode_micro_batches(
     processor: Any, batch: Sequence[SFTExample], targets: Sequence[list[int]], micro_batch_size: int,
-    budgets: MediaBudgets, *, family: str, max_prompt_len: int | None,
+    budgets: MediaBudgets, *, family: str, max_prompt_len: int | None, cache: PromptCache | None,
 ) -> tuple[list[tuple[PromptBatch, list[list[int]]]], list[SkippedRow]]:
     """``batch`` encoded in micro-batches, each with the targets of its kept examples, and the
     examples the batch builder left out."""
@@ -239,7 +246,8 @@ def _encode_micro_batches(
     for start in range(0, len(batch), micro_batch_size):
         part = slice(start, start + micro_batch_size)
         prompts = build_prompt_batch(
-            processor, [e.sample for e in batch[part]], budgets, family=family, max_prompt_len=max_prompt_len
+            processor, [e.sample for e in batch[part]], budgets, family=family, max_prompt_len=max_prompt_len,
+            cache=cache,
         )
         skipped += prompts.dropped
         if prompts.kept:
