@@ -19,6 +19,7 @@ from processors.budgets import ImageBudget
 from tasks.guards import Guards, guarded_answer, single_answer
 from tasks.registry import REWARDS
 from tasks.scoring import reward_fields
+from tasks.steps import STEP_RULES
 
 MEDIA_KINDS = ("image", "video", "audio")
 
@@ -82,11 +83,15 @@ class Task:
         guards: Guards | Mapping[str, Any] | bool | None = None,
         think_instruction: str = THINK_INSTRUCTION,
         answer_instruction: str = ANSWER_INSTRUCTION,
+        step_rule: str = "lines",
     ) -> None:
+        """``step_rule`` (:mod:`tasks.steps`) places a process reward's per-step scores on the completion."""
+        STEP_RULES.get(step_rule)  # an unknown rule fails here, naming the known ones
         self.model = model
         self.guards = Guards.coerce(guards)
         self.think_instruction = think_instruction
         self.answer_instruction = answer_instruction
+        self.step_rule = step_rule
 
     @classmethod
     def option_names(cls) -> set[str]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+from mmgrpo.types import Sample
 from tasks.base import RowError, Task
 from tasks.guards import Guards, guarded_answer, single_answer
 from tasks.parsing import parse_integer
@@ -62,11 +63,33 @@ def count_accuracy(
 
 
 class CountingTask(Task):
-    """A task whose answer is how many things the media shows (or plays)."""
+    """A task whose answer is how many things the media shows (or plays).
+
+    Rows that list their ``objects`` (the procedural generators do) keep each object's colour
+    and shape for the ``object_mentions`` process reward; with ``list_objects`` the cold-start
+    SFT target's reasoning names them, one line each.
+    """
 
     default_rewards = {"format": 0.1, "count_accuracy": 1.0}
     metric_reward = "count_accuracy"
     guarded_rewards = ("count_accuracy",)
+
+    def __init__(self, *, list_objects: bool = False, **options: Any) -> None:
+        super().__init__(**options)
+        self.list_objects = list_objects
+
+    def task_fields(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        objects = row.get("objects")
+        if not isinstance(objects, list):
+            return {}
+        return {"objects": [{"colour": obj.get("colour"), "shape": obj.get("shape")} for obj in objects]}
+
+    def reference_completion(self, sample: Sample) -> str:
+        objects = sample.extra.get("objects")
+        if not (self.list_objects and objects) or sample.extra.get("think") is False:
+            return super().reference_completion(sample)
+        listing = "\n".join(f"{obj['colour']} {obj['shape']}" for obj in objects)
+        return f"<think>\n{listing}\n</think><answer>{self.format_answer(sample)}</answer>"
 
     def ground_truth(self, row: Mapping[str, Any]) -> int:
         try:

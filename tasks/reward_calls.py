@@ -8,6 +8,11 @@ and its completions count as errors. Threads overlap rewards that wait (sleeps, 
 judges, subprocesses, C code that releases the GIL); a pure-Python CPU-bound reward runs
 no faster than serially.
 
+A reward returns, per completion, a number (an outcome reward) or a list of steps (a process
+reward): ``(char_start, char_end, score)`` spans of the completion, or one score per step of
+the call's step rule (:mod:`tasks.steps`). Steps come back as spans in ``CallResult.steps``,
+their mean as the completion's value (for reports).
+
 A failure is per completion where it can be: a batch call that raises is retried item by
 item, so one bad completion does not void its group; a NaN, inf or non-number is an error
 of that item only. A call that times out or returns the wrong number of values fails for
@@ -20,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +33,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Literal, Sequence
 
 from tasks.registry import REWARDS, RewardFn
+from mmgrpo.algos.process import Span
+from tasks.steps import split_steps
 
 ErrorPolicy = Literal["raise", "skip"]
 
@@ -52,7 +60,7 @@ class RewardError:
     reward: str
     sample_id: str
     completion: int  # index of the completion within its call (its group)
-    kind: Literal["raised", "timeout", "non-finite", "not a number", "wrong length"]
+    kind: Literal["raised", "timeout", "non-finite", "not a number", "wrong length", "bad steps"]
     detail: str
 
     def describe(self) -> str:
@@ -80,14 +88,17 @@ class RewardCall:
     fields: dict[str, list[Any]]  # keyword fields, one entry per completion (see tasks.scoring.reward_fields)
     sample_ids: list[str]  # one per completion, for error reports
     options: dict[str, Any] = field(default_factory=dict)
+    step_rule: str = "lines"  # how per-step scores are placed (tasks.steps)
 
 
 @dataclass
 class CallResult:
-    """A call's value per completion (None = not applicable or failed) and its failures."""
+    """A call's value per completion (None = not applicable or failed) and its failures; for a
+    process reward, each completion's step spans (None where it returned a number or failed)."""
 
     values: list[float | None]
     errors: list[RewardError]
+    steps: list[list[Span] | None] | None = None  # None: no completion returned steps
 
 
 def run_reward_calls(calls: Sequence[RewardCall], policy: RewardPolicy = RewardPolicy()) -> list[CallResult]:
@@ -130,7 +141,9 @@ def _run_call(fn: RewardFn, call: RewardCall, policy: RewardPolicy) -> CallResul
         return _failed(call, [0], "raised", _error_text(outcome.error))
     items = [_run_call(fn, _item(call, index), policy) for index in everything]
     errors = [replace(error, completion=index) for index, item in enumerate(items) for error in item.errors]
-    return CallResult(values=[item.values[0] for item in items], errors=errors)
+    steps = [item.steps[0] if item.steps else None for item in items]
+    return CallResult(values=[item.values[0] for item in items], errors=errors,
+                      steps=steps if any(step is not None for step in steps) else None)
 
 
 def _item(call: RewardCall, index: int) -> RewardCall:
@@ -138,7 +151,7 @@ def _item(call: RewardCall, index: int) -> RewardCall:
     return RewardCall(
         reward=call.reward, completions=[call.completions[index]],
         fields={key: [values[index]] for key, values in call.fields.items()},
-        sample_ids=[call.sample_ids[index]], options=call.options,
+        sample_ids=[call.sample_ids[index]], options=call.options, step_rule=call.step_rule,
     )
 
 
@@ -153,12 +166,45 @@ def _checked(call: RewardCall, returned: Any) -> CallResult:
         return _failed(call, range(len(call.completions)), "wrong length",
                        f"returned {got} for {len(call.completions)} completions")
     result = CallResult(values=[], errors=[])
+    steps: list[list[Span] | None] = []
     for index, value in enumerate(values):
-        number, problem = _as_number(value)
+        if isinstance(value, (list, tuple)):
+            spans, problem = _as_spans(value, call.completions[index], call.step_rule)
+            number = sum(score for _, _, score in spans) / len(spans) if spans else None
+        else:
+            spans, (number, problem) = None, _as_number(value)
         result.values.append(number)
+        steps.append(spans)
         if problem is not None:
             result.errors.append(RewardError(call.reward, call.sample_ids[index], index, *problem))
+    result.steps = steps if any(spans is not None for spans in steps) else None
     return result
+
+
+def _as_spans(value: list | tuple, text: str, rule: str) -> tuple[list[Span] | None, tuple[str, str] | None]:
+    """A process reward's steps of ``text`` as spans sorted by end, or None and (kind, detail).
+
+    Numbers are one score per step of ``rule``; triples are ``(char_start, char_end, score)``.
+    """
+    if all(not isinstance(step, (list, tuple)) for step in value):
+        places = split_steps(text, rule)
+        if len(places) != len(value):
+            return None, ("bad steps", f"returned {len(value)} step scores but step rule {rule!r} finds "
+                                       f"{len(places)} steps in the completion")
+        value = [(start, end, score) for (start, end), score in zip(places, value)]
+    spans = []
+    for step in value:
+        if not (isinstance(step, (list, tuple)) and len(step) == 3):
+            return None, ("bad steps", f"a step is not (char_start, char_end, score): {_short_repr(step)}")
+        start, end, score = step
+        number, problem = _as_number(score)
+        if problem is not None:
+            return None, problem
+        if not (isinstance(start, numbers.Integral) and isinstance(end, numbers.Integral)
+                and 0 <= start <= end <= len(text)):
+            return None, ("bad steps", f"span ({start}, {end}) is not within the {len(text)} characters")
+        spans.append((int(start), int(end), number))
+    return sorted(spans, key=lambda span: (span[1], span[0])), None
 
 
 def _as_number(value: Any) -> tuple[float | None, tuple[str, str] | None]:

@@ -2,7 +2,9 @@
 
 ``total[i] = sum_k weight_k * component_k[i]`` over the components that apply to item
 ``i``: a ``None`` (not applicable) is left out of that item's sum, as in TRL. An item no
-component applies to scores 0. A reward that fails on an item (raises, times out, returns
+component applies to scores 0. A process reward's steps (see :mod:`tasks.reward_calls`)
+stay out of the total: they go, weighted, to :attr:`RewardBreakdown.steps`, and the
+component holds their mean for reports. A reward that fails on an item (raises, times out, returns
 NaN/inf or a non-number) is ``None`` there under the default ``skip`` policy, and the
 failure is reported in :attr:`RewardBreakdown.errors` (see :mod:`tasks.reward_calls`).
 """
@@ -14,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from mmgrpo.types import Sample
-from tasks.reward_calls import RewardCall, RewardError, RewardPolicy, run_reward_calls
+from mmgrpo.algos.process import Span
+from tasks.reward_calls import CallResult, RewardCall, RewardError, RewardPolicy, run_reward_calls
 
 
 @dataclass
@@ -24,6 +27,7 @@ class RewardBreakdown:
     total: list[float]
     components: dict[str, list[float | None]]  # None: not applicable, or the reward failed there
     errors: list[RewardError] = field(default_factory=list)  # failures scored None (skip policy)
+    steps: list[list[Span]] | None = None  # per completion: weighted process-reward steps; None: no process reward
 
     def means(self) -> dict[str, float]:
         """Mean of each component over the items it applies to (NaN if none), and of the total."""
@@ -73,9 +77,11 @@ def score_batches(
     *,
     reward_options: Mapping[str, Mapping[str, Any]] | None = None,
     policy: RewardPolicy = RewardPolicy(),
+    step_rule: str = "lines",
 ) -> list[RewardBreakdown]:
     """:func:`score_completions` of each (completions, samples) batch, every reward call of
-    every batch (e.g. of every group of a step) sharing one pool of ``policy.workers`` threads."""
+    every batch (e.g. of every group of a step) sharing one pool of ``policy.workers`` threads.
+    ``step_rule`` places the per-step scores of process rewards (:mod:`tasks.steps`)."""
     reward_options = reward_options or {}
     unknown = set(reward_options) - set(weights)
     if unknown:
@@ -83,17 +89,35 @@ def score_batches(
     calls = []
     for completions, samples in batches:
         fields, sample_ids = reward_fields(samples), [sample.id for sample in samples]
-        calls += [RewardCall(name, list(completions), fields, sample_ids, dict(reward_options.get(name, {})))
-                  for name in weights]
+        calls += [RewardCall(name, list(completions), fields, sample_ids, dict(reward_options.get(name, {})),
+                             step_rule=step_rule) for name in weights]
     results = iter(run_reward_calls(calls, policy))
     breakdowns = []
     for completions, _ in batches:
         called = {name: next(results) for name in weights}
         components = {name: result.values for name, result in called.items()}
         total = [
-            sum(weights[name] * values[i] for name, values in components.items() if values[i] is not None)
+            sum(weights[name] * result.values[i] for name, result in called.items() if _outcome(result, i))
             for i in range(len(completions))
         ]
         errors = [error for result in called.values() for error in result.errors]
-        breakdowns.append(RewardBreakdown(total=[float(v) for v in total], components=components, errors=errors))
+        breakdowns.append(RewardBreakdown(total=[float(v) for v in total], components=components, errors=errors,
+                                          steps=_weighted_steps(called, weights, len(completions))))
     return breakdowns
+
+
+def _outcome(result: CallResult, index: int) -> bool:
+    """Whether ``result``'s value at ``index`` counts towards the total: a number, not the mean of steps."""
+    return result.values[index] is not None and (result.steps is None or result.steps[index] is None)
+
+
+def _weighted_steps(called: Mapping[str, CallResult], weights: Mapping[str, float], count: int) -> list[list[Span]] | None:
+    """Each completion's steps of every process reward, scores times the reward's weight, by end."""
+    process = {name: result.steps for name, result in called.items() if result.steps is not None}
+    if not process:
+        return None
+    merged: list[list[Span]] = [[] for _ in range(count)]
+    for name, steps in process.items():
+        for index, spans in enumerate(steps):
+            merged[index] += [(start, end, weights[name] * score) for start, end, score in spans or []]
+    return [sorted(spans, key=lambda span: (span[1], span[0])) for spans in merged]

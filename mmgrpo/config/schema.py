@@ -267,6 +267,11 @@ class AlgoConfig:
         "group", "Std over each group (GRPO) or the whole batch (TRL's scale_rewards='batch')."
     )
     advantage_eps: float = option(1e-4, "Added to the std before dividing (TRL: 1e-4).", gt=0)
+    process_reward_weight: float = option(
+        1.0, "Process supervision: a token's advantage = its completion's outcome advantage + this x the sum of "
+        "the group-normalised step rewards from it onward (DeepSeekMath); used when a reward returns steps. "
+        "0 ignores steps.", ge=0
+    )
     num_iterations: int = option(1, "mu: policy updates per rollout batch (DeepSeekMath: 1).", ge=1)
     eps_low: float = option(0.2, "Lower clip range: ratio >= 1 - eps_low (PPO/GRPO: 0.2).", gt=0, lt=1)
     eps_high: float = option(

@@ -35,6 +35,8 @@ from mmgrpo.models.batch import PromptBatch, build_prompt_batch
 from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor
 from mmgrpo.models.policy_weights import checkpoint_dir, plain_weights
 from mmgrpo.models.prompt_cache import hit_rate_metrics, open_prompt_cache
+from mmgrpo.models.special_tokens import tokenizer_of
+from mmgrpo.models.token_text import TokenTextEnds
 from mmgrpo.reports.alerts import StepMonitor
 from mmgrpo.reports.html import refresh_report
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
@@ -55,6 +57,7 @@ from mmgrpo.trainer.rollouts import (
     Rollouts, collect_rollouts, draw_usable, rank_advantages, sample_round, with_round_seed,
 )
 from mmgrpo.trainer.setup import SampleSet, build_engine, media_budgets, sampling_params, scoring_rule
+from mmgrpo.trainer.process_steps import step_advantages
 from mmgrpo.trainer.step_metrics import rollout_metrics, staleness_metrics
 from mmgrpo.trainer.update import (
     LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, policy_update, sampler_logprobs,
@@ -127,6 +130,7 @@ class GRPOTrainer:
         # The trainer's prompt batches also feed a sync engine: one that needs loaded media gets no cached ones.
         uses_loaded_media = self.engine is not None and getattr(self.engine, "needs_loaded_media", True)
         self.prompt_cache = None if uses_loaded_media else open_prompt_cache(config.data)
+        self.token_text_ends = TokenTextEnds(tokenizer_of(processor))  # places process-reward steps on tokens
         self.monitor = StepMonitor(config.log.alerts)  # training-health warnings in the log
         self.metrics = MetricsLogger(
             run_dir, tensorboard=config.log.tensorboard, wandb=config.log.wandb,
@@ -380,6 +384,9 @@ class GRPOTrainer:
         prompts = rollouts.prompt_batch(self._encode)
         include = [not (cfg.algo.mask_truncated and c.truncated) for c in completions]
         loss_mask = build_loss_mask(token_ids, include, prompts.pad_token_id).to(_device(self.model))
+        process = self._process_advantages(rollouts, loss_mask.shape[1])  # [N, Tc] or None
+        if process is not None:
+            advantages = advantages[:, None] + cfg.algo.process_reward_weight * process  # [N, Tc]
         return StepBatch(
             prompts=prompts.to(_device(self.model)),
             completions=token_ids,
@@ -388,6 +395,14 @@ class GRPOTrainer:
             loss_mask=loss_mask,
             sampler_logp=sampler_logprobs(completions, loss_mask),
         )
+
+    def _process_advantages(self, rollouts: Rollouts, length: int) -> torch.Tensor | None:
+        """Token advantages ``[N, length]`` of the process rewards' steps; None when no completion has
+        steps or ``algo.process_reward_weight`` is 0."""
+        if self.config.algo.process_reward_weight == 0:
+            return None
+        algo = self.config.algo
+        return step_advantages(rollouts, self.token_text_ends, length, scale_std=algo.scale_std, eps=algo.advantage_eps)
 
     def _loss_settings(self) -> LossSettings:
         algo = self.config.algo

@@ -18,6 +18,7 @@ import torch
 
 from mmgrpo.algos import overlong_penalty
 from mmgrpo.algos.filtering import informative_groups
+from mmgrpo.algos.process import Span
 from mmgrpo.models.batch import PromptBatch
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.skipped_rows import SkippedRow
@@ -42,6 +43,7 @@ class Group:
     prompts: PromptBatch | None = None  # the encoded batch this group's prompt is a row of
     prompt_row: int = 0
     policy_version: int | None = None  # the policy (its step count) that sampled it; None: the current one
+    steps: list[list[Span]] | None = None  # per completion: weighted process-reward steps; None: no process reward
 
     def successes(self) -> list[bool]:
         """Whether each completion got the task's accuracy (reward > 0.5 when the task has no metric)."""
@@ -80,6 +82,12 @@ class Rollouts:
 
     def rewards(self) -> torch.Tensor:
         return torch.tensor([r for group in self.groups for r in group.rewards], dtype=torch.float32)  # [N]
+
+    def step_rewards(self) -> list[list[Span]] | None:
+        """Each completion's process-reward steps, group after group; None when no group has any."""
+        if all(group.steps is None for group in self.groups):
+            return None
+        return [spans for group in self.groups for spans in (group.steps or [[] for _ in group.completions])]
 
     def summary(self) -> Rollouts:
         """What metrics, logs and other ranks need: groups without prompt tensors or media
@@ -131,6 +139,7 @@ class ScoringRule:
     overlong_buffer: int = 0
     overlong_penalty: float = 1.0
     policy: RewardPolicy = RewardPolicy()  # timeout, worker threads, what a failing reward does
+    step_rule: str = "lines"  # how process rewards' per-step scores are placed (tasks.steps)
 
     def score(self, sample: Sample, completions: Sequence[Completion]) -> tuple[list[float], RewardBreakdown]:
         return self.score_groups([(sample, completions)])[0]
@@ -140,7 +149,8 @@ class ScoringRule:
     ) -> list[tuple[list[float], RewardBreakdown]]:
         """Rewards of each group's completions; the reward calls of all groups run in one worker pool."""
         batches = [([c.text for c in completions], [sample] * len(completions)) for sample, completions in groups]
-        breakdowns = score_batches(batches, self.weights, reward_options=self.reward_options, policy=self.policy)
+        breakdowns = score_batches(batches, self.weights, reward_options=self.reward_options, policy=self.policy,
+                                   step_rule=self.step_rule)
         return [self._with_penalty(completions, b) for (_, completions), b in zip(groups, breakdowns)]
 
     def _with_penalty(
@@ -201,7 +211,8 @@ def sample_round(
     for (index, sample, completions), (rewards, breakdown) in zip(sampled, scored):
         result.reward_errors.extend(breakdown.errors)
         metric = scoring[sample.task].metric
-        result.groups.append(Group(sample, completions, rewards, breakdown.components, metric, prompts, row_of[index]))
+        result.groups.append(Group(sample, completions, rewards, breakdown.components, metric, prompts, row_of[index],
+                                   steps=breakdown.steps))
     return result
 
 

@@ -124,6 +124,7 @@ def scoring_rule(config: Config, task: Task) -> ScoringRule:
         overlong_buffer=config.algo.overlong_buffer,
         overlong_penalty=config.algo.overlong_penalty,
         policy=reward_policy(config.task),
+        step_rule=task.step_rule,
     )
 
 

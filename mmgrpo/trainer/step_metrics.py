@@ -45,6 +45,12 @@ def rollout_metrics(rollouts: Rollouts) -> dict[str, float]:
             metrics[f"reward/{name}_std"] = _std(values)
         metrics[f"reward/{name}/errors"] = float(errors[name])
     metrics["accuracy"] = _mean([float(ok) for group in groups for ok in group.successes()])
+    steps = rollouts.step_rewards()
+    if steps is not None:  # process rewards: steps found and their (weighted) scores
+        scores = [score for spans in steps for _, _, score in spans]
+        metrics["process/steps_mean"] = _mean([len(spans) for spans in steps])
+        metrics["process/step_score_mean"] = _mean(scores)
+        metrics["process/positive_step_frac"] = _mean([float(score > 0) for score in scores])
     return metrics
 
 

@@ -74,7 +74,7 @@ class StepBatch:
     prompts: PromptBatch
     completions: list[TokenIds]  # [N] group after group
     group_sizes: list[int]
-    advantages: torch.Tensor  # [N]
+    advantages: torch.Tensor  # [N], or [N, Tc] per token (process rewards)
     loss_mask: torch.Tensor  # [N, Tc] 1 on completion tokens that count (e.g. not truncated)
     ref_logp: torch.Tensor | None = None  # [N, Tc]
     sampler_logp: torch.Tensor | None = None  # [N, Tc] the rollout engine's log-probs of its sampled tokens
@@ -263,8 +263,9 @@ def _accumulate_gradients(
         is_weights = None
         if loss_settings.correction is not None and micro.sampler_logp is not None:
             is_weights, _, _ = importance_weights(old, micro.sampler_logp[:, :width], mask, loss_settings.correction)
+        advantages = micro.advantages if micro.advantages.dim() == 1 else micro.advantages[:, :width]
         loss, loss_stats = policy_loss(
-            logp, old, micro.advantages, mask,
+            logp, old, advantages, mask,
             eps_low=loss_settings.eps_low, eps_high=loss_settings.eps_high, dual_clip=loss_settings.dual_clip,
             agg=loss_settings.agg, ref_logp=ref, beta=loss_settings.beta, kl=loss_settings.kl,
             kl_clamp=loss_settings.kl_clamp, max_len=loss_settings.max_len, token_weights=is_weights,
