@@ -184,9 +184,10 @@ def _checked(call: RewardCall, returned: Any) -> CallResult:
 def _as_spans(value: list | tuple, text: str, rule: str) -> tuple[list[Span] | None, tuple[str, str] | None]:
     """A process reward's steps of ``text`` as spans sorted by end, or None and (kind, detail).
 
-    Numbers are one score per step of ``rule``; triples are ``(char_start, char_end, score)``.
+    Numbers are one score per step of ``rule``; triples are ``(char_start, char_end, score)``; an
+    empty list is a completion without scored steps.
     """
-    if all(not isinstance(step, (list, tuple)) for step in value):
+    if value and all(not isinstance(step, (list, tuple)) for step in value):
         places = split_steps(text, rule)
         if len(places) != len(value):
             return None, ("bad steps", f"returned {len(value)} step scores but step rule {rule!r} finds "

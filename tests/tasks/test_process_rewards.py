@@ -34,8 +34,8 @@ def _line_scores(completions, **_):
 
 @register_reward("test_spans")
 def _spans(completions, **_):
-    """Spans of its own; the second completion gets an outcome number instead."""
-    return [[(0, 3, 2.0)], 0.5, [(0, 99, 1.0)]][: len(completions)]
+    """Spans of its own; the second completion gets an outcome number instead, the fourth no steps."""
+    return [[(0, 3, 2.0)], 0.5, [(0, 99, 1.0)], []][: len(completions)]
 
 
 SAMPLE = Sample(id="s", task="t", messages=[], answer=1)
@@ -50,9 +50,10 @@ def test_step_scores_stay_out_of_the_total_and_arrive_weighted() -> None:
 
 
 def test_spans_are_checked_and_numbers_still_count_as_outcomes() -> None:
-    breakdown = score_completions(["abcdef", "abc", "abc"], [SAMPLE] * 3, {"test_spans": 1.0})
-    assert breakdown.total == [0.0, 0.5, 0.0]
-    assert breakdown.steps == [[(0, 3, 2.0)], [], []]
+    breakdown = score_completions(["abcdef", "abc", "abc", "a\nb"], [SAMPLE] * 4, {"test_spans": 1.0})
+    assert breakdown.total == [0.0, 0.5, 0.0, 0.0]
+    assert breakdown.steps == [[(0, 3, 2.0)], [], [], []]
+    assert breakdown.components["test_spans"] == [2.0, 0.5, None, None]
     (error,) = breakdown.errors
     assert error.completion == 2 and error.kind == "bad steps" and "(0, 99)" in error.detail
 
