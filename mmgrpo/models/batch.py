@@ -97,7 +97,7 @@ class PromptBatch:
     pad_token_id: int
     kept: list[int]
     dropped: list[SkippedRow]
-    prepared: list[PreparedPrompt] = field(default_factory=list)  # row b's prompt text and media; empty if cached
+    prepared: list[PreparedPrompt] = field(default_factory=list)  # row b's prompt text and media; empty if a row is cached
 
     @property
     def adapter(self) -> FamilyAdapter:
@@ -229,7 +229,8 @@ def build_prompt_batch(
     the others (zero rows when none is left). ``MediaTokenMismatchError`` is raised only
     when the processor's expansion disagrees with the adapter (a bug, not a bad row).
     With a ``cache``, prompts encoded before (by any step, stage or run) are read from it
-    instead, the others are encoded and stored; such a batch has no ``prepared`` prompts.
+    instead, the others are encoded and stored; a batch with rows from the cache has no
+    ``prepared`` prompts.
     """
     if cache is None:
         batch = _encode_samples(processor, samples, budgets or {}, family)
@@ -296,6 +297,8 @@ def _encode_through_cache(
             rows[index] = row
             if keys[index] is not None:
                 cache.put(keys[index], row)
+        if len(missing) == len(samples):  # nothing came from the cache: the fresh batch is the batch
+            return fresh
     kept = sorted(rows)
     batch = batch_from_rows(
         [rows[index] for index in kept],

@@ -1,0 +1,152 @@
+"""How far a GRPO step is from its compute floor, at several batch shapes (issue 16).
+
+For P prompts x G completions of exactly T new tokens, on the tiny Qwen2.5-VL and the counting
+prompts of ``grpo_step.py``:
+
+- mmgrpo: ``GRPOTrainer.step()`` with completions forced to full length (EOS forbidden);
+- floor: the model work such a step cannot avoid, timed bare: the P prompts prefilled once,
+  each prompt's KV cache repeated G times, then T batched forward passes of one token per
+  row (fixed tokens: no sampling, stopping or masks); one forward + backward over the P x G
+  prompt + completion rows with the loss on the completion tokens; and with beta > 0 one
+  no-grad forward over the same rows (the reference).
+
+Settings are interleaved over ``--repeats`` rounds (medians and spread over rounds, each
+round the median of ``--steps`` steps after a warm-up).
+
+    python3 bench/floor.py [--shapes 32x8x6 4x8x32 1x8x32 4x8x128 4x8x512] [--beta 0.04] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from argparse import Namespace
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from step_setup import BenchInputs, build_inputs
+from transformers import DynamicCache
+
+from mmgrpo.models.adapters import adapter_for
+from mmgrpo.models.batch import attach_completions, build_prompt_batch
+from mmgrpo.models.compat import cache_argument
+from mmgrpo.trainer.grpo import GRPOTrainer
+from mmgrpo.trainer.setup import media_budgets
+
+DEFAULT_SHAPES = ("32x8x6", "4x8x32", "1x8x32", "4x8x128", "4x8x512")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shapes", nargs="+", default=list(DEFAULT_SHAPES), help="PxGxT shapes")
+    parser.add_argument("--beta", type=float, default=0.04, help="KL weight; 0 skips the reference pass")
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per round")
+    parser.add_argument("--threads", type=int, default=1)
+    return parser.parse_args()
+
+
+def shape_args(shape: str, args: Namespace) -> Namespace:
+    prompts, generations, tokens = (int(part) for part in shape.split("x"))
+    return Namespace(prompts=prompts, generations=generations, max_new_tokens=tokens, beta=args.beta,
+                     steps=args.steps, warmup=1, threads=args.threads, no_group_shared=False)
+
+
+def median_seconds(run: Callable[[], object], steps: int) -> float:
+    run()  # warm-up
+    times = []
+    for _ in range(steps):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def mmgrpo_step(inputs: BenchInputs, run_dir: Path) -> Callable[[], dict[str, float]]:
+    """A trainer whose completions all run to ``max_new_tokens`` (its engine may never stop)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    trainer = GRPOTrainer(inputs.config, run_dir, inputs.model, inputs.processor, inputs.train_set)
+    engine = trainer.engine
+    engine.forbidden_token_ids = (*engine.forbidden_token_ids, *engine.eos_token_ids)
+    engine.eos_token_ids = ()
+
+    def step() -> dict[str, float]:
+        metrics = trainer.step()
+        trainer.step_index += 1
+        return metrics
+
+    return step
+
+
+def floor_step(inputs: BenchInputs, args: Namespace) -> Callable[[], None]:
+    """The bare model work of one step at ``args``' shape."""
+    model, config = inputs.model, inputs.config
+    family = model.config.model_type
+    samples = inputs.train_set.samples[: args.prompts]
+    prompts = build_prompt_batch(inputs.processor, samples, media_budgets(config.model, inputs.processor),
+                                 family=family)
+    adapter = adapter_for(family)
+    group = args.generations
+    rows = torch.arange(len(samples)).repeat_interleave(group)  # [N] prompt of each completion
+    generator = torch.Generator().manual_seed(0)
+    completion = torch.randint(1000, (len(rows), args.max_new_tokens), generator=generator)  # [N, T] fixed tokens
+    train_batch = attach_completions(prompts, completion.tolist(), rows.tolist())
+
+    def decode() -> None:
+        with torch.no_grad():
+            cache = DynamicCache(config=model.config)
+            inputs_ = prompts.model_inputs()
+            positions, next_position = adapter.prompt_positions(model, inputs_)
+            model(**inputs_, position_ids=positions, **cache_argument(cache), use_cache=True, logits_to_keep=1)
+            cache.reorder_cache(rows)
+            mask = inputs_["attention_mask"][rows]  # [N, Tp]
+            mask = torch.cat([mask, mask.new_ones(len(rows), args.max_new_tokens)], 1)  # [N, Tp + T]
+            width = inputs_["attention_mask"].shape[1]
+            for step in range(args.max_new_tokens - 1):
+                model(input_ids=completion[:, step : step + 1], attention_mask=mask[:, : width + step + 1],
+                      position_ids=adapter.continuation_positions(next_position[rows] + step, 1),
+                      **cache_argument(cache), use_cache=True, logits_to_keep=1)
+
+    def forward() -> torch.Tensor:
+        model_inputs = train_batch.model_inputs()
+        positions, _ = adapter.prompt_positions(model, model_inputs)
+        logits = model(**model_inputs, position_ids=positions).logits[:, train_batch.prompt_length - 1 : -1]
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), completion.flatten())
+
+    def step() -> None:
+        decode()
+        if args.beta > 0:
+            with torch.no_grad():
+                forward()
+        forward().backward()
+        model.zero_grad(set_to_none=True)
+
+    return step
+
+
+def main() -> None:
+    args = parse_args()
+    results: dict[str, dict[str, list[float]]] = {shape: {"mmgrpo": [], "floor": []} for shape in args.shapes}
+    with tempfile.TemporaryDirectory(prefix="mmgrpo-floor-") as work:
+        for repeat in range(args.repeats):
+            for shape in args.shapes:
+                settings = shape_args(shape, args)
+                inputs = build_inputs(settings, Path(work) / shape)
+                step = mmgrpo_step(inputs, Path(work) / shape / f"run-{repeat}")
+                results[shape]["mmgrpo"].append(median_seconds(step, args.steps))
+                results[shape]["floor"].append(median_seconds(floor_step(inputs, settings), args.steps))
+                print(f"round {repeat + 1}: {shape}: mmgrpo {results[shape]['mmgrpo'][-1]:.3f} s, "
+                      f"floor {results[shape]['floor'][-1]:.3f} s", flush=True)
+    print(f"\n| P x G x T (beta {args.beta}) | mmgrpo step | floor | mmgrpo / floor |")
+    print("|---|---|---|---|")
+    for shape, times in results.items():
+        mmgrpo, floor = statistics.median(times["mmgrpo"]), statistics.median(times["floor"])
+        spread = f"{min(times['mmgrpo']):.3f}-{max(times['mmgrpo']):.3f}"
+        print(f"| {shape} | {mmgrpo:.3f} s ({spread}) | {floor:.3f} s | {mmgrpo / floor:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
