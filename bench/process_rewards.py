@@ -7,7 +7,7 @@ same samples. Reported: held-out accuracy before and after GRPO, the share of th
 in the held-out completions that name an object the scene has (before and after GRPO), and
 the median step time of the last 20 GRPO steps.
 
-    python3 bench/process_rewards.py [--steps 200] [--seeds 0 1] [extra overrides]
+    python3 bench/process_rewards.py [--steps 200] [--seeds 0 1] [--only process] [extra overrides]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=200, help="GRPO steps")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seed and data.seed of each run")
+    parser.add_argument("--only", choices=sorted(SETTINGS), action="append", help="run only these settings")
     parser.add_argument("--output", type=Path, help="where runs go (default: a temporary folder)")
     parser.add_argument("overrides", nargs="*", help="more config overrides for every setting")
     return parser.parse_args()
@@ -81,8 +82,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for seed in args.seeds:
         common = [f"train.steps={args.steps}", f"seed={seed}", f"data.seed={seed}", *args.overrides]
-        for name, overrides in SETTINGS.items():
-            r = run(name, [*common, *overrides], work)
+        for name in args.only or list(SETTINGS):
+            r = run(name, [*common, *SETTINGS[name]], work)
             print(f"| {name} | {seed} | {100 * r['before']:.1f}% -> {100 * r['after']:.1f}% | "
                   f"{100 * r['real_before']:.1f}% -> {100 * r['real_after']:.1f}% | {r['step_s']:.2f} | "
                   f"{r['grpo_s']:.0f} |", flush=True)

@@ -5,7 +5,9 @@ Each line of the reasoning (inside ``<think>`` when there is one) that names col
 ("red square", "two blue circles" names one) is a step: +1 when each shape it names is in the
 scene and not yet claimed by an earlier line, -1 when it names one the scene does not have,
 or has fewer of than the lines named (a hallucinated or double-counted object). Lines naming
-no object are not steps. Rows without ``objects`` are not applicable (None).
+no object are not steps. Each object no line named is one more -1 step, ending where the
+reasoning ends: without it, listing nothing would score better than listing with mistakes
+(measured: the policy stopped listing). Rows without ``objects`` are not applicable (None).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ _SINGULAR = {plural: shape for shape, plural in PLURALS.items()} | {shape: shape
 MENTION = re.compile(
     rf"\b({'|'.join(COLOURS)})\s+({'|'.join(sorted(_SINGULAR, key=len, reverse=True))})\b", re.IGNORECASE
 )
-REAL, HALLUCINATED = 1.0, -1.0
+REAL, HALLUCINATED, MISSED = 1.0, -1.0, -1.0
 
 
 def mention_steps(completion: str, objects: Sequence[Mapping[str, Any]]) -> list[Span]:
@@ -40,7 +42,15 @@ def mention_steps(completion: str, objects: Sequence[Mapping[str, Any]]) -> list
             real &= unclaimed[mention] > 0
             unclaimed[mention] -= 1
         steps.append((start, end, REAL if real else HALLUCINATED))
+    end = _reasoning_end(completion)
+    steps += [(end, end, MISSED)] * sum(count for count in unclaimed.values() if count > 0)
     return steps
+
+
+def _reasoning_end(completion: str) -> int:
+    """Where the reasoning ends: the ``</think>`` tag, else the end of the completion."""
+    close = completion.find("</think>")
+    return close if close >= 0 else len(completion)
 
 
 @register_reward("object_mentions")

@@ -68,11 +68,17 @@ def test_step_count_must_match_the_rule() -> None:
     assert "finds 1 steps" in breakdown.errors[0].detail
 
 
-def test_object_mentions_scores_real_hallucinated_and_double_counted_lines() -> None:
+def test_object_mentions_scores_real_hallucinated_double_counted_and_missed_objects() -> None:
     scene = [{"colour": "red", "shape": "square"}, {"colour": "blue", "shape": "circle"}]
     text = "<think>\nred square\nI count\ngreen triangle\nBlue Circles\nred square\n</think><answer>2</answer>"
     scored = [(text[s:e], score) for s, e, score in mention_steps(text, scene)]
     assert scored == [("red square", 1.0), ("green triangle", -1.0), ("Blue Circles", 1.0), ("red square", -1.0)]
+    # Listing nothing must not beat listing with mistakes: each object never named is a -1 step
+    # where the reasoning ends.
+    silent = "<think>\n</think><answer>2</answer>"
+    assert mention_steps(silent, scene) == [(8, 8, -1.0), (8, 8, -1.0)]
+    one = "<think>\nblue circle\n</think><answer>1</answer>"
+    assert [score for *_, score in mention_steps(one, scene)] == [1.0, -1.0]
 
 
 def test_counting_rows_carry_objects_and_list_them_for_sft() -> None:
