@@ -40,17 +40,17 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def real_line_share(folder: Path, data: Path, tag: str) -> float:
+def real_line_share(folder: Path, tag: str) -> float:
     """Share of listed object lines that name a real object in the held-out completions of eval ``tag``."""
-    objects = {
-        row["id"]: row["objects"]
-        for path in data.glob("clevr_count-*/test.jsonl")
-        for row in map(json.loads, path.read_text().splitlines())
-    }
-    scores = []
+    scores, scenes = [], {}
     for line in (folder / "eval" / tag / "samples.jsonl").read_text().splitlines():
         record = json.loads(line)
-        scores += [score for *_, score in mention_steps(record["completion"], objects[record["prompt_id"]])]
+        dataset = Path(record["media"][0]).parent.parent  # the run's own dataset (ids repeat across seeds)
+        if dataset not in scenes:
+            rows = map(json.loads, (dataset / "test.jsonl").read_text().splitlines())
+            scenes[dataset] = {row["id"]: row["objects"] for row in rows}
+        steps = mention_steps(record["completion"], scenes[dataset][record["prompt_id"]])
+        scores += [score for start, end, score in steps if start < end]  # listed lines, not missed objects
     return statistics.mean(score > 0 for score in scores) if scores else float("nan")
 
 
@@ -67,8 +67,8 @@ def run(name: str, overrides: list[str], work: Path) -> dict[str, float]:
     return {
         "before": summary["accuracy_before_grpo"],
         "after": summary["accuracy_after_grpo"],
-        "real_before": real_line_share(folder, work / "data", "before"),
-        "real_after": real_line_share(folder, work / "data", "after"),
+        "real_before": real_line_share(folder, "before"),
+        "real_after": real_line_share(folder, "after"),
         "step_s": statistics.median(row["time/step"] for row in rows),
         "grpo_s": summary["grpo_seconds"],
     }
