@@ -12,6 +12,8 @@ from typing import Any
 # A chat message in the Hugging Face multimodal format, e.g.
 # {"role": "user", "content": [{"type": "image", "image": "a.png"}, {"type": "text", "text": "..."}]}
 Message = dict[str, Any]
+# One scored step of a completion (process rewards): first character, one past the last, score.
+Span = tuple[int, int, float]
 
 
 @dataclass

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from data_recipes.generators.scenes import COLOURS, PLURALS
-from mmgrpo.algos.process import Span
+from mmgrpo.types import Span
 from tasks.registry import register_reward
 from tasks.steps import split_steps
 

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Literal, Sequence
 
 from tasks.registry import REWARDS, RewardFn
-from mmgrpo.algos.process import Span
+from mmgrpo.types import Span
 from tasks.steps import split_steps
 
 ErrorPolicy = Literal["raise", "skip"]

@@ -15,8 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from mmgrpo.types import Sample
-from mmgrpo.algos.process import Span
+from mmgrpo.types import Sample, Span
 from tasks.reward_calls import CallResult, RewardCall, RewardError, RewardPolicy, run_reward_calls
 
 

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 
 import torch
 
-Span = tuple[int, int, float]  # (first character, one past the last character, score) of one step
+from mmgrpo.types import Span
+
 
 
 def normalized_step_rewards(

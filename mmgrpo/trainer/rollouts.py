@@ -18,11 +18,10 @@ import torch
 
 from mmgrpo.algos import overlong_penalty
 from mmgrpo.algos.filtering import informative_groups
-from mmgrpo.algos.process import Span
 from mmgrpo.models.batch import PromptBatch
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.skipped_rows import SkippedRow
-from mmgrpo.types import Completion, Sample
+from mmgrpo.types import Completion, Sample, Span
 from tasks.reward_calls import RewardError, RewardPolicy
 from tasks.scoring import RewardBreakdown, score_batches
 
