@@ -57,10 +57,10 @@ def trained_ids(run_dir: Path) -> dict[int, list[str]]:
 def test_staleness_zero_trains_exactly_as_sync_mode(small_config, tmp_path, tuning):
     """max_staleness=0 is the sync schedule through the worker: same prompts, seeds, completions,
     losses and weights (the worker's copy gets every update, LoRA merged)."""
-    config = small_config("train.steps=3", "algo.beta=0.1", *tuning)
+    config = small_config("train.steps=4", "algo.beta=0.1", *tuning)
     sync = build(config, tmp_path / "sync")
     sync.train()
-    asynchronous = build(small_config("train.steps=3", "algo.beta=0.1", *tuning, *ASYNC, "rollout.max_staleness=0"),
+    asynchronous = build(small_config("train.steps=4", "algo.beta=0.1", *tuning, *ASYNC, "rollout.max_staleness=0"),
                          tmp_path / "async")
     asynchronous.train()
 
