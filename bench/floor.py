@@ -68,7 +68,8 @@ def median_seconds(run: Callable[[], object], steps: int) -> float:
 def mmgrpo_step(inputs: BenchInputs, run_dir: Path) -> Callable[[], dict[str, float]]:
     """A trainer whose completions all run to ``max_new_tokens`` (its engine may never stop)."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    trainer = GRPOTrainer(inputs.config, run_dir, inputs.model, inputs.processor, inputs.train_set)
+    trainer = GRPOTrainer(inputs.config, run_dir, inputs.model, inputs.processor, inputs.train_set,
+                          reference_source=inputs.config.model.name_or_path)
     engine = trainer.engine
     engine.forbidden_token_ids = (*engine.forbidden_token_ids, *engine.eos_token_ids)
     engine.eos_token_ids = ()
@@ -91,8 +92,8 @@ def floor_step(inputs: BenchInputs, args: Namespace) -> Callable[[], None]:
     adapter = adapter_for(family)
     group = args.generations
     rows = torch.arange(len(samples)).repeat_interleave(group)  # [N] prompt of each completion
-    generator = torch.Generator().manual_seed(0)
-    completion = torch.randint(1000, (len(rows), args.max_new_tokens), generator=generator)  # [N, T] fixed tokens
+    digit = inputs.processor.tokenizer("3")["input_ids"][0]  # an ordinary text token: what is decoded is irrelevant
+    completion = torch.full((len(rows), args.max_new_tokens), digit)  # [N, T]
     train_batch = attach_completions(prompts, completion.tolist(), rows.tolist())
 
     def decode() -> None:

@@ -29,7 +29,8 @@ def main() -> None:
         inputs = build_inputs(args, Path(work))
         run_dir = Path(inputs.config.log.output_dir) / "bench"
         run_dir.mkdir(parents=True)
-        trainer = GRPOTrainer(inputs.config, run_dir, inputs.model, inputs.processor, inputs.train_set)
+        trainer = GRPOTrainer(inputs.config, run_dir, inputs.model, inputs.processor, inputs.train_set,
+                              reference_source=inputs.config.model.name_or_path)  # the KL reference (beta > 0)
         records = []
         for index in range(args.warmup + args.steps):
             metrics = trainer.step()

@@ -85,6 +85,17 @@ def test_draw_tokens_is_reproducible_and_never_draws_filtered_ids() -> None:
     assert set(tokens.tolist()) == {1, 2, 3, 4}
 
 
+def test_drawn_tokens_follow_the_distribution() -> None:
+    """100k draws of p = (0.1, 0, 0.6, 0.3, 0 masked last): frequencies within 4 standard errors."""
+    probabilities = torch.tensor([0.1, 0.0, 0.6, 0.3, 0.0])
+    logits = probabilities.log().expand(100_000, -1)  # log 0 = -inf: never drawn
+    drawn = sampling.draw_tokens(logits, greedy=False, generator=torch.Generator().manual_seed(0))
+    frequencies = torch.bincount(drawn, minlength=5).double() / len(drawn)
+    standard_errors = (probabilities * (1 - probabilities) / len(drawn)).sqrt().double()
+    assert frequencies[1] == 0 and frequencies[4] == 0
+    assert ((frequencies - probabilities.double()).abs() <= 4 * standard_errors + 1e-12).all(), frequencies
+
+
 def test_token_logprobs_gathers_the_log_softmax() -> None:
     logits = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
     result = sampling.token_logprobs(logits, torch.tensor([2, 1]))
