@@ -10,16 +10,19 @@ prompts of ``grpo_step.py``:
   prompt + completion rows with the loss on the completion tokens; and with beta > 0 one
   no-grad forward over the same rows (the reference).
 
-Settings are interleaved over ``--repeats`` rounds (medians and spread over rounds, each
+With ``--trl``, TRL's ``GRPOTrainer`` at the same shape too (``trl_grpo_step.py --full-length``,
+its own process). Settings are interleaved over ``--repeats`` rounds (medians and spread over rounds, each
 round the median of ``--steps`` steps after a warm-up).
 
-    python3 bench/floor.py [--shapes 32x8x6 4x8x32 1x8x32 4x8x128 4x8x512] [--beta 0.04] [--repeats 3]
+    python3 bench/floor.py [--shapes 32x8x6 4x8x32 1x8x32 4x8x128 4x8x512] [--beta 0.04] [--repeats 3] [--trl]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from argparse import Namespace
@@ -27,6 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+from grpo_step import force_full_length
 from step_setup import BenchInputs, build_inputs
 from transformers import DynamicCache
 
@@ -46,13 +50,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per round")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--trl", action="store_true",
+                        help="also time TRL's GRPOTrainer (bench/trl_grpo_step.py --full-length; needs trl installed)")
     return parser.parse_args()
 
 
 def shape_args(shape: str, args: Namespace) -> Namespace:
     prompts, generations, tokens = (int(part) for part in shape.split("x"))
     return Namespace(prompts=prompts, generations=generations, max_new_tokens=tokens, beta=args.beta,
-                     steps=args.steps, warmup=1, threads=args.threads, no_group_shared=False)
+                     steps=args.steps, warmup=1, threads=args.threads, no_group_shared=False, full_length=True)
 
 
 def median_seconds(run: Callable[[], object], steps: int) -> float:
@@ -70,9 +76,7 @@ def mmgrpo_step(inputs: BenchInputs, run_dir: Path) -> Callable[[], dict[str, fl
     run_dir.mkdir(parents=True, exist_ok=True)
     trainer = GRPOTrainer(inputs.config, run_dir, inputs.model, inputs.processor, inputs.train_set,
                           reference_source=inputs.config.model.name_or_path)
-    engine = trainer.engine
-    engine.forbidden_token_ids = (*engine.forbidden_token_ids, *engine.eos_token_ids)
-    engine.eos_token_ids = ()
+    force_full_length(trainer.engine)
 
     def step() -> dict[str, float]:
         metrics = trainer.step()
@@ -128,9 +132,22 @@ def floor_step(inputs: BenchInputs, args: Namespace) -> Callable[[], None]:
     return step
 
 
+def trl_step(args: Namespace) -> float:
+    """TRL's median step at ``args``' shape, completions forced to full length (its own process)."""
+    command = [
+        sys.executable, str(Path(__file__).with_name("trl_grpo_step.py")), "--full-length",
+        "--prompts", str(args.prompts), "--generations", str(args.generations),
+        "--max-new-tokens", str(args.max_new_tokens), "--beta", str(args.beta), "--steps", str(args.steps),
+        "--threads", str(args.threads),
+    ]
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return float(next(line.split()[1] for line in output.splitlines() if line.strip().startswith("step ")))
+
+
 def main() -> None:
     args = parse_args()
-    results: dict[str, dict[str, list[float]]] = {shape: {"mmgrpo": [], "floor": []} for shape in args.shapes}
+    trainers = ["mmgrpo", "floor", *(["trl"] if args.trl else [])]
+    results = {shape: {name: [] for name in trainers} for shape in args.shapes}
     with tempfile.TemporaryDirectory(prefix="mmgrpo-floor-") as work:
         for repeat in range(args.repeats):
             for shape in args.shapes:
@@ -139,14 +156,20 @@ def main() -> None:
                 step = mmgrpo_step(inputs, Path(work) / shape / f"run-{repeat}")
                 results[shape]["mmgrpo"].append(median_seconds(step, args.steps))
                 results[shape]["floor"].append(median_seconds(floor_step(inputs, settings), args.steps))
-                print(f"round {repeat + 1}: {shape}: mmgrpo {results[shape]['mmgrpo'][-1]:.3f} s, "
-                      f"floor {results[shape]['floor'][-1]:.3f} s", flush=True)
-    print(f"\n| P x G x T (beta {args.beta}) | mmgrpo step | floor | mmgrpo / floor |")
-    print("|---|---|---|---|")
+                if args.trl:
+                    results[shape]["trl"].append(trl_step(settings))
+                timings = ", ".join(f"{name} {times[-1]:.3f} s" for name, times in results[shape].items())
+                print(f"round {repeat + 1}: {shape}: {timings}", flush=True)
+    print(f"\n| P x G x T (beta {args.beta}) | " + " | ".join(trainers) + " | mmgrpo / floor |"
+          + (" TRL / floor | mmgrpo / TRL |" if args.trl else ""))
+    print("|---|" + "---|" * (len(trainers) + (3 if args.trl else 1)))
     for shape, times in results.items():
-        mmgrpo, floor = statistics.median(times["mmgrpo"]), statistics.median(times["floor"])
-        spread = f"{min(times['mmgrpo']):.3f}-{max(times['mmgrpo']):.3f}"
-        print(f"| {shape} | {mmgrpo:.3f} s ({spread}) | {floor:.3f} s | {mmgrpo / floor:.2f}x |")
+        median = {name: statistics.median(values) for name, values in times.items()}
+        cells = [f"{median[name]:.3f} s ({min(times[name]):.3f}-{max(times[name]):.3f})" for name in trainers]
+        ratios = [median["mmgrpo"] / median["floor"]]
+        if args.trl:
+            ratios += [median["trl"] / median["floor"], median["mmgrpo"] / median["trl"]]
+        print(f"| {shape} | " + " | ".join(cells) + " | " + " | ".join(f"{r:.2f}x" for r in ratios) + " |")
 
 
 if __name__ == "__main__":

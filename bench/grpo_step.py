@@ -8,7 +8,7 @@ random EOS, so compare tokens/s, or step times at similar lengths).
 ``bench/trl_grpo_step.py`` times TRL's GRPOTrainer at the same settings.
 
     python3 bench/grpo_step.py [--prompts 1] [--generations 8] [--max-new-tokens 32]
-        [--beta 0.04] [--steps 5] [--warmup 1] [--threads 1] [--no-group-shared]
+        [--beta 0.04] [--steps 5] [--warmup 1] [--threads 1] [--no-group-shared] [--full-length]
 """
 
 from __future__ import annotations
@@ -23,6 +23,12 @@ from mmgrpo.trainer.grpo import GRPOTrainer
 PHASES = ("rollout", "reference", "update")
 
 
+def force_full_length(engine) -> None:  # noqa: ANN001 - the HF engine
+    """The engine never samples a stop token, so every completion runs to ``max_new_tokens``."""
+    engine.forbidden_token_ids = (*engine.forbidden_token_ids, *engine.eos_token_ids)
+    engine.eos_token_ids = ()
+
+
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0])
     with tempfile.TemporaryDirectory(prefix="mmgrpo-bench-") as work:
@@ -31,6 +37,8 @@ def main() -> None:
         run_dir.mkdir(parents=True)
         trainer = GRPOTrainer(inputs.config, run_dir, inputs.model, inputs.processor, inputs.train_set,
                               reference_source=inputs.config.model.name_or_path)  # the KL reference (beta > 0)
+        if args.full_length:
+            force_full_length(trainer.engine)
         records = []
         for index in range(args.warmup + args.steps):
             metrics = trainer.step()

@@ -36,6 +36,8 @@ def parse_args(description: str) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=1, help="untimed steps before the timed ones")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads (the trainer defaults to 1: more do not help tiny models)")
+    parser.add_argument("--full-length", action="store_true",
+                        help="every completion runs to --max-new-tokens (EOS never sampled): equal work in both trainers")
     parser.add_argument("--no-group-shared", action="store_true",
                         help="mmgrpo only: the plain per-sample path instead of group-shared prompt encoding")
     return parser.parse_args()

@@ -135,6 +135,7 @@ def main() -> None:
             weight_decay=inputs.config.train.weight_decay, max_grad_norm=inputs.config.train.max_grad_norm,
             reward_weights=list(scoring.weights.values()), bf16=False, gradient_checkpointing=False,
             logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
+            generation_kwargs={"min_new_tokens": args.max_new_tokens} if args.full_length else None,
         )
         samples = inputs.train_set.samples
         rewards = [trl_reward(name, scoring.reward_options.get(name, {}), samples) for name in scoring.weights]
