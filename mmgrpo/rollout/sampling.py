@@ -65,11 +65,22 @@ def processed_logits(
 def draw_tokens(
     logits: torch.Tensor, *, greedy: bool, generator: torch.Generator | None = None
 ) -> torch.Tensor:
-    """One token id per row of processed ``logits`` ``[N, V]`` -> ``[N]``: argmax or a categorical draw."""
+    """One token id per row of processed ``logits`` ``[N, V]`` -> ``[N]``: argmax or a categorical draw.
+
+    The draw inverts the cumulative distribution at one uniform number per row: exact, and on
+    CPU 10-20x faster than ``torch.multinomial`` (measured at 32 rows: 0.03 against 0.35 ms for
+    500 tokens, 4.8 against 98 ms for Qwen's 152k). Tokens of probability 0 are never drawn.
+    """
     if greedy:
         return logits.argmax(dim=-1)
-    probs = logits.softmax(dim=-1)
-    return torch.multinomial(probs, num_samples=1, generator=generator).squeeze(-1)
+    cumulative = logits.softmax(dim=-1).cumsum(dim=-1)  # [N, V]
+    uniform = torch.rand(
+        (logits.shape[0], 1), generator=generator, device=logits.device, dtype=cumulative.dtype
+    )  # [N, 1]
+    total = cumulative[:, -1:]  # [N, 1]
+    # u * total rounded up to the total would land past the last drawable token: stay below it
+    target = torch.minimum(uniform * total, torch.nextafter(total, torch.zeros_like(total)))  # [N, 1]
+    return torch.searchsorted(cumulative, target, right=True).squeeze(-1)  # [N]
 
 
 def token_logprobs(logits: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:

@@ -96,6 +96,12 @@ def test_drawn_tokens_follow_the_distribution() -> None:
     assert ((frequencies - probabilities.double()).abs() <= 4 * standard_errors + 1e-12).all(), frequencies
 
 
+def test_a_uniform_draw_at_the_top_never_lands_past_the_last_drawable_token(monkeypatch) -> None:
+    monkeypatch.setattr(torch, "rand", lambda *args, **kwargs: torch.ones(args[0]) * (1 - 1e-8))
+    logits = torch.tensor([[0.0, 0.0, NEG_INF]])
+    assert sampling.draw_tokens(logits, greedy=False).tolist() == [1]
+
+
 def test_token_logprobs_gathers_the_log_softmax() -> None:
     logits = torch.tensor([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]])
     result = sampling.token_logprobs(logits, torch.tensor([2, 1]))

@@ -21,7 +21,16 @@ from tasks import register_reward
 @register_reward("share_of_threes")
 def share_of_threes(completions, **_):
     return [text.count("3") / max(1, len(text)) for text in completions]
+
+@register_reward("text_length")
+def text_length(completions, **_):
+    return [len(text) / 32 for text in completions]
 '''
+
+
+# Completions of the random tiny model differ in length in nearly every group, so with this
+# reward the policy moves at every step; a '3' is rare, so share_of_threes may leave it still.
+DENSE_REWARD = "task.rewards={text_length: 1.0}"
 
 
 @pytest.fixture(scope="session")

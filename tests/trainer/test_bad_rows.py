@@ -18,7 +18,7 @@ from mmgrpo.trainer.setup import build_engine, generate_dataset, load_samples, m
 from mmgrpo.trainer.sft import SFTExample, reference_examples, run_sft
 from mmgrpo.types import Sample
 
-from .conftest import build_trainer_inputs
+from .conftest import DENSE_REWARD, build_trainer_inputs
 
 LONG_QUESTION = "How many objects are there? " * 1800  # ~50k characters
 
@@ -50,7 +50,7 @@ def ledger_rows(run_dir: Path) -> list[dict]:
 
 
 def test_grpo_step_goes_on_without_a_bad_file_names_it_and_never_draws_it_again(small_config, tmp_path, bad_images):
-    config = small_config("data.shuffle=false", "train.steps=1")  # the first step draws prompts 0..3
+    config = small_config("data.shuffle=false", "train.steps=1", DENSE_REWARD)  # the first step draws prompts 0..3
     run_dir = tmp_path / "run"
     model, processor, train_set = build_trainer_inputs(config, run_dir)
     bad = train_set.samples[1] = with_image(train_set.samples[1], bad_images["truncated_jpeg"])

@@ -86,8 +86,10 @@ def one_in_answer(completions, answer, **_):
                    "data.train.0.recipe_args={n: 10, test_fraction: 0.2}",
                    "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"],
                   marks=NEEDS_DEEPSPEED, id="zero2"),
-     # ZeRO-3 with DAPO's dynamic sampling: the ranks agree on the resampling rounds
-     pytest.param(["train.backend=deepspeed", "train.zero_stage=3", "algo.dynamic_sampling=true"],
+     # ZeRO-3 with DAPO's dynamic sampling: the ranks agree on the resampling rounds (groups of
+     # prompts whose answer is 1 always succeed, so some are resampled; the others differ)
+     pytest.param(["train.backend=deepspeed", "train.zero_stage=3", "algo.dynamic_sampling=true",
+                   "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"],
                   marks=NEEDS_DEEPSPEED, id="zero3"),
      # FSDP2 with held-out evaluations before, during and after (forward passes on every rank)
      pytest.param(["train.backend=fsdp2", "eval.before=true", "eval.after=true", "eval.every_n_steps=2",

@@ -13,7 +13,7 @@ from mmgrpo.trainer.checkpoint import latest_checkpoint
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.metrics import read_metrics
 
-from .conftest import build_trainer_inputs, interrupt_step, reward_at_start_and_end
+from .conftest import DENSE_REWARD, build_trainer_inputs, interrupt_step, reward_at_start_and_end
 
 
 def train(config, run_dir: Path, *, resume: bool = False, resume_from: Path | None = None) -> GRPOTrainer:
@@ -42,7 +42,7 @@ def test_reward_rises_under_grpo(small_config, tmp_path):
 def test_ctrl_c_saves_and_resume_continues_exactly(small_config, tmp_path, monkeypatch, tuning):
     """With a KL reference (beta > 0), as every real-model recipe trains: with full fine-tuning
     the resumed run must rebuild the reference from the initial policy, not the checkpoint."""
-    config = small_config("train.steps=4", "checkpoint.every_n_steps=0", "algo.beta=0.5", *tuning)
+    config = small_config("train.steps=4", "checkpoint.every_n_steps=0", "algo.beta=0.5", DENSE_REWARD, *tuning)
     full = train(config, tmp_path / "full")
 
     restore_step = interrupt_step(monkeypatch, 2)
@@ -72,7 +72,8 @@ def test_checkpoint_loads_in_plain_transformers(small_config, tmp_path):
 
 
 def test_lora_with_kl_to_adapter_free_base(small_config, tmp_path):
-    config = small_config("lora.enabled=true", "lora.r=4", "algo.beta=0.04", "train.steps=2", "train.precision=bf16")
+    config = small_config("lora.enabled=true", "lora.r=4", "algo.beta=0.04", "train.steps=2", "train.precision=bf16",
+                          DENSE_REWARD)
     trainer = train(config, tmp_path / "run")
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert trainer.reference.module is trainer.model  # no second copy: adapters are switched off instead

@@ -29,6 +29,7 @@ from mmgrpo.trainer.optim import build_optimizer, build_scheduler
 from mmgrpo.trainer.pipeline import run_training
 from mmgrpo.trainer.resume import RunFolderError, plan_resume
 
+from .conftest import DENSE_REWARD
 from .test_grpo_trainer import train
 from .test_run_outputs import TinySaver
 
@@ -317,7 +318,7 @@ def test_the_kl_reference_is_the_policy_after_sft(small_config, tuning):
     a reference without the SFT (e.g. a LoRA base with every adapter off) would not."""
     config = small_config("sft.enabled=true", "sft.steps=3", "sft.batch_size=4", "sft.micro_batch_size=4",
                           "sft.lr=0.05", "train.steps=2", "algo.beta=0.5", "eval.before=false", "eval.after=false",
-                          *tuning)
+                          DENSE_REWARD, *tuning)
     run_training(config)
     first, second = read_metrics(Path(config.log.output_dir) / config.log.run_name / "metrics.jsonl")
     assert first["kl"] == pytest.approx(0.0, abs=1e-7) and second["kl"] > 1e-5

@@ -13,7 +13,7 @@ from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.metrics import read_metrics
 from mmgrpo.trainer.pipeline import RunPaths, run_training
 
-from .conftest import build_trainer_inputs
+from .conftest import DENSE_REWARD, build_trainer_inputs
 
 
 def test_eval_every_n_steps_runs_at_those_steps_only(small_config):
@@ -41,7 +41,7 @@ def fresh_trainer(config, run_dir: Path) -> GRPOTrainer:
 
 
 def test_bfloat16_weights_train(small_config, tmp_path):
-    config = small_config("model.dtype=bfloat16", "algo.beta=0.04")
+    config = small_config("model.dtype=bfloat16", "algo.beta=0.04", DENSE_REWARD)
     trainer = fresh_trainer(config, tmp_path / "run")
     before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
     metrics = trainer.step()
