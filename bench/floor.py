@@ -3,7 +3,8 @@
 For P prompts x G completions of exactly T new tokens, on the tiny Qwen2.5-VL and the counting
 prompts of ``grpo_step.py``:
 
-- mmgrpo: ``GRPOTrainer.step()`` with completions forced to full length (EOS forbidden);
+- mmgrpo: ``GRPOTrainer.step()`` with completions forced to full length (EOS forbidden):
+  ``grpo_step.py --full-length``, in its own process;
 - floor: the model work such a step cannot avoid, timed bare: the P prompts prefilled once,
   each prompt's KV cache repeated G times, then T batched forward passes of one token per
   row (fixed tokens: no sampling, stopping or masks); one forward + backward over the P x G
@@ -11,7 +12,7 @@ prompts of ``grpo_step.py``:
   no-grad forward over the same rows (the reference).
 
 With ``--trl``, TRL's ``GRPOTrainer`` at the same shape too (``trl_grpo_step.py --full-length``,
-its own process). Settings are interleaved over ``--repeats`` rounds (medians and spread over rounds, each
+its own process). Each script's process reports its peak RSS. Settings are interleaved over ``--repeats`` rounds (medians and spread over rounds, each
 round the median of ``--steps`` steps after a warm-up).
 
     python3 bench/floor.py [--shapes 32x8x6 4x8x32 1x8x32 4x8x128 4x8x512] [--beta 0.04] [--repeats 3] [--trl]
@@ -27,17 +28,16 @@ import tempfile
 import time
 from argparse import Namespace
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from grpo_step import force_full_length
 from step_setup import BenchInputs, build_inputs
 from transformers import DynamicCache
 
 from mmgrpo.models.adapters import adapter_for
 from mmgrpo.models.batch import attach_completions, build_prompt_batch
 from mmgrpo.models.compat import cache_argument
-from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.setup import media_budgets
 
 DEFAULT_SHAPES = ("32x8x6", "4x8x32", "1x8x32", "4x8x128", "4x8x512")
@@ -69,21 +69,6 @@ def median_seconds(run: Callable[[], object], steps: int) -> float:
         run()
         times.append(time.perf_counter() - started)
     return statistics.median(times)
-
-
-def mmgrpo_step(inputs: BenchInputs, run_dir: Path) -> Callable[[], dict[str, float]]:
-    """A trainer whose completions all run to ``max_new_tokens`` (its engine may never stop)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    trainer = GRPOTrainer(inputs.config, run_dir, inputs.model, inputs.processor, inputs.train_set,
-                          reference_source=inputs.config.model.name_or_path)
-    force_full_length(trainer.engine)
-
-    def step() -> dict[str, float]:
-        metrics = trainer.step()
-        trainer.step_index += 1
-        return metrics
-
-    return step
 
 
 def floor_step(inputs: BenchInputs, args: Namespace) -> Callable[[], None]:
@@ -132,32 +117,46 @@ def floor_step(inputs: BenchInputs, args: Namespace) -> Callable[[], None]:
     return step
 
 
-def trl_step(args: Namespace) -> float:
-    """TRL's median step at ``args``' shape, completions forced to full length (its own process)."""
+@dataclass(frozen=True)
+class ScriptResult:
+    """What a step benchmark script printed: its median step and its process's peak RSS."""
+
+    seconds: float
+    peak_rss_mib: float
+
+
+def script_step(script: str, args: Namespace) -> ScriptResult:
+    """``bench/<script> --full-length`` at ``args``' shape, in its own process (so RSS is its own)."""
     command = [
-        sys.executable, str(Path(__file__).with_name("trl_grpo_step.py")), "--full-length",
+        sys.executable, str(Path(__file__).with_name(script)), "--full-length",
         "--prompts", str(args.prompts), "--generations", str(args.generations),
         "--max-new-tokens", str(args.max_new_tokens), "--beta", str(args.beta), "--steps", str(args.steps),
         "--threads", str(args.threads),
     ]
-    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return float(next(line.split()[1] for line in output.splitlines() if line.strip().startswith("step ")))
+    lines = subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()
+
+    def value(label: str) -> float:
+        return float(next(line.split()[-2] for line in lines if line.strip().startswith(label)))
+
+    return ScriptResult(seconds=value("step "), peak_rss_mib=value("peak RSS"))
 
 
 def main() -> None:
     args = parse_args()
+    scripts = {"mmgrpo": "grpo_step.py", **({"trl": "trl_grpo_step.py"} if args.trl else {})}
     trainers = ["mmgrpo", "floor", *(["trl"] if args.trl else [])]
     results = {shape: {name: [] for name in trainers} for shape in args.shapes}
+    peak_rss = {shape: {name: [] for name in scripts} for shape in args.shapes}
     with tempfile.TemporaryDirectory(prefix="mmgrpo-floor-") as work:
         for repeat in range(args.repeats):
             for shape in args.shapes:
                 settings = shape_args(shape, args)
+                for name, script in scripts.items():
+                    result = script_step(script, settings)
+                    results[shape][name].append(result.seconds)
+                    peak_rss[shape][name].append(result.peak_rss_mib)
                 inputs = build_inputs(settings, Path(work) / shape)
-                step = mmgrpo_step(inputs, Path(work) / shape / f"run-{repeat}")
-                results[shape]["mmgrpo"].append(median_seconds(step, args.steps))
                 results[shape]["floor"].append(median_seconds(floor_step(inputs, settings), args.steps))
-                if args.trl:
-                    results[shape]["trl"].append(trl_step(settings))
                 timings = ", ".join(f"{name} {times[-1]:.3f} s" for name, times in results[shape].items())
                 print(f"round {repeat + 1}: {shape}: {timings}", flush=True)
     print(f"\n| P x G x T (beta {args.beta}) | " + " | ".join(trainers) + " | mmgrpo / floor |"
@@ -170,6 +169,9 @@ def main() -> None:
         if args.trl:
             ratios += [median["trl"] / median["floor"], median["mmgrpo"] / median["trl"]]
         print(f"| {shape} | " + " | ".join(cells) + " | " + " | ".join(f"{r:.2f}x" for r in ratios) + " |")
+    print("\npeak RSS (MiB, median over rounds): " + "; ".join(
+        f"{shape} " + ", ".join(f"{name} {statistics.median(values):.0f}" for name, values in rows.items())
+        for shape, rows in peak_rss.items()))
 
 
 if __name__ == "__main__":

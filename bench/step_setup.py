@@ -112,3 +112,11 @@ def print_summary(title: str, args: argparse.Namespace, records: list[StepRecord
     print(f"  {'mean length':<14} {mean_length:8.1f} tokens (max {args.max_new_tokens})")
     steps = " ".join(f"{r.seconds['step']:.3f}" for r in records)
     print(f"  step times     {steps}")
+    print(f"  {'peak RSS':<14} {peak_rss_mib():8.0f} MiB")
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory (VmHWM: unlike ``ru_maxrss``, not inherited from the
+    process that started it)."""
+    status = Path("/proc/self/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) / 1024
