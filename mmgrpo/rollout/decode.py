@@ -73,15 +73,21 @@ def decode_shared_prompts(
     num_rows, device = len(attention_mask), attention_mask.device
     token_ids = torch.full((num_rows, params.max_new_tokens), rules.pad_id, device=device)  # [N, T]
     logprobs = torch.zeros(token_ids.shape, device=device)  # [N, T]
+    prompt_width = attention_mask.shape[1]
+    # the prompt mask then ones for every token still to come: each step passes a wider slice
+    attention_mask = torch.cat([attention_mask, attention_mask.new_ones(num_rows, params.max_new_tokens)], dim=-1)
     active = torch.arange(num_rows, device=device)  # [A]: completion rows still decoding
+    every_row_active = True  # then rows are written by slicing, not by index
     stop_ids = rules.stop_ids.to(device)
+    forbidden_ids = torch.tensor(rules.forbidden_ids, dtype=torch.long, device=device)
     length = 0  # decoded steps here; after it, forward passes only keep other ranks company
     for step in range(params.max_new_tokens):
         done_here = length < step  # every row stopped at an earlier step
         if not done_here:
-            tokens, token_logprobs = _sample_step(logits, params, rules.forbidden_ids, generator)  # [A], [A]
-            token_ids[active, step] = tokens
-            logprobs[active, step] = token_logprobs
+            tokens, token_logprobs = _sample_step(logits, params, forbidden_ids, generator)  # [A], [A]
+            rows = slice(None) if every_row_active else active
+            token_ids[rows, step] = tokens
+            logprobs[rows, step] = token_logprobs
             length = step + 1
             running = ~torch.isin(tokens, stop_ids)  # [A]
             done_here = not running.any()
@@ -92,10 +98,10 @@ def decode_shared_prompts(
             cache.reorder_cache(keep)
             active, tokens = active[keep], tokens[keep]
             attention_mask, next_positions = attention_mask[keep], next_positions[keep]
-        attention_mask = torch.cat([attention_mask, attention_mask.new_ones(len(active), 1)], dim=-1)
+            every_row_active = False
         logits = model(
             input_ids=tokens[:, None],
-            attention_mask=attention_mask,
+            attention_mask=attention_mask[:, : prompt_width + step + 1],
             position_ids=adapter.continuation_positions(next_positions + step, 1),  # [..., A, 1]
             **cache_argument(cache),
             use_cache=True,
@@ -131,7 +137,7 @@ def _prefill_groups(
 def _sample_step(
     logits: torch.Tensor,
     params: SamplingParams,
-    forbidden_ids: Sequence[int],
+    forbidden_ids: torch.Tensor,
     generator: torch.Generator | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Draw one token per row of raw ``logits`` ``[N, V]``; return tokens ``[N]`` and their log-probs ``[N]``."""

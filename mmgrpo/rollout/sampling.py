@@ -15,13 +15,12 @@ import torch
 from mmgrpo.rollout.base import SamplingParams
 
 
-def mask_token_ids(logits: torch.Tensor, token_ids: Sequence[int]) -> torch.Tensor:
+def mask_token_ids(logits: torch.Tensor, token_ids: Sequence[int] | torch.Tensor) -> torch.Tensor:
     """``logits`` with the columns of ``token_ids`` set to -inf (those tokens can never be drawn)."""
-    if not token_ids:
+    if len(token_ids) == 0:
         return logits
-    masked = logits.clone()
-    masked[:, list(token_ids)] = float("-inf")
-    return masked
+    columns = torch.as_tensor(token_ids, device=logits.device)
+    return logits.index_fill(-1, columns, float("-inf"))
 
 
 def top_k_filter(logits: torch.Tensor, k: int) -> torch.Tensor:
@@ -49,7 +48,7 @@ def top_p_filter(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def processed_logits(
-    logits: torch.Tensor, params: SamplingParams, forbidden_ids: Sequence[int] = ()
+    logits: torch.Tensor, params: SamplingParams, forbidden_ids: Sequence[int] | torch.Tensor = ()
 ) -> torch.Tensor:
     """The logits actually sampled from: forbidden ids masked, then temperature, top-k, top-p.
 
@@ -58,7 +57,8 @@ def processed_logits(
     logits = mask_token_ids(logits.float(), forbidden_ids)
     if params.greedy:
         return logits
-    logits = logits / params.temperature
+    if params.temperature != 1.0:
+        logits = logits / params.temperature
     return top_p_filter(top_k_filter(logits, params.top_k), params.top_p)
 
 
