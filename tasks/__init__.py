@@ -4,7 +4,7 @@ Importing this package registers the built-in tasks and rewards. A new task is o
 module here plus one import line below.
 """
 
-from tasks import audio_count, clevr_count, format_rewards, geometry, grounding, math, object_mentions, video_count
+from tasks import audio_count, clevr_count, code, format_rewards, geometry, grounding, math, object_mentions, video_count
 from tasks.base import ModelInfo, RowError, Task
 from tasks.guards import GuardedAnswer, Guards, guarded_answer
 from tasks.registry import REWARDS, TASKS, get_task, load_reward_plugins, register_reward, register_task

@@ -60,7 +60,7 @@ def test_eval_checks_its_datasets_before_loading_a_model(tmp_path, monkeypatch, 
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["mmgrpo eval: config names things that do not exist:",
                    "  - data.test[0].adapter: unknown dataset adapter 'vlm-r1'. Did you mean 'vlm_r1'? "
-                   "Known: canonical, clevr70k, geometry3k, gsm8k, r1v_jsonl, swift, trl, vlm_r1",
+                   "Known: canonical, clevr70k, geometry3k, gsm8k, humaneval, mbpp, r1v_jsonl, swift, trl, vlm_r1",
                    f"  - data.test[0].path: dataset '{missing}' not found: not a local file or folder, "
                    "nor a Hub id (owner/name)"]
 

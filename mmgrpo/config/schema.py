@@ -344,7 +344,15 @@ class TrainConfig:
     mini_batch_size: int | None = option(
         None, "Completions per optimizer step; None = the whole rollout batch (one step per iteration).", ge=1
     )
-    precision: Literal["fp32", "bf16"] = option("fp32", "Compute precision of the training forward/backward.")
+    precision: Literal["fp32", "bf16", "fp16"] = option(
+        "fp32", "Compute precision of the training forward/backward: bf16 or fp16 autocast (log-probs stay "
+        "float32); fp16 adds dynamic loss scaling, for GPUs without bfloat16 (V100, T4)."
+    )
+    fp16_initial_scale: float = option(2.0**16, "fp16: the first loss scale (torch's and DeepSpeed's 2^16).", gt=0)
+    fp16_growth_interval: int = option(
+        2000, "fp16: clean steps before the loss scale doubles (it halves, and the step is skipped, on an overflow).",
+        ge=1,
+    )
     backend: Literal["single", "deepspeed", "fsdp2"] = option(
         "single", "Training back end (mmgrpo.trainer.backends): single = one process; deepspeed = DeepSpeed ZeRO "
         "(needs the deepspeed extra); fsdp2 = PyTorch fully_shard per block. Launch several ranks with torchrun."

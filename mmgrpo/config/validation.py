@@ -118,6 +118,12 @@ def _training_backend(config: Config) -> Iterator[str]:
         if train.backend not in backends and not at_default(config, key):
             names = " or ".join(f"train.backend={name}" for name in backends)
             yield f"{key}={value_of(config, key)!r} is read only by {names} (got {train.backend})"
+    if train.precision == "fp16" and train.backend == "fsdp2":
+        yield ("train.precision=fp16 is not supported with train.backend=fsdp2 yet (its gradients are sharded "
+               "DTensors the loss scaler does not unscale): use bf16, or fp16 with train.backend=deepspeed or single")
+    for key in ("train.fp16_initial_scale", "train.fp16_growth_interval"):
+        if train.precision != "fp16" and not at_default(config, key):
+            yield f"{key}={value_of(config, key)!r} is read only with train.precision=fp16 (got {train.precision})"
     if train.offload_parameters and train.zero_stage != 3:
         yield f"train.offload_parameters=true needs train.zero_stage=3 (got {train.zero_stage}): ZeRO-2 keeps whole weights"
     if train.deepspeed_config is not None and not Path(train.deepspeed_config).is_file():

@@ -269,6 +269,7 @@ class GRPOTrainer:
         self.model.train()
         with signals_deferred():  # a stop request waits for the weights to be whole again
             metrics |= policy_update(self.backend, batch, self._loss_settings(), self._update_settings())
+            metrics |= self.backend.precision_metrics()
             self._sync_weights()
         metrics |= _advantage_metrics(advantages)
         if cache_before is not None:

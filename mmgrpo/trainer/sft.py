@@ -167,6 +167,7 @@ def run_sft(
                 raise FloatingPointError(f"SFT loss became {loss} at step {step}")
             with signals_deferred():  # the update and the record of the step are one
                 row = {"sft/loss": loss, "sft/grad_norm": backend.step(), "sft/lr": lr}
+                row |= {f"sft/{key}": value for key, value in backend.precision_metrics().items()}
                 if cache_before is not None:
                     row |= hit_rate_metrics(cache.stats.since(cache_before), prefix="sft")
                 progress.finish(step, scheduler.last_epoch, order)

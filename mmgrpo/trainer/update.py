@@ -29,6 +29,7 @@ from mmgrpo.algos import ISCorrection, importance_weights, logprob_gap, masked_m
 from mmgrpo.models.batch import PromptBatch, pad_completions, ragged_rows
 from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
 from mmgrpo.trainer.backends import TrainingBackend
+from mmgrpo.trainer.loss_scaling import autocast_dtype
 from mmgrpo.types import Completion
 
 TokenIds = Sequence[int]
@@ -59,12 +60,13 @@ class UpdateSettings:
     mini_batch_size: int | None = None  # completions per optimizer step; None = all
     group_shared_encoding: bool = True
     with_entropy: bool = True
-    precision: str = "fp32"  # "bf16": forward/backward under bfloat16 autocast (log-probs stay float32)
+    precision: str = "fp32"  # "bf16"/"fp16": forward/backward under autocast (log-probs stay float32)
     old_logp_source: str = "trainer"  # "engine": the sampler's log-probs are the PPO ratio's old log-probs
     measure_sampler_gap: bool = False  # log how far the sampler's log-probs are from the trainer's
 
     def autocast(self, device: torch.device) -> ContextManager:
-        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16")
+        dtype = autocast_dtype(self.precision)
+        return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
 
 
 @dataclass

@@ -107,6 +107,10 @@ class TrainingBackend(Protocol):
         """Drop accumulated gradients without stepping (e.g. before an emergency checkpoint)."""
         ...
 
+    def precision_metrics(self) -> dict[str, float]:
+        """Under fp16: the loss scale and the optimizer steps skipped on overflow so far; {} otherwise."""
+        ...
+
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The whole model's weights on the main process (gathered from shards); ``{}`` on other ranks."""
         ...

@@ -50,11 +50,18 @@ def implied_settings(train: TrainConfig, spec: OptimizerSpec, world_size: int) -
         Implied("managed_gradient_accumulation", False, "the trainer's micro-batch loop"),
         Implied("gradient_clipping", spec.max_grad_norm, "train.max_grad_norm"),
         Implied("bf16.enabled", train.precision == "bf16", "train.precision"),
+        Implied("fp16.enabled", train.precision == "fp16", "train.precision"),
         Implied("zero_optimization.stage", train.zero_stage, "train.zero_stage"),
         Implied("zero_optimization.offload_optimizer.device", "cpu" if offload else "none", "train.offload_optimizer"),
         Implied("steps_per_print", 2**31 - 1, "the trainer's own logging"),
         Implied("wall_clock_breakdown", False, "the trainer's own timing"),
     ]
+    if train.precision == "fp16":  # DeepSpeed's dynamic loss scaler (loss_scale 0 = dynamic)
+        settings += [
+            Implied("fp16.loss_scale", 0, "train.precision=fp16 (dynamic scaling)"),
+            Implied("fp16.initial_scale_power", round(math.log2(train.fp16_initial_scale)), "train.fp16_initial_scale"),
+            Implied("fp16.loss_scale_window", train.fp16_growth_interval, "train.fp16_growth_interval"),
+        ]
     if train.offload_parameters:  # ZeRO-3 keeps each rank's weight shards in CPU memory between uses
         settings.append(Implied("zero_optimization.offload_param.device", "cpu", "train.offload_parameters"))
     if offload:  # DeepSpeed's CPU Adam steps the offloaded state; mmgrpo's AdamW settings carry over

@@ -103,6 +103,12 @@ class DeepSpeedBackend(ProcessGroupMember):
     def zero_grad(self) -> None:
         self.engine.zero_grad()
 
+    def precision_metrics(self) -> dict[str, float]:
+        if not self.engine.fp16_enabled():
+            return {}
+        return {"precision/loss_scale": float(self.engine.optimizer.loss_scale),
+                "precision/skipped_steps": float(self.engine.skipped_steps)}
+
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         if self.zero_stage == 3:  # gathered one module at a time onto rank 0 (every rank takes part)
             return dict(self.engine._zero3_consolidated_16bit_state_dict() or {})

@@ -74,6 +74,9 @@ class FSDP2Backend(ProcessGroupMember):
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
 
+    def precision_metrics(self) -> dict[str, float]:
+        return {}  # fp16 is refused with fsdp2 (mmgrpo.config.validation)
+
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         self._reshard()
         state = get_model_state_dict(self.model, options=_GATHERED)

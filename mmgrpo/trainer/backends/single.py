@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, ReduceOp, trainable_parameters
+from mmgrpo.trainer.loss_scaling import LossScaler
+
+LOSS_SCALER_KEY = "loss_scaler"  # beside the optimizer's own state in the trainer state
 
 if TYPE_CHECKING:
     from mmgrpo.config.schema import TrainConfig
@@ -26,16 +29,26 @@ class SingleProcessBackend:
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig | None = None) -> None:
         self.model, self.spec = model, spec
         self.optimizer, self.scheduler = spec.build(model)
+        self.loss_scaler = LossScaler(
+            train.precision if train else "fp32", next(model.parameters()).device.type,
+            **({"initial_scale": train.fp16_initial_scale, "growth_interval": train.fp16_growth_interval}
+               if train else {}),
+        )
 
     def backward(self, loss: torch.Tensor) -> None:
-        loss.backward()
+        self.loss_scaler.scaled(loss).backward()
 
     def step(self) -> float:
+        """Under fp16 a step whose gradients overflowed is skipped: no optimizer or schedule step."""
+        self.loss_scaler.unscale(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(self.model), self.spec.max_grad_norm)
-        self.optimizer.step()
-        self.scheduler.step()
+        if self.loss_scaler.step(self.optimizer):
+            self.scheduler.step()
         self.zero_grad()
         return float(grad_norm)
+
+    def precision_metrics(self) -> dict[str, float]:
+        return self.loss_scaler.metrics()
 
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
@@ -62,7 +75,10 @@ class SingleProcessBackend:
         pass
 
     def save_optimizer(self, folder: Path) -> dict[str, Any]:
-        return self.optimizer.state_dict()
+        state = self.optimizer.state_dict()
+        return {**state, LOSS_SCALER_KEY: self.loss_scaler.state_dict()} if self.loss_scaler.enabled else state
 
     def load_optimizer(self, folder: Path, recorded: dict[str, Any] | None) -> None:
+        recorded = dict(recorded)
+        self.loss_scaler.load_state_dict(recorded.pop(LOSS_SCALER_KEY, {}))
         self.optimizer.load_state_dict(recorded)

@@ -1,0 +1,151 @@
+"""``code``: write a Python function; rewards check the format, the syntax and hidden unit tests.
+
+Rows: ``problem`` (the specification), ``answer`` (a reference solution: the cold-start SFT
+target), ``tests`` (Python statements such as ``assert f(2) == 4``), optional ``entry_point``
+and media (a specification in a picture). A completion answers with one fenced code block
+(after its ``<think>`` part, when it thinks); code drafted inside ``<think>`` is not graded.
+
+Rewards: ``code_format`` (exactly one fenced block), ``code_syntax`` (it parses; checked here
+without running it), ``code_tests`` (share of tests passed) and ``code_passed`` (all passed:
+the eval metric, pass@1), the last two run in :mod:`tasks.sandbox` with the task's
+``sandbox`` limits, ``sandbox_workers`` completions of a group at a time. A run that breaks a
+sandbox rule or limit passes nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable, Mapping, Sequence
+
+from mmgrpo.types import Sample
+from tasks.base import RowError, Task, require
+from tasks.registry import register_reward, register_task
+from tasks.sandbox import SandboxLimits, SandboxResult, run_tests
+
+CODE_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL)
+THINK_END = "</think>"
+CODE_THINK_INSTRUCTION = (
+    "First think about the problem step by step inside <think> </think> tags, "
+    "then give the complete function in one ```python code block."
+)
+CODE_ANSWER_INSTRUCTION = "Give only the complete function in one ```python code block."
+SANDBOX_REWARDS = ("code_tests", "code_passed")
+
+
+def code_blocks(completion: str) -> list[str]:
+    """The fenced code blocks of ``completion`` after its think part (the whole text without one)."""
+    graded = completion.rpartition(THINK_END)[2] if THINK_END in completion else completion
+    return CODE_BLOCK.findall(graded)
+
+
+def single_block(completion: str) -> str | None:
+    """The one code block the completion answers with; None when it has none or several."""
+    blocks = code_blocks(completion)
+    return blocks[0] if len(blocks) == 1 else None
+
+
+def parses(source: str) -> bool:
+    """Whether ``source`` is valid Python (compiled to a syntax tree only, never run)."""
+    try:
+        ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=4096)
+def _sandboxed(source: str, tests: tuple[str, ...], limits: SandboxLimits) -> SandboxResult:
+    """One sandbox run per (code, tests, limits): ``code_tests`` and ``code_passed`` share it."""
+    return run_tests(source, list(tests), limits)
+
+
+def sandbox_results(
+    completions: Sequence[str], tests: Sequence[Sequence[str]], limits: SandboxLimits, workers: int
+) -> list[SandboxResult | None]:
+    """Each completion's sandbox result (None without a single code block), ``workers`` at a time."""
+    sources = [single_block(text) for text in completions]
+
+    def run(index: int) -> SandboxResult | None:
+        source = sources[index]
+        return None if source is None else _sandboxed(source, tuple(tests[index]), limits)
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(run, range(len(completions))))
+
+
+@register_reward("code_format")
+def code_format(completions: Sequence[str], **_) -> list[float]:
+    return [float(single_block(text) is not None) for text in completions]
+
+
+@register_reward("code_syntax")
+def code_syntax(completions: Sequence[str], **_) -> list[float]:
+    return [float(source is not None and parses(source)) for source in map(single_block, completions)]
+
+
+@register_reward("code_tests")
+def code_tests(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sandbox: SandboxLimits = SandboxLimits(),
+               workers: int = 4, **_) -> list[float]:
+    results = sandbox_results(completions, tests, sandbox, workers)
+    return [0.0 if result is None else result.fraction_passed for result in results]
+
+
+@register_reward("code_passed")
+def code_passed(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sandbox: SandboxLimits = SandboxLimits(),
+                workers: int = 4, **_) -> list[float]:
+    results = sandbox_results(completions, tests, sandbox, workers)
+    return [float(result is not None and result.status == "passed") for result in results]
+
+
+@register_task("code")
+class CodeTask(Task):
+    default_rewards = {"code_format": 0.1, "code_syntax": 0.1, "code_tests": 1.0}
+    metric_reward = "code_passed"
+    default_reasoning = "I read the specification and write the function."
+
+    def __init__(self, *, sandbox: Mapping[str, Any] | None = None, sandbox_workers: int = 4,
+                 think_instruction: str = CODE_THINK_INSTRUCTION, answer_instruction: str = CODE_ANSWER_INSTRUCTION,
+                 **options: Any) -> None:
+        """``sandbox``: :class:`tasks.sandbox.SandboxLimits` fields (e.g. ``{wall_seconds: 5}``)."""
+        super().__init__(think_instruction=think_instruction, answer_instruction=answer_instruction, **options)
+        self.limits = SandboxLimits(**dict(sandbox or {}))
+        if sandbox_workers < 1:
+            raise ValueError(f"sandbox_workers must be at least 1, got {sandbox_workers}")
+        self.sandbox_workers = sandbox_workers
+
+    def ground_truth(self, row: Mapping[str, Any]) -> str:
+        solution = require(row, "answer")
+        if not isinstance(solution, str) or not parses(solution):
+            raise RowError(row, "answer", "the reference solution is not Python source that parses")
+        return solution
+
+    def task_fields(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        tests = require(row, "tests")
+        if isinstance(tests, str):
+            tests = [tests]
+        if not tests or not all(isinstance(test, str) and parses(test) for test in tests):
+            raise RowError(row, "tests", "needs a non-empty list of Python statements")
+        return {"tests": list(tests), "entry_point": row.get("entry_point")}
+
+    def format_answer(self, sample: Sample) -> str:
+        return f"```python\n{sample.answer.rstrip()}\n```"
+
+    def reference_completion(self, sample: Sample) -> str:
+        if sample.extra.get("think") is False:
+            return self.format_answer(sample)
+        reasoning = sample.extra.get("reasoning") or self.default_reasoning
+        return f"<think>{reasoning}</think>\n{self.format_answer(sample)}"
+
+    def parse_answer(self, completion: str) -> str | None:
+        return single_block(completion)
+
+    def reward_options(self, names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+        names = None if names is None else set(names)
+        options = super().reward_options(names)
+        for name in SANDBOX_REWARDS:
+            if name in (self.default_rewards if names is None else names):
+                options[name] = {"sandbox": self.limits, "workers": self.sandbox_workers}
+        return options
