@@ -94,6 +94,15 @@ def tiny_qwen25vl(tiny_model_dir: Callable[..., Path]) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_reward_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny sequence-classification reward model and a tiny generative judge, by kind."""
+    from mmgrpo.models.tiny.reward import make_tiny_reward_model
+
+    root = tmp_path_factory.mktemp("reward-models")
+    return {kind: make_tiny_reward_model(kind, root / kind, seed=1) for kind in ("classifier", "judge")}
+
+
+@pytest.fixture(scope="session")
 def bad_images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Image files that pass a header check yet fail later, plus a 16-bit one, by name.
 

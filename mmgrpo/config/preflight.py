@@ -41,7 +41,7 @@ def preflight_problems(
 ) -> list[str]:
     """Every problem with the plugins, reward names, datasets (the lists in ``datasets``, the
     ones a command uses) and model (unless ``check_model`` is False) that ``config`` names."""
-    problems = list(_plugins(config.task.reward_plugins))
+    problems = [*_plugins(config.task.reward_plugins), *_reward_models(config)]
     if not problems:  # a plugin that did not load explains its missing reward names
         problems += _reward_names(config)
     for key in datasets:
@@ -76,6 +76,19 @@ def _plugins(paths: list[str]) -> Iterator[str]:
             load_reward_plugins([path])
         except (FileNotFoundError, ImportError) as error:
             yield f"task.reward_plugins[{index}]: {error}"
+
+
+def _reward_models(config: Config) -> Iterator[str]:
+    """Each reward model's checkpoint exists; its name becomes a known reward (nothing is loaded)."""
+    from tasks.reward_models import register_reward_models
+
+    for index, entry in enumerate(config.task.reward_models):
+        if problem := _local_or_hub(entry.path, "reward model"):
+            yield f"task.reward_models[{index}].path: {problem}"
+        try:
+            register_reward_models([entry])
+        except ValueError as error:
+            yield f"task.reward_models[{index}]: {error}"
 
 
 def _reward_names(config: Config) -> Iterator[str]:

@@ -134,6 +134,37 @@ class DataConfig:
     )
 
 
+DEFAULT_JUDGE_RUBRIC = (
+    "Rate the answer to the question from 0 to 10 for correctness and clarity.\n"
+    "Question: {problem}\nAnswer: {completion}\nReply with the score only."
+)
+
+
+@dataclass
+class RewardModelConfig:
+    """A model used as a reward (tasks/reward_models.py): its ``name`` goes into ``task.rewards``."""
+
+    name: str = option("", "The reward's name in task.rewards (must not be a registered reward's).")
+    path: str = option("", "Local folder or Hub id of the checkpoint.")
+    kind: Literal["classifier", "judge"] = option(
+        "classifier", "classifier = AutoModelForSequenceClassification scoring prompt + completion (a trained "
+        "reward model); judge = a causal LM asked the rubric, its first number read as the score."
+    )
+    device: str = option("cpu", "Device the reward model runs on (cpu, cuda, cuda:1, ...); never trained.")
+    dtype: Literal["float32", "bfloat16", "float16"] = option("float32", "Weights dtype of the reward model.")
+    batch_size: int = option(16, "Completions per forward pass (classifier) or per generate call (judge).", ge=1)
+    max_length: int = option(2048, "Tokens of prompt + completion kept (the start is cut when longer).", ge=8)
+    label: int | None = option(
+        None, "classifier with several labels: the label whose probability is the score; None = the single logit "
+        "(or the last label)."
+    )
+    rubric: str = option(
+        DEFAULT_JUDGE_RUBRIC, "judge: the question asked, with {problem}, {completion} and {answer} filled in."
+    )
+    max_score: float = option(10.0, "judge: the top of the rubric's scale; the score is scaled to 0-1.", gt=0)
+    max_new_tokens: int = option(16, "judge: tokens it may generate for its verdict.", ge=1)
+
+
 @dataclass
 class TaskConfig:
     """What the model is asked and how completions are scored."""
@@ -146,6 +177,9 @@ class TaskConfig:
         {}, "Reward name -> weight, e.g. {accuracy: 1.0, format: 0.1}; empty = the task's defaults."
     )
     reward_plugins: list[str] = option([], "Python files whose @register'ed reward functions become usable in rewards.")
+    reward_models: list[RewardModelConfig] = option(
+        [], "Models used as rewards, e.g. [{name: rm, path: PATH, kind: classifier}]; weight them in task.rewards."
+    )
     options: dict[str, Any] = option(
         {}, "Task constructor options, e.g. {coords: norm1000, iou_threshold: 0.5} for grounding (coords default: "
         "the model family's), {timeout_seconds: 2.0} for math; reach every task of the run; unknown ones are an error."

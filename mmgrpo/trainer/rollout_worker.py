@@ -164,11 +164,13 @@ def _serve(
     from mmgrpo.models.loading import load_model_and_processor
     from mmgrpo.trainer.setup import build_engine
     from tasks import load_reward_plugins
+    from tasks.reward_models import register_reward_models
 
     config = Config.from_dict(spec.config)
     if config.rollout.worker_threads:
         torch.set_num_threads(config.rollout.worker_threads)
     load_reward_plugins(config.task.reward_plugins)
+    register_reward_models(config.task.reward_models)
     model, processor = load_model_and_processor(
         spec.model_dir, dtype=config.model.dtype, attn_implementation=config.model.attn_implementation,
         trust_remote_code=config.model.trust_remote_code, device=spec.device,

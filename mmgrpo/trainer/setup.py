@@ -33,6 +33,7 @@ from mmgrpo.trainer.rollouts import ScoringRule
 from mmgrpo.types import Sample
 from processors import AudioBudget, ImageBudget, VideoBudget
 from tasks import get_task, load_reward_plugins
+from tasks.reward_models import register_reward_models
 from tasks.base import ModelInfo, RowError, Task
 from tasks.reward_calls import RewardPolicy
 
@@ -205,6 +206,7 @@ def load_samples(
     (:func:`task_model_info`), so they see images at the size the model sees them.
     """
     load_reward_plugins(task_config.reward_plugins)
+    register_reward_models(task_config.reward_models)
     result = SampleSet(samples=[], tasks={})
     for spec in specs:
         task_name = spec.task or task_config.name

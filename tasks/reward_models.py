@@ -1,0 +1,136 @@
+"""Models as rewards: a trained reward model (sequence classifier) or a generative judge.
+
+Each entry of ``task.reward_models`` becomes a reward registered under its ``name``, weighted
+in ``task.rewards`` like any other and called through the same pool, timeout and error policy
+(:mod:`tasks.reward_calls`). Registering is light (no torch import: the config check stays fast);
+the model loads on first use, once per process, on its own
+``device`` and ``dtype``, in eval mode with ``requires_grad`` off, and runs under
+``torch.no_grad()``: it never receives gradients and is not in the optimizer.
+
+- ``classifier``: ``AutoModelForSequenceClassification`` scores the chat ``[user: problem,
+  assistant: completion]`` (the tokenizer's chat template, or the two texts on two lines when
+  it has none), ``batch_size`` at a time, cut to the last ``max_length`` tokens. The score is
+  the single logit, or the probability of ``label`` (default the last) when it has several.
+- ``judge``: ``AutoModelForCausalLM`` is asked ``rubric`` (``{problem}``, ``{completion}``,
+  ``{answer}`` filled in) and answers greedily; the first number of its reply divided by
+  ``max_score`` (clamped to 0-1) is the score. A reply without a number scores NaN, which the
+  reward policy reports as that completion's error (``reward_errors.jsonl``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from tasks.registry import REWARDS
+
+if TYPE_CHECKING:
+    from mmgrpo.config.schema import RewardModelConfig
+
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?")
+
+
+def judge_score(reply: str, max_score: float) -> float:
+    """The first number of ``reply`` on a 0-``max_score`` scale, as 0-1; NaN when there is none."""
+    found = _NUMBER.search(reply)
+    if found is None:
+        return math.nan
+    return min(max(float(found.group()) / max_score, 0.0), 1.0)
+
+
+class RewardModel:
+    """A reward function backed by a model; callable like any registered reward."""
+
+    def __init__(self, config: RewardModelConfig) -> None:
+        self.config = config
+        self._loaded: tuple[Any, Any] | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, completions: Sequence[str], problem: Sequence[str | None] | None = None,
+                 answer: Sequence[Any] | None = None, **_) -> list[float]:
+        import torch
+
+        problems = list(problem) if problem is not None else [""] * len(completions)
+        answers = list(answer) if answer is not None else [""] * len(completions)
+        model, tokenizer = self.load()
+        size, scores = self.config.batch_size, []
+        with self._lock, torch.no_grad():  # one batch at a time on the model, whichever thread calls
+            for start in range(0, len(completions), size):
+                part = slice(start, start + size)
+                batch = (completions[part], [p or "" for p in problems[part]], answers[part])
+                scores += self._classify(model, tokenizer, *batch[:2]) if self.config.kind == "classifier" \
+                    else self._judge(model, tokenizer, *batch)
+        return scores
+
+    def load(self) -> tuple[Any, Any]:
+        """(model, tokenizer), loaded once: frozen, eval mode, on the configured device and dtype."""
+        with self._lock:
+            if self._loaded is None:
+                import torch
+                from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
+
+                auto = AutoModelForSequenceClassification if self.config.kind == "classifier" else AutoModelForCausalLM
+                model = auto.from_pretrained(self.config.path, dtype=getattr(torch, self.config.dtype))
+                model.to(self.config.device).eval().requires_grad_(False)
+                tokenizer = AutoTokenizer.from_pretrained(self.config.path)
+                tokenizer.truncation_side = "left"  # keep the end of the completion
+                if tokenizer.pad_token is None:
+                    tokenizer.pad_token = tokenizer.eos_token
+                self._loaded = (model, tokenizer)
+            return self._loaded
+
+    def _classify(self, model: Any, tokenizer: Any, completions: Sequence[str], problems: Sequence[str]) -> list[float]:
+        texts = [_chat(tokenizer, problem, completion) for problem, completion in zip(problems, completions)]
+        tokenizer.padding_side = "right"
+        inputs = tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
+                           max_length=self.config.max_length).to(self.config.device)
+        logits = model(**inputs).logits.float()  # [B, labels]
+        if logits.shape[-1] == 1:
+            return logits[:, 0].tolist()
+        label = logits.shape[-1] - 1 if self.config.label is None else self.config.label
+        return logits.softmax(-1)[:, label].tolist()
+
+    def _judge(self, model: Any, tokenizer: Any, completions: Sequence[str], problems: Sequence[str],
+               answers: Sequence[Any]) -> list[float]:
+        questions = [self.config.rubric.format(problem=problem, completion=completion, answer=answer)
+                     for completion, problem, answer in zip(completions, problems, answers)]
+        texts = [_chat(tokenizer, question, None) for question in questions]
+        tokenizer.padding_side = "left"  # generation continues every row from its end
+        inputs = tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
+                           max_length=self.config.max_length).to(self.config.device)
+        generated = model.generate(**inputs, max_new_tokens=self.config.max_new_tokens, do_sample=False,
+                                   pad_token_id=tokenizer.pad_token_id)
+        replies = tokenizer.batch_decode(generated[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+        return [judge_score(reply, self.config.max_score) for reply in replies]
+
+
+def _chat(tokenizer: Any, user: str, assistant: str | None) -> str:
+    """``user`` (and ``assistant``'s reply) in the tokenizer's chat format; plain lines without a template."""
+    if not getattr(tokenizer, "chat_template", None):
+        return user if assistant is None else f"{user}\n{assistant}"
+    messages = [{"role": "user", "content": user}]
+    if assistant is not None:
+        messages.append({"role": "assistant", "content": assistant})
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=assistant is None)
+
+
+def register_reward_models(configs: Iterable[RewardModelConfig]) -> list[str]:
+    """Register each model as a reward under its name (cheap: models load on first call).
+
+    Registering the same config again is a no-op; a name taken by another reward is an error.
+    """
+    names = []
+    for config in configs:
+        if not config.name or not config.path:
+            raise ValueError(f"task.reward_models: every entry needs a name and a path, got {config}")
+        if config.name in REWARDS:
+            registered = REWARDS.get(config.name)
+            if not (isinstance(registered, RewardModel) and registered.config == config):
+                raise ValueError(f"task.reward_models: {config.name!r} is already a reward; choose another name")
+        else:
+            REWARDS.add(config.name, RewardModel(config))
+        names.append(config.name)
+    return names

@@ -1,0 +1,102 @@
+"""Models as rewards: a tiny sequence-classification reward model and a tiny generative judge."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, Qwen2ForSequenceClassification
+
+from mmgrpo.config.schema import RewardModelConfig
+from tasks import REWARDS
+from tasks.reward_models import RewardModel, judge_score, register_reward_models
+
+COMPLETIONS = ["<answer>3</answer>", "I think there are four.", "<answer>12</answer> because I counted twice", "x"]
+PROBLEMS = ["How many circles?", "How many squares are there in the picture?", "Count them.", "How many?"]
+
+
+def test_classifier_scores_each_completion_as_alone_in_any_batch(tiny_reward_models):
+    path = tiny_reward_models["classifier"]
+    batched = RewardModel(RewardModelConfig(name="rm", path=str(path), batch_size=3))(COMPLETIONS, PROBLEMS)
+    model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    alone = []
+    for problem, completion in zip(PROBLEMS, COMPLETIONS):
+        chat = [{"role": "user", "content": problem}, {"role": "assistant", "content": completion}]
+        text = tokenizer.apply_chat_template(chat, tokenize=False)
+        with torch.no_grad():
+            alone.append(float(model(**tokenizer(text, return_tensors="pt")).logits[0, 0]))
+    assert batched == pytest.approx(alone, abs=1e-5)
+    assert len(set(round(score, 6) for score in batched)) == len(batched)  # it reads the texts
+
+
+def test_the_reward_model_is_frozen_and_scores_without_a_graph(tiny_reward_models):
+    reward = RewardModel(RewardModelConfig(name="rm", path=str(tiny_reward_models["classifier"])))
+    scores = reward(COMPLETIONS[:2], PROBLEMS[:2])
+    model, _ = reward.load()
+    assert not any(parameter.requires_grad for parameter in model.parameters()) and not model.training
+    assert all(isinstance(score, float) for score in scores)
+
+
+def test_a_classifier_with_several_labels_scores_the_probability_of_its_label(tiny_reward_models):
+    path = tiny_reward_models["classifier"]
+    config = AutoModelForSequenceClassification.from_pretrained(path).config
+    config.num_labels = 3
+    torch.manual_seed(0)
+    three = Qwen2ForSequenceClassification(config).eval()
+    reward = RewardModel(RewardModelConfig(name="rm3", path=str(path), label=0))
+    reward._loaded = (three, AutoTokenizer.from_pretrained(path))
+    first = reward(COMPLETIONS, PROBLEMS)
+    reward.config = RewardModelConfig(name="rm3", path=str(path))  # default: the last label
+    last = reward(COMPLETIONS, PROBLEMS)
+    assert all(0 < p < 1 for p in first + last) and first != last
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("7", 0.7), ("Score: 8/10", 0.8), ("  10 out of 10", 1.0), ("-3", 0.0), ("42", 1.0), ("2.5", 0.25),
+])
+def test_judge_replies_are_read_as_their_first_number_on_the_scale(reply, expected):
+    assert judge_score(reply, 10) == pytest.approx(expected)
+
+
+def test_a_judge_reply_without_a_number_is_nan():
+    assert math.isnan(judge_score("excellent work", 10))
+
+
+def test_the_judge_is_asked_the_rubric_and_its_reply_is_the_score(tiny_reward_models, monkeypatch):
+    path = tiny_reward_models["judge"]
+    reward = RewardModel(RewardModelConfig(name="judge", path=str(path), kind="judge",
+                                           rubric="Q: {problem} A: {completion} Truth: {answer}. Score?"))
+    model, tokenizer = reward.load()
+    asked = []
+    replies = iter(["7", "no idea"])
+
+    def generate(input_ids, attention_mask, **kwargs):  # the tiny judge's own replies are random text
+        asked.extend(tokenizer.batch_decode(input_ids, skip_special_tokens=True))
+        reply = torch.tensor([tokenizer(next(replies))["input_ids"]])
+        return torch.cat([input_ids, reply.expand(len(input_ids), -1)], dim=1)
+
+    monkeypatch.setattr(model, "generate", generate)
+    reward.config = RewardModelConfig(name="judge", path=str(path), kind="judge", batch_size=1,
+                                      rubric=reward.config.rubric)
+    scores = reward(COMPLETIONS[:2], PROBLEMS[:2], answer=[3, 4])
+    assert scores[0] == pytest.approx(0.7) and math.isnan(scores[1])
+    assert "Q: How many circles? A: <answer>3</answer> Truth: 3. Score?" in asked[0]
+
+
+def test_the_tiny_judge_generates_greedily_and_deterministically(tiny_reward_models):
+    reward = RewardModel(RewardModelConfig(name="judge", path=str(tiny_reward_models["judge"]), kind="judge",
+                                           max_new_tokens=4))
+    first, second = reward(COMPLETIONS, PROBLEMS), reward(COMPLETIONS, PROBLEMS)
+    assert [str(v) for v in first] == [str(v) for v in second]
+    assert all(math.isnan(v) or 0 <= v <= 1 for v in first)
+
+
+def test_names_register_once_and_never_shadow_a_reward(tiny_reward_models):
+    config = RewardModelConfig(name="tiny_rm_registered", path=str(tiny_reward_models["classifier"]))
+    assert register_reward_models([config]) == ["tiny_rm_registered"]
+    assert register_reward_models([config]) == ["tiny_rm_registered"]  # the same again: a no-op
+    assert isinstance(REWARDS.get("tiny_rm_registered"), RewardModel)
+    with pytest.raises(ValueError, match="'format' is already a reward"):
+        register_reward_models([RewardModelConfig(name="format", path=str(tiny_reward_models["classifier"]))])

@@ -1,0 +1,41 @@
+"""A reward model in a GRPO run: named in task.reward_models, weighted in task.rewards, never trained."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from mmgrpo.config import ConfigError
+from mmgrpo.config.preflight import preflight
+from tasks import REWARDS
+
+from .test_training_paths import fresh_trainer
+
+
+def test_a_grpo_step_scores_with_the_reward_model_and_leaves_it_untouched(small_config, tmp_path, tiny_reward_models):
+    config = small_config(
+        f"task.reward_models=[{{name: tiny_rm, path: {tiny_reward_models['classifier']}, batch_size: 8}}]",
+        "task.rewards={tiny_rm: 1.0}",
+    )
+    preflight(config, check_model=False)
+    trainer = fresh_trainer(config, tmp_path / "run")
+    policy_before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+    reward_model, _ = REWARDS.get("tiny_rm").load()
+    judge_before = {name: p.detach().clone() for name, p in reward_model.named_parameters()}
+
+    metrics = trainer.step()
+
+    assert math.isfinite(metrics["reward/tiny_rm"]) and metrics["reward/tiny_rm/errors"] == 0
+    assert metrics["reward/tiny_rm_std"] > 0  # scores differ by completion: the policy has a signal
+    assert any(not torch.equal(policy_before[name], p) for name, p in trainer.model.named_parameters())
+    assert all(torch.equal(judge_before[name], p) for name, p in reward_model.named_parameters())
+    assert all(p.grad is None for p in reward_model.parameters())
+
+
+def test_preflight_names_a_missing_reward_model_checkpoint(small_config, tmp_path):
+    config = small_config(f"task.reward_models=[{{name: missing_rm, path: {tmp_path / 'nowhere'}}}]",
+                          "task.rewards={missing_rm: 1.0}")
+    with pytest.raises(ConfigError, match=r"task.reward_models\[0\].path: reward model .*nowhere' not found"):
+        preflight(config, check_model=False)
