@@ -11,10 +11,13 @@ the model loads on first use, once per process, on its own
   assistant: completion]`` (the tokenizer's chat template, or the two texts on two lines when
   it has none), ``batch_size`` at a time, cut to the last ``max_length`` tokens. The score is
   the single logit, or the probability of ``label`` (default the last) when it has several.
-- ``judge``: ``AutoModelForCausalLM`` is asked ``rubric`` (``{problem}``, ``{completion}``,
+- ``judge``: a causal LM is asked ``rubric`` (``{problem}``, ``{completion}``,
   ``{answer}`` filled in) and answers greedily; the first number of its reply divided by
   ``max_score`` (clamped to 0-1) is the score. A reply without a number scores NaN, which the
-  reward policy reports as that completion's error (``reward_errors.jsonl``).
+  reward policy reports as that completion's error (``reward_errors.jsonl``). A multimodal
+  judge (a VLM checkpoint: a vision or audio tower in its config) is shown the sample's media
+  before the rubric, through the HF rollout engine (the policy's media pipeline and budgets);
+  a text one (``AutoModelForCausalLM``) reads the rubric alone.
 """
 
 from __future__ import annotations
@@ -47,27 +50,34 @@ class RewardModel:
     def __init__(self, config: RewardModelConfig) -> None:
         self.config = config
         self._loaded: tuple[Any, Any] | None = None
+        self._engine: Any = None  # a VLM judge samples through the HF rollout engine (media budgets, bad media)
         self._lock = threading.Lock()
 
     def __call__(self, completions: Sequence[str], problem: Sequence[str | None] | None = None,
-                 answer: Sequence[Any] | None = None, **_) -> list[float]:
+                 answer: Sequence[Any] | None = None, media: Sequence[list[dict]] | None = None, **_) -> list[float]:
         import torch
 
-        problems = list(problem) if problem is not None else [""] * len(completions)
+        problems = [p or "" for p in problem] if problem is not None else [""] * len(completions)
         answers = list(answer) if answer is not None else [""] * len(completions)
+        shown = list(media) if media is not None else [[] for _ in completions]
         model, tokenizer = self.load()
         size, scores = self.config.batch_size, []
         with self._lock, torch.no_grad():  # one batch at a time on the model, whichever thread calls
             for start in range(0, len(completions), size):
                 part = slice(start, start + size)
-                batch = (completions[part], [p or "" for p in problems[part]], answers[part])
-                scores += self._classify(model, tokenizer, *batch[:2]) if self.config.kind == "classifier" \
-                    else self._judge(model, tokenizer, *batch)
+                if self.config.kind == "classifier":
+                    scores += self._classify(model, tokenizer, completions[part], problems[part])
+                elif self._engine is not None:
+                    scores += self._judge_with_media(completions[part], problems[part], answers[part], shown[part])
+                else:
+                    scores += self._judge(model, tokenizer, completions[part], problems[part], answers[part])
         return scores
 
     def load(self) -> tuple[Any, Any]:
         """(model, tokenizer), loaded once: frozen, eval mode, on the configured device and dtype."""
         with self._lock:
+            if self._loaded is None and self.config.kind == "judge" and _sees_media(self.config.path):
+                self._load_vlm_judge()
             if self._loaded is None:
                 import torch
                 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
@@ -81,6 +91,31 @@ class RewardModel:
                     tokenizer.pad_token = tokenizer.eos_token
                 self._loaded = (model, tokenizer)
             return self._loaded
+
+    def _load_vlm_judge(self) -> None:
+        from mmgrpo.models.loading import load_model_and_processor
+        from mmgrpo.rollout.hf import HFEngine
+
+        model, processor = load_model_and_processor(self.config.path, dtype=self.config.dtype,
+                                                    device=self.config.device)
+        model.eval().requires_grad_(False)
+        self._engine = HFEngine(model, processor, max_prompt_len=self.config.max_length)
+        self._loaded = (model, processor)
+
+    def _judge_with_media(self, completions: Sequence[str], problems: Sequence[str], answers: Sequence[Any],
+                          media: Sequence[list[dict]]) -> list[float]:
+        """The rubric with each sample's images/videos/audio before it, through the rollout engine, greedy."""
+        from mmgrpo.rollout.base import SamplingParams
+        from mmgrpo.types import Sample
+
+        questions = [self.config.rubric.format(problem=problem, completion=completion, answer=answer)
+                     for completion, problem, answer in zip(completions, problems, answers)]
+        samples = [Sample(id=str(index), task="judge", messages=[
+            {"role": "user", "content": [*parts, {"type": "text", "text": question}]}])
+            for index, (parts, question) in enumerate(zip(media, questions))]
+        groups = self._engine.generate(samples, SamplingParams(n=1, temperature=0.0,
+                                                               max_new_tokens=self.config.max_new_tokens))
+        return [judge_score(group[0].text, self.config.max_score) if group else math.nan for group in groups]
 
     def _classify(self, model: Any, tokenizer: Any, completions: Sequence[str], problems: Sequence[str]) -> list[float]:
         texts = [_chat(tokenizer, problem, completion) for problem, completion in zip(problems, completions)]
@@ -105,6 +140,14 @@ class RewardModel:
                                    pad_token_id=tokenizer.pad_token_id)
         replies = tokenizer.batch_decode(generated[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
         return [judge_score(reply, self.config.max_score) for reply in replies]
+
+
+def _sees_media(path: str) -> bool:
+    """Whether the checkpoint at ``path`` is a multimodal model (a vision or audio tower in its config)."""
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path)
+    return any(hasattr(config, key) for key in ("vision_config", "audio_config"))
 
 
 def _chat(tokenizer: Any, user: str, assistant: str | None) -> str:

@@ -38,13 +38,20 @@ class RewardBreakdown:
         return summary
 
 
+def media_parts(sample: Sample) -> list[dict[str, Any]]:
+    """The image/video/audio content parts of ``sample``'s messages, in order (what a VLM judge is shown)."""
+    return [part for message in sample.messages if isinstance(message["content"], list)
+            for part in message["content"] if part.get("type") in ("image", "video", "audio")]
+
+
 def reward_fields(samples: Sequence[Sample]) -> dict[str, list[Any]]:
-    """Keyword fields for reward functions: ``answer`` and every ``extra`` key, one entry per sample.
+    """Keyword fields for reward functions: ``answer``, ``media`` (each sample's media content parts)
+    and every ``extra`` key, one entry per sample.
 
     A key some samples lack (a batch mixing tasks) is ``None`` for those samples.
     """
     keys = dict.fromkeys(key for sample in samples for key in sample.extra)
-    fields = {"answer": [sample.answer for sample in samples]}
+    fields = {"answer": [sample.answer for sample in samples], "media": [media_parts(sample) for sample in samples]}
     fields.update({key: [sample.extra.get(key) for sample in samples] for key in keys if key != "answer"})
     fields.setdefault("problem", [None] * len(samples))
     return fields

@@ -100,3 +100,35 @@ def test_names_register_once_and_never_shadow_a_reward(tiny_reward_models):
     assert isinstance(REWARDS.get("tiny_rm_registered"), RewardModel)
     with pytest.raises(ValueError, match="'format' is already a reward"):
         register_reward_models([RewardModelConfig(name="format", path=str(tiny_reward_models["classifier"]))])
+
+
+def test_a_vlm_judge_is_shown_each_samples_media_before_the_rubric(tiny_qwen25vl, tmp_path, monkeypatch):
+    from PIL import Image
+
+    from mmgrpo.types import Completion, Sample
+    from tasks import reward_fields
+
+    image = tmp_path / "scene.png"
+    Image.new("RGB", (56, 56), (200, 30, 30)).save(image)
+    sample = Sample(id="s", task="clevr_count", answer=3, messages=[
+        {"role": "user", "content": [{"type": "image", "image": str(image)}, {"type": "text", "text": "How many?"}]}])
+    media = reward_fields([sample])["media"]
+    assert media == [[{"type": "image", "image": str(image)}]]
+    reward = RewardModel(RewardModelConfig(name="vlm_judge", path=str(tiny_qwen25vl), kind="judge", max_new_tokens=4))
+
+    missing = [{"type": "image", "image": str(tmp_path / "gone.png")}]
+    scores = reward(COMPLETIONS[:2], PROBLEMS[:2], answer=[3, 4], media=[media[0], missing])
+    assert (math.isnan(scores[0]) or 0 <= scores[0] <= 1) and math.isnan(scores[1])  # a bad image: no verdict
+
+    shown = []
+
+    def generate(samples, params, *args, **kwargs):  # the tiny VLM's replies are random text
+        shown.extend(samples)
+        assert params.temperature == 0 and params.max_new_tokens == 4
+        return [[Completion(text="9 of 10", token_ids=[])] for _ in samples]
+
+    monkeypatch.setattr(reward._engine, "generate", generate)
+    assert reward(COMPLETIONS[:1], PROBLEMS[:1], answer=[3], media=media) == [pytest.approx(0.9)]
+    content = shown[0].messages[0]["content"]
+    assert content[0] == {"type": "image", "image": str(image)}
+    assert "Question: How many circles?" in content[1]["text"] and COMPLETIONS[0] in content[1]["text"]
