@@ -22,6 +22,7 @@ def row_for(task: str, image: str) -> dict:
         "grounding": {"answer": [10, 10, 40, 40], "image": image},
         "video_count": {"answer": 3, "video": "/v.mp4"},
         "audio_count": {"answer": 3, "audio": "/a.wav"},
+        "code": {"answer": "def f():\n    return 3\n", "tests": ["assert f() == 3"]},
     }
     return {"id": "r", "problem": "How many?", "answer": 3, "image": image, **rows.get(task, {})}
 

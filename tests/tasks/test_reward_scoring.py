@@ -77,7 +77,7 @@ def test_task_reward_options_carry_its_guards() -> None:
 def test_fields_align_extra_keys_across_a_mixed_batch() -> None:
     fields = reward_fields([sample("a", 1, choices=["x", "y"]), sample("b", 2, coords="norm1000")])
     assert fields == {"answer": [1, 2], "problem": ["How many?"] * 2, "choices": [["x", "y"], None],
-                      "coords": [None, "norm1000"]}
+                      "coords": [None, "norm1000"], "media": [[], []]}
 
 
 def test_errors_name_the_reward() -> None:

@@ -125,7 +125,10 @@ def test_config_options_and_guards_reach_every_task(name: str) -> None:
     task = build_task(name, config.task, ModelInfo())
     assert task.think_instruction == "Think hard."
     assert task.guards.max_tokens == 50 and not task.guards.prompt_copy
-    assert all(options["guards"] is task.guards for options in task.reward_options().values())
+    options = task.reward_options()
+    guarded = set(task.guarded_rewards) & set(task.default_rewards)
+    assert {name for name, values in options.items() if "guards" in values} == guarded
+    assert all(options[name]["guards"] is task.guards for name in guarded)
 
 
 def test_options_may_not_set_the_model_or_the_guards() -> None:
