@@ -5,7 +5,8 @@ target), ``tests`` (Python statements such as ``assert f(2) == 4``), optional ``
 and media (a specification in a picture). A completion answers with one fenced code block
 (after its ``<think>`` part, when it thinks); code drafted inside ``<think>`` is not graded.
 
-Rewards: ``code_format`` (exactly one fenced block), ``code_syntax`` (it parses; checked here
+Rewards: ``code_format`` (exactly one fenced block and nothing else: a policy that runs on
+past the closing fence loses it), ``code_syntax`` (it parses; checked here
 without running it), ``code_tests`` (share of tests passed) and ``code_passed`` (all passed:
 the eval metric, pass@1), the last two run in :mod:`tasks.sandbox` with the task's
 ``sandbox`` limits, ``sandbox_workers`` completions of a group at a time. A run that breaks a
@@ -35,10 +36,19 @@ CODE_ANSWER_INSTRUCTION = "Give only the complete function in one ```python code
 SANDBOX_REWARDS = ("code_tests", "code_passed")
 
 
+def graded_part(completion: str) -> str:
+    """What is graded: the text after the think part (the whole completion without one)."""
+    return completion.rpartition(THINK_END)[2] if THINK_END in completion else completion
+
+
 def code_blocks(completion: str) -> list[str]:
-    """The fenced code blocks of ``completion`` after its think part (the whole text without one)."""
-    graded = completion.rpartition(THINK_END)[2] if THINK_END in completion else completion
-    return CODE_BLOCK.findall(graded)
+    """The fenced code blocks of ``completion``'s graded part."""
+    return CODE_BLOCK.findall(graded_part(completion))
+
+
+def only_one_block(completion: str) -> bool:
+    """Whether the graded part is exactly one fenced block, nothing but whitespace around it."""
+    return CODE_BLOCK.fullmatch(graded_part(completion).strip()) is not None
 
 
 def single_block(completion: str) -> str | None:
@@ -78,7 +88,7 @@ def sandbox_results(
 
 @register_reward("code_format")
 def code_format(completions: Sequence[str], **_) -> list[float]:
-    return [float(single_block(text) is not None) for text in completions]
+    return [float(only_one_block(text)) for text in completions]
 
 
 @register_reward("code_syntax")
