@@ -23,6 +23,9 @@ from data_recipes.generators.base import GENERATORS, Example, MediaFile, check_r
 from data_recipes.generators.scenes import COLOURS, DEFAULT_BACKGROUND, SHAPES, place, png_bytes, random_attributes, render
 
 Arguments = tuple[Any, ...]
+# Tests must tell kinds apart: two distinct numbers, lists of 3+ distinct values (on one-element
+# lists min, max and sum agree, and a policy learned to answer every list problem with min).
+MIN_LIST_LENGTH, MAX_LIST_LENGTH = 3, 6
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,8 @@ class FunctionKind:
 
 
 def _two_numbers(rng: np.random.Generator, bound: int) -> Arguments:
-    return int(rng.integers(-bound, bound + 1)), int(rng.integers(-bound, bound + 1))
+    first, second = (int(v) for v in rng.choice(np.arange(-bound, bound + 1), size=2, replace=False))
+    return first, second
 
 
 def _one_number(rng: np.random.Generator, bound: int) -> Arguments:
@@ -44,7 +48,8 @@ def _one_number(rng: np.random.Generator, bound: int) -> Arguments:
 
 
 def _number_list(rng: np.random.Generator, bound: int) -> Arguments:
-    return ([int(v) for v in rng.integers(-bound, bound + 1, size=int(rng.integers(1, 7)))],)
+    size = int(rng.integers(MIN_LIST_LENGTH, MAX_LIST_LENGTH + 1))
+    return ([int(v) for v in rng.choice(np.arange(-bound, bound + 1), size=size, replace=False)],)
 
 
 KINDS: dict[str, FunctionKind] = {
@@ -112,8 +117,9 @@ class CodeFunctions:
             raise ValueError(f"names must be Python identifiers, got {list(self.names)}")
         check_range("constant", self.min_constant, self.max_constant)
         check_range("objects", 1, self.max_objects, minimum=1)
-        if self.n_tests < 1 or self.value_bound < 1 or not 0 <= self.scene_prob <= 1:
-            raise ValueError("need n_tests >= 1, value_bound >= 1 and 0 <= scene_prob <= 1")
+        if self.n_tests < 1 or 2 * self.value_bound + 1 < MAX_LIST_LENGTH or not 0 <= self.scene_prob <= 1:
+            raise ValueError(f"need n_tests >= 1, value_bound >= {MAX_LIST_LENGTH // 2} (room for "
+                             f"{MAX_LIST_LENGTH} distinct values) and 0 <= scene_prob <= 1")
 
     def example(self, rng: np.random.Generator) -> Example:
         if rng.random() < self.scene_prob:
