@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import importlib
 import typing
 from pathlib import Path
 from typing import Any, Iterator
@@ -25,6 +27,25 @@ def build_generator(recipe: str, **options: Any) -> Generator:
     if unknown:
         raise ValueError(f"recipe {recipe!r} has no option(s) {', '.join(unknown)}; options: {', '.join(known)}")
     return GENERATORS.get(recipe)(**options)
+
+
+def generation_identity(recipe: str, **options: Any) -> dict[str, Any]:
+    """Everything a generated dataset depends on besides ``n``, seed and split: every option of
+    the recipe (defaults included) and a digest of the code that generates and writes it (the
+    recipe's module and the shared generator, scene, media and writer modules)."""
+    generator = build_generator(recipe, **options)
+    names = {type(generator).__module__, *_SHARED_GENERATION_MODULES}
+    modules = [importlib.import_module(name) for name in names]
+    digest = hashlib.sha1()
+    for path in sorted(str(module.__file__) for module in modules):
+        digest.update(Path(path).read_bytes())
+    return {"recipe": recipe, "options": dataclasses.asdict(generator), "code": digest.hexdigest()[:16]}
+
+
+_SHARED_GENERATION_MODULES = (
+    "data_recipes.generators.base", "data_recipes.generators.scenes", "data_recipes.media", "data_recipes.writer",
+    __name__,
+)
 
 
 def _examples(recipe: str, generator: Generator, n: int, n_test: int, seed: int) -> Iterator[IdentifiedExample]:

@@ -21,7 +21,7 @@ from peft import LoraConfig as PeftLoraConfig
 from peft import PeftModel, get_peft_model
 
 from data_recipes.loading import SkippedRow, load_rows
-from data_recipes.make import make_dataset
+from data_recipes.make import generation_identity, make_dataset
 from mmgrpo.config import Config, DatasetConfig, ModelConfig, TaskConfig
 from mmgrpo.models.batch import MediaBudgets
 from mmgrpo.models.budget_limits import require_budgets_fit
@@ -242,13 +242,15 @@ def task_samples(
 
 
 def generate_dataset(spec: DatasetConfig, data_dir: Path, seed: int) -> Path:
-    """Run ``spec.recipe`` into a folder named by its options (reused when already there)."""
+    """Run ``spec.recipe`` into a folder named by what it generates from (reused when already there)."""
     if spec.recipe is None:
         raise ValueError("a dataset needs either a path or a recipe")
     options = dict(spec.recipe_args)
     n = int(options.pop("n", 1000))
     test_fraction = float(options.pop("test_fraction", 0.2))
-    out = data_dir / f"{spec.recipe}-{_fingerprint({'n': n, 'seed': seed, 'tf': test_fraction, **options})}"
+    # named by everything it depends on: a changed generator default or generator code regenerates it
+    identity = generation_identity(spec.recipe, **options)
+    out = data_dir / f"{spec.recipe}-{_fingerprint({'n': n, 'seed': seed, 'tf': test_fraction, **identity})}"
     if not (out / "dataset_info.json").is_file():
         # a staging folder of its own: processes generating the same dataset at once (sweep trials) never
         # write into each other's files; the first rename wins and the others drop their copy

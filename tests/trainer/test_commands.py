@@ -153,3 +153,33 @@ def test_reject_names_the_rows_it_could_not_sample(recipe_file, odd_length_plugi
     [skipped] = [json.loads(line) for line in (tmp_path / "kept.skipped_rows.jsonl").read_text().splitlines()]
     assert (skipped["row_id"], skipped["reason"], skipped["stage"]) == (rows[0]["id"], "corrupt media", "reject")
     assert rows[0]["id"] not in {json.loads(line)["id"] for line in kept_file.read_text().splitlines()}
+
+
+def test_a_generated_dataset_is_made_again_when_a_default_or_the_generator_code_changes(tmp_path, monkeypatch):
+    """Its folder is named by every recipe option (defaults included) and the generation code,
+    not only by the options the config sets: a stale folder would silently train on old data."""
+    import dataclasses
+
+    from data_recipes import make
+    from data_recipes.generators import GENERATORS
+    from data_recipes.generators.arithmetic import Arithmetic
+    from mmgrpo.config.schema import DatasetConfig
+
+    spec = DatasetConfig(recipe="arithmetic", recipe_args={"n": 10})
+    first = generate_dataset(spec, tmp_path, seed=0)
+    assert generate_dataset(spec, tmp_path, seed=0) == first  # reused
+
+    @dataclasses.dataclass(frozen=True)
+    class WiderArithmetic(Arithmetic):
+        max_answer: int = 30
+
+    monkeypatch.setitem(GENERATORS._items, "arithmetic", WiderArithmetic)
+    wider = generate_dataset(spec, tmp_path, seed=0)
+    assert wider != first and (wider / "dataset_info.json").is_file()
+    monkeypatch.undo()
+
+    real_digest = make.generation_identity("arithmetic")["code"]
+    # as if the generation code had changed: one more module's source in the digest
+    monkeypatch.setattr(make, "_SHARED_GENERATION_MODULES", (*make._SHARED_GENERATION_MODULES, "json"))
+    assert make.generation_identity("arithmetic")["code"] != real_digest
+    assert generate_dataset(spec, tmp_path, seed=0) not in (first, wider)
