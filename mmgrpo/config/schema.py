@@ -117,7 +117,10 @@ class DataConfig:
         [DatasetConfig(recipe="clevr_count", recipe_args=DEFAULT_COUNTING_DATA, split="test")],
         "Held-out datasets for eval.",
     )
-    dir: str | None = option(None, "Where generated datasets are written; None = <run dir>/data.")
+    dir: str | None = option(
+        None, "Where generated datasets are written, each in a folder named by n, seed, every recipe option "
+        "(defaults included) and a digest of the generation code, reused by later runs; None = <log.output_dir>/_cache/data."
+    )
     max_prompt_tokens: int = option(
         1024, "Longer prompts (media tokens included) are dropped and counted, never truncated.", ge=1
     )
