@@ -92,6 +92,11 @@ class RewardModel:
                 self._loaded = (model, tokenizer)
             return self._loaded
 
+    def _rubric_questions(self, completions: Sequence[str], problems: Sequence[str],
+                          answers: Sequence[Any]) -> list[str]:
+        return [self.config.rubric.format(problem=problem, completion=completion, answer=answer)
+                for completion, problem, answer in zip(completions, problems, answers)]
+
     def _load_vlm_judge(self) -> None:
         from mmgrpo.models.loading import load_model_and_processor
         from mmgrpo.rollout.hf import HFEngine
@@ -108,8 +113,7 @@ class RewardModel:
         from mmgrpo.rollout.base import SamplingParams
         from mmgrpo.types import Sample
 
-        questions = [self.config.rubric.format(problem=problem, completion=completion, answer=answer)
-                     for completion, problem, answer in zip(completions, problems, answers)]
+        questions = self._rubric_questions(completions, problems, answers)
         samples = [Sample(id=str(index), task="judge", messages=[
             {"role": "user", "content": [*parts, {"type": "text", "text": question}]}])
             for index, (parts, question) in enumerate(zip(media, questions))]
@@ -130,8 +134,7 @@ class RewardModel:
 
     def _judge(self, model: Any, tokenizer: Any, completions: Sequence[str], problems: Sequence[str],
                answers: Sequence[Any]) -> list[float]:
-        questions = [self.config.rubric.format(problem=problem, completion=completion, answer=answer)
-                     for completion, problem, answer in zip(completions, problems, answers)]
+        questions = self._rubric_questions(completions, problems, answers)
         texts = [_chat(tokenizer, question, None) for question in questions]
         tokenizer.padding_side = "left"  # generation continues every row from its end
         inputs = tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
