@@ -11,6 +11,10 @@ the model loads on first use, once per process, on its own
   assistant: completion]`` (the tokenizer's chat template, or the two texts on two lines when
   it has none), ``batch_size`` at a time, cut to the last ``max_length`` tokens. The score is
   the single logit, or the probability of ``label`` (default the last) when it has several.
+  A VLM-based classifier (a supported VLM checkpoint with ``value_head.safetensors``, see
+  :mod:`mmgrpo.models.value_head`) scores the same chat with the sample's media in the user
+  turn, encoded by the policy's media pipeline; a conversation with bad media or longer than
+  ``max_length`` (media tokens cannot be cut) scores NaN, a counted reward error.
 - ``judge``: a causal LM is asked ``rubric`` (``{problem}``, ``{completion}``,
   ``{answer}`` filled in) and answers greedily; the first number of its reply divided by
   ``max_score`` (clamped to 0-1) is the score. A reply without a number scores NaN, which the
@@ -51,6 +55,7 @@ class RewardModel:
         self.config = config
         self._loaded: tuple[Any, Any] | None = None
         self._engine: Any = None  # a VLM judge samples through the HF rollout engine (media budgets, bad media)
+        self._value_head: Any = None  # a VLM classifier's score layer over its last hidden state
         self._lock = threading.Lock()
 
     def __call__(self, completions: Sequence[str], problem: Sequence[str | None] | None = None,
@@ -65,7 +70,9 @@ class RewardModel:
         with self._lock, torch.no_grad():  # one batch at a time on the model, whichever thread calls
             for start in range(0, len(completions), size):
                 part = slice(start, start + size)
-                if self.config.kind == "classifier":
+                if self._value_head is not None:
+                    scores += self._classify_with_media(model, tokenizer, completions[part], problems[part], shown[part])
+                elif self.config.kind == "classifier":
                     scores += self._classify(model, tokenizer, completions[part], problems[part])
                 elif self._engine is not None:
                     scores += self._judge_with_media(completions[part], problems[part], answers[part], shown[part])
@@ -76,8 +83,8 @@ class RewardModel:
     def load(self) -> tuple[Any, Any]:
         """(model, tokenizer), loaded once: frozen, eval mode, on the configured device and dtype."""
         with self._lock:
-            if self._loaded is None and self.config.kind == "judge" and _sees_media(self.config.path):
-                self._load_vlm_judge()
+            if self._loaded is None and _sees_media(self.config.path):
+                self._load_vlm()
             if self._loaded is None:
                 import torch
                 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
@@ -97,26 +104,32 @@ class RewardModel:
         return [self.config.rubric.format(problem=problem, completion=completion, answer=answer)
                 for completion, problem, answer in zip(completions, problems, answers)]
 
-    def _load_vlm_judge(self) -> None:
+    def _load_vlm(self) -> None:
+        """A VLM checkpoint through the policy's loader: a judge gets an engine, a classifier its value head."""
+        import torch
+
         from mmgrpo.models.loading import load_model_and_processor
+        from mmgrpo.models.value_head import load_value_head
         from mmgrpo.rollout.hf import HFEngine
 
         model, processor = load_model_and_processor(self.config.path, dtype=self.config.dtype,
                                                     device=self.config.device)
         model.eval().requires_grad_(False)
-        self._engine = HFEngine(model, processor, max_prompt_len=self.config.max_length)
+        if self.config.kind == "judge":
+            self._engine = HFEngine(model, processor, max_prompt_len=self.config.max_length)
+        else:
+            hidden_size = model.config.get_text_config().hidden_size
+            self._value_head = load_value_head(self.config.path, hidden_size, dtype=getattr(torch, self.config.dtype),
+                                               device=self.config.device)
         self._loaded = (model, processor)
 
     def _judge_with_media(self, completions: Sequence[str], problems: Sequence[str], answers: Sequence[Any],
                           media: Sequence[list[dict]]) -> list[float]:
         """The rubric with each sample's images/videos/audio before it, through the rollout engine, greedy."""
         from mmgrpo.rollout.base import SamplingParams
-        from mmgrpo.types import Sample
 
         questions = self._rubric_questions(completions, problems, answers)
-        samples = [Sample(id=str(index), task="judge", messages=[
-            {"role": "user", "content": [*parts, {"type": "text", "text": question}]}])
-            for index, (parts, question) in enumerate(zip(media, questions))]
+        samples = _media_chats(media, questions)
         groups = self._engine.generate(samples, SamplingParams(n=1, temperature=0.0,
                                                                max_new_tokens=self.config.max_new_tokens))
         return [judge_score(group[0].text, self.config.max_score) if group else math.nan for group in groups]
@@ -126,7 +139,26 @@ class RewardModel:
         tokenizer.padding_side = "right"
         inputs = tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
                            max_length=self.config.max_length).to(self.config.device)
-        logits = model(**inputs).logits.float()  # [B, labels]
+        return self._scores(model(**inputs).logits)
+
+    def _classify_with_media(self, model: Any, processor: Any, completions: Sequence[str], problems: Sequence[str],
+                             media: Sequence[list[dict]]) -> list[float]:
+        """The value head over each ``[user: media + problem, assistant: completion]`` chat's last token."""
+        from mmgrpo.models.batch import build_prompt_batch
+        from mmgrpo.models.value_head import last_token_scores
+
+        batch = build_prompt_batch(processor, _media_chats(media, problems, completions), family=model.config.model_type,
+                                   max_prompt_len=self.config.max_length)
+        scores = [math.nan] * len(completions)  # rows left out (bad media, too long) get no verdict
+        if len(batch):
+            for row, score in zip(batch.kept, self._scores(last_token_scores(model, self._value_head,
+                                                                              batch.to(self.config.device)))):
+                scores[row] = score
+        return scores
+
+    def _scores(self, logits: Any) -> list[float]:
+        """``[B, labels]`` logits as scores: the single logit, or the probability of the configured label."""
+        logits = logits.float()
         if logits.shape[-1] == 1:
             return logits[:, 0].tolist()
         label = logits.shape[-1] - 1 if self.config.label is None else self.config.label
@@ -149,8 +181,25 @@ def _sees_media(path: str) -> bool:
     """Whether the checkpoint at ``path`` is a multimodal model (a vision or audio tower in its config)."""
     from transformers import AutoConfig
 
+    from mmgrpo.models.value_head import MEDIA_TOWERS
+
     config = AutoConfig.from_pretrained(path)
-    return any(hasattr(config, key) for key in ("vision_config", "audio_config"))
+    return any(hasattr(config, key) for key in MEDIA_TOWERS)
+
+
+def _media_chats(media: Sequence[list[dict]], questions: Sequence[str],
+                 replies: Sequence[str] | None = None) -> list[Any]:
+    """One sample per row: the user turn shows the row's media then its question; with ``replies``, the
+    assistant's reply closes the conversation (a whole exchange to score)."""
+    from mmgrpo.types import Sample
+
+    samples = []
+    for index, (parts, question) in enumerate(zip(media, questions)):
+        messages = [{"role": "user", "content": [*parts, {"type": "text", "text": question}]}]
+        if replies is not None:
+            messages.append({"role": "assistant", "content": [{"type": "text", "text": replies[index]}]})
+        samples.append(Sample(id=str(index), task="reward_model", messages=messages))
+    return samples
 
 
 def _chat(tokenizer: Any, user: str, assistant: str | None) -> str:

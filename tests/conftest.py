@@ -103,6 +103,21 @@ def tiny_reward_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pa
 
 
 @pytest.fixture(scope="session")
+def tiny_vlm_reward_model(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Path]:
+    """``tiny_vlm_reward_model(family) -> Path``: a tiny VLM with a value head (seed 1), built once per family."""
+    from mmgrpo.models.tiny.reward import make_tiny_vlm_reward_model
+
+    built: dict[str, Path] = {}
+
+    def build(family: str = "qwen2_5_vl") -> Path:
+        if family not in built:
+            built[family] = make_tiny_vlm_reward_model(family, tmp_path_factory.mktemp(f"vlm-rm-{family}") / "rm", seed=1)
+        return built[family]
+
+    return build
+
+
+@pytest.fixture(scope="session")
 def bad_images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Image files that pass a header check yet fail later, plus a 16-bit one, by name.
 

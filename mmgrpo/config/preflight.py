@@ -80,10 +80,13 @@ def _plugins(paths: list[str]) -> Iterator[str]:
 
 def _reward_models(config: Config) -> Iterator[str]:
     """Each reward model's checkpoint exists; its name becomes a known reward (nothing is loaded)."""
+    from mmgrpo.models.value_head import missing_value_head
     from tasks.reward_models import register_reward_models
 
     for index, entry in enumerate(config.task.reward_models):
         if problem := _local_or_hub(entry.path, "reward model"):
+            yield f"task.reward_models[{index}].path: {problem}"
+        elif entry.kind == "classifier" and (problem := missing_value_head(entry.path)):
             yield f"task.reward_models[{index}].path: {problem}"
         try:
             register_reward_models([entry])

@@ -151,12 +151,16 @@ class RewardModelConfig:
     path: str = option("", "Local folder or Hub id of the checkpoint.")
     kind: Literal["classifier", "judge"] = option(
         "classifier", "classifier = AutoModelForSequenceClassification scoring prompt + completion (a trained "
-        "reward model); judge = a causal LM asked the rubric, its first number read as the score."
+        "reward model), or a supported VLM with value_head.safetensors scoring them with the sample's media; "
+        "judge = a causal LM or VLM asked the rubric, its first number read as the score."
     )
     device: str = option("cpu", "Device the reward model runs on (cpu, cuda, cuda:1, ...); never trained.")
     dtype: Literal["float32", "bfloat16", "float16"] = option("float32", "Weights dtype of the reward model.")
     batch_size: int = option(16, "Completions per forward pass (classifier) or per generate call (judge).", ge=1)
-    max_length: int = option(2048, "Tokens of prompt + completion kept (the start is cut when longer).", ge=8)
+    max_length: int = option(
+        2048, "Tokens of prompt + completion kept (the start is cut when longer; a VLM's longer conversation "
+        "gets no verdict, media tokens are never cut).", ge=8
+    )
     label: int | None = option(
         None, "classifier with several labels: the label whose probability is the score; None = the single logit "
         "(or the last label)."

@@ -468,7 +468,10 @@ def _prepare(
 ) -> PreparedPrompt:
     """Load ``sample``'s media and render its prompt; raises the typed error of a bad sample."""
     media = _load_media(sample, budgets)
-    text = processor.apply_chat_template(sample.messages, tokenize=False, add_generation_prompt=True)
+    # A conversation ending in an assistant turn is a whole exchange to score (a reward model's
+    # input): rendered closed. Any other ends with the generation prompt the policy continues.
+    open_ended = sample.messages[-1]["role"] != "assistant"
+    text = processor.apply_chat_template(sample.messages, tokenize=False, add_generation_prompt=open_ended)
     prepared = PreparedPrompt(index, sample, text, media)
     check_prompt_placeholders([text], [prepared.media_counts], placeholders, [sample.id])
     return prepared

@@ -132,3 +132,83 @@ def test_a_vlm_judge_is_shown_each_samples_media_before_the_rubric(tiny_qwen25vl
     content = shown[0].messages[0]["content"]
     assert content[0] == {"type": "image", "image": str(image)}
     assert "Question: How many circles?" in content[1]["text"] and COMPLETIONS[0] in content[1]["text"]
+
+
+def vlm_chats(family: str, count: int) -> tuple[list[str], list[str], list[list[dict]]]:
+    """(completions, problems, media): ``count`` rows, each with its own image (or audio clip)."""
+    from tests.rollout.test_families import media_part
+
+    media = [[media_part(family, 56 * (1 + row % 2), seed=row)] for row in range(count)]
+    return COMPLETIONS[:count], PROBLEMS[:count], media
+
+
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "smolvlm", "qwen2_audio"])
+def test_a_vlm_classifier_scores_the_last_token_of_the_chat_with_its_media(family, tiny_vlm_reward_model):
+    from safetensors.torch import load_file
+    from transformers import AutoModelForImageTextToText, AutoProcessor, Qwen2AudioForConditionalGeneration
+
+    path = tiny_vlm_reward_model(family)
+    completions, problems, media = vlm_chats(family, 3)
+    batched = RewardModel(RewardModelConfig(name="vlm_rm", path=str(path), batch_size=3))(
+        completions, problems, media=media)
+
+    # The reference: transformers alone, one conversation at a time, its own positions and padding-free.
+    model_class = Qwen2AudioForConditionalGeneration if family == "qwen2_audio" else AutoModelForImageTextToText
+    model = model_class.from_pretrained(path).eval()
+    processor = AutoProcessor.from_pretrained(path)
+    head = load_file(str(path / "value_head.safetensors"))
+    alone = []
+    for parts, problem, completion in zip(media, problems, completions):
+        chat = [{"role": "user", "content": [*parts, {"type": "text", "text": problem}]},
+                {"role": "assistant", "content": [{"type": "text", "text": completion}]}]
+        text = processor.apply_chat_template(chat, tokenize=False)
+        part = parts[0]
+        kwargs = ({"audio": [part["audio"][0]], "sampling_rate": part["audio"][1]} if part["type"] == "audio"
+                  else {"images": [part["image"]]})
+        with torch.no_grad():
+            hidden = model.model(**processor(text=[text], return_tensors="pt", **kwargs)).last_hidden_state[0, -1]
+        alone.append(float(hidden @ head["v_head.summary.weight"][0] + head["v_head.summary.bias"][0]))
+    assert batched == pytest.approx(alone, abs=1e-4)
+    assert len({round(score, 5) for score in batched}) == len(batched)
+
+
+def test_a_vlm_classifier_reads_the_media_and_scores_bad_media_as_no_verdict(tiny_vlm_reward_model, tmp_path):
+    reward = RewardModel(RewardModelConfig(name="vlm_rm", path=str(tiny_vlm_reward_model()), batch_size=4))
+    completions, problems, media = vlm_chats("qwen2_5_vl", 2)
+    same_text_other_image = reward([completions[0]] * 2, [problems[0]] * 2, media=[media[0], media[1]])
+    assert same_text_other_image[0] != pytest.approx(same_text_other_image[1], abs=1e-4)
+
+    missing = [{"type": "image", "image": str(tmp_path / "gone.png")}]
+    scores = reward(completions, problems, media=[missing, media[1]])
+    assert math.isnan(scores[0]) and scores[1] == pytest.approx(reward(completions[1:], problems[1:], media=media[1:])[0],
+                                                                 abs=1e-5)
+    model, _ = reward.load()
+    assert not any(p.requires_grad for p in [*model.parameters(), *reward._value_head.parameters()])
+
+
+def test_a_vlm_conversation_longer_than_max_length_is_no_verdict_not_cut(tiny_vlm_reward_model):
+    completions, problems, media = vlm_chats("qwen2_5_vl", 2)
+    reward = RewardModel(RewardModelConfig(name="vlm_rm", path=str(tiny_vlm_reward_model()), max_length=40))
+    long_completion = "x " * 200
+    scores = reward([completions[0], long_completion], problems, media=media)
+    assert math.isnan(scores[1])
+
+
+def test_a_vlm_reward_model_without_its_value_head_is_named(tiny_model_dir):
+    reward = RewardModel(RewardModelConfig(name="vlm_rm", path=str(tiny_model_dir("qwen2_5_vl"))))
+    with pytest.raises(FileNotFoundError, match="value_head.safetensors"):
+        reward.load()
+
+
+def test_a_value_head_of_the_wrong_shape_or_layout_is_refused(tmp_path):
+    from safetensors.torch import save_file
+
+    from mmgrpo.models.value_head import load_value_head
+
+    save_file({"score.weight": torch.ones(2, 8)}, str(tmp_path / "value_head.safetensors"))
+    assert load_value_head(tmp_path, 8).out_features == 2  # score.weight: transformers' head name, two labels
+    with pytest.raises(ValueError, match="hidden size is 16"):
+        load_value_head(tmp_path, 16)
+    save_file({"a.weight": torch.ones(1, 8), "b.weight": torch.ones(1, 8)}, str(tmp_path / "value_head.safetensors"))
+    with pytest.raises(ValueError, match="one linear layer"):
+        load_value_head(tmp_path, 8)
