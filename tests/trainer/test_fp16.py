@@ -89,6 +89,14 @@ def test_deepspeed_gets_its_dynamic_fp16_scaler_settings():
     assert config["bf16"] == {"enabled": False}
 
 
+def test_deepspeed_fp16_is_refused_with_a_reason_where_its_accelerator_has_none():
+    deepspeed = pytest.importorskip("deepspeed", reason="DeepSpeed is not installed: its fp16 refusal NOT tested")
+    if deepspeed.get_accelerator().is_fp16_supported():
+        pytest.skip("this DeepSpeed accelerator has fp16: tests/trainer/test_gpu_training.py runs ZeRO in fp16")
+    with pytest.raises(ConfigError, match=r"DeepSpeed's cpu accelerator has no fp16 \(it supports float32, bfloat16\)"):
+        _backend("fp16", backend="deepspeed")
+
+
 def test_fp16_is_refused_with_fsdp2_and_its_keys_outside_fp16(small_config):
     with pytest.raises(ConfigError, match="fp16 is not supported with train.backend=fsdp2"):
         small_config("train.precision=fp16", "train.backend=fsdp2")

@@ -48,6 +48,7 @@ class DeepSpeedBackend(ProcessGroupMember):
 
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig) -> None:
         deepspeed = _import_deepspeed()
+        _require_fp16_support(deepspeed, train)
         one_process_group_unless_launched()
         # a no-op when the process group exists
         deepspeed.init_distributed(timeout=datetime.timedelta(seconds=train.collective_timeout_s))
@@ -164,3 +165,14 @@ def _import_deepspeed() -> Any:
             f"train.backend=deepspeed needs DeepSpeed ({missing}): pip install 'mmgrpo[deepspeed]'"
         ) from None
     return deepspeed
+
+
+def _require_fp16_support(deepspeed: Any, train: TrainConfig) -> None:
+    """Refuse fp16 where DeepSpeed's accelerator has none (its CPU accelerator: fp32 and bf16 only)."""
+    accelerator = deepspeed.get_accelerator()
+    if train.precision == "fp16" and not accelerator.is_fp16_supported():
+        supported = ", ".join(str(dtype).removeprefix("torch.") for dtype in accelerator.supported_dtypes())
+        raise ConfigError(
+            f"train.precision=fp16 with train.backend=deepspeed: DeepSpeed's {accelerator.device_name()} accelerator "
+            f"has no fp16 (it supports {supported}); use train.precision=bf16 here, fp16 on GPUs"
+        )
