@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from mmgrpo.config.schema import TrainConfig
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, ReduceOp, trainable_parameters
 from mmgrpo.trainer.loss_scaling import LossScaler
 
 LOSS_SCALER_KEY = "loss_scaler"  # beside the optimizer's own state in the trainer state
-
-if TYPE_CHECKING:
-    from mmgrpo.config.schema import TrainConfig
 
 
 @BACKENDS.register("single")
@@ -29,10 +27,10 @@ class SingleProcessBackend:
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig | None = None) -> None:
         self.model, self.spec = model, spec
         self.optimizer, self.scheduler = spec.build(model)
+        train = train or TrainConfig()  # SFT and tests pass none: fp32, no scaling
         self.loss_scaler = LossScaler(
-            train.precision if train else "fp32", next(model.parameters()).device.type,
-            **({"initial_scale": train.fp16_initial_scale, "growth_interval": train.fp16_growth_interval}
-               if train else {}),
+            train.precision, next(model.parameters()).device.type,
+            initial_scale=train.fp16_initial_scale, growth_interval=train.fp16_growth_interval,
         )
 
     def backward(self, loss: torch.Tensor) -> None:
