@@ -163,11 +163,14 @@ class GRPOTrainer:
                         reward=f"{metrics['reward/total']:.3f}", kl=f"{metrics.get('kl', 0.0):.4f}",
                         s=f"{metrics['time/step']:.2f}",
                     )
+                    # The last step's checkpoint and report come after the loop (the report with the
+                    # final evaluation, from the pipeline).
+                    last = self.step_index == cfg.train.steps
                     every = cfg.checkpoint.every_n_steps
-                    if every and self.step_index % every == 0 and self.step_index < cfg.train.steps:
+                    if every and self.step_index % every == 0 and not last:
                         self.save()
                     every = cfg.log.report_every_n_steps
-                    if every and self.step_index % every == 0 and self.backend.is_main_process:
+                    if every and self.step_index % every == 0 and not last and self.backend.is_main_process:
                         refresh_report(self.run_dir, cfg.log.alerts)
                 self.save()
         except (KeyboardInterrupt, Exception) as failure:

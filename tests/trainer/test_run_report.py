@@ -94,3 +94,15 @@ def test_report_html_loads_in_a_browser_without_errors_and_shows_the_gallery(fin
     assert errors == []
     assert len(loaded) >= 8 and all(width > 0 for width in loaded)
     assert shown == 2  # the step filter leaves step 2's two prompts
+
+
+def test_the_report_is_built_once_at_the_end_of_a_run(small_config, monkeypatch):
+    from mmgrpo.trainer import grpo, pipeline
+
+    refreshed = []
+    for module in (grpo, pipeline):
+        real = module.refresh_report
+        monkeypatch.setattr(module, "refresh_report", lambda run_dir, alerts, real=real: refreshed.append(1) or real(run_dir, alerts))
+    run_training(small_config("train.steps=4", "log.report_every_n_steps=2", "sft.enabled=false",
+                              "eval.before=false", "eval.after=false"))
+    assert len(refreshed) == 2  # after step 2, and once at the end (not again after step 4)
