@@ -47,17 +47,18 @@ img.media, svg.media { border: 1px solid #ccc; margin-right: 4px; }
 """
 
 SCRIPT = """
-function filterGallery() {
-  const step = document.getElementById('step-filter').value;
-  const outcome = document.getElementById('outcome-filter').value;
-  for (const card of document.querySelectorAll('#gallery .card')) {
-    const stepOk = step === 'all' || card.dataset.step === step;
-    const outcomeOk = outcome === 'all' || card.dataset.outcome === outcome;
-    card.style.display = stepOk && outcomeOk ? '' : 'none';
-  }
+for (const gallery of document.querySelectorAll('section.gallery')) {
+  const step = gallery.querySelector('.step-filter'), outcome = gallery.querySelector('.outcome-filter');
+  const filter = () => {
+    for (const card of gallery.querySelectorAll('.card')) {
+      const stepOk = step.value === 'all' || card.dataset.step === step.value;
+      const outcomeOk = outcome.value === 'all' || card.dataset.outcome === outcome.value;
+      card.style.display = stepOk && outcomeOk ? '' : 'none';
+    }
+  };
+  step.addEventListener('change', filter);
+  outcome.addEventListener('change', filter);
 }
-document.getElementById('step-filter').addEventListener('change', filterGallery);
-document.getElementById('outcome-filter').addEventListener('change', filterGallery);
 """
 
 
@@ -72,7 +73,7 @@ def refresh_report(run_dir: Path, alerts: AlertsConfig) -> Path | None:
 
 
 def write_html_report(runs: Sequence[RunData], out: Path, alerts: AlertsConfig = AlertsConfig()) -> Path:
-    """Write the page for ``runs`` (the first one's gallery and evaluations) to ``out``, atomically."""
+    """Write the page for ``runs`` (each run's gallery and evaluations) to ``out``, atomically."""
     out = Path(out)
     staging = out.with_name(out.name + ".tmp")
     staging.write_text(render(runs, alerts), encoding="utf-8")
@@ -87,9 +88,10 @@ def render(runs: Sequence[RunData], alerts: AlertsConfig = AlertsConfig()) -> st
     body += _summary(runs)
     body += _config_changes(runs)
     body += _curves(runs)
-    main = runs[0]
-    body += _gallery(gallery_groups(main.completions, GALLERY_STEPS), main.name)
-    body += _evaluations(main)
+    for index, run in enumerate(runs):
+        body += _gallery(gallery_groups(run.completions, GALLERY_STEPS), run.name, index)
+    for run in runs:
+        body += _evaluations(run, named=len(runs) > 1)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f"<style>{STYLE}</style></head><body>{''.join(body)}<script>{SCRIPT}</script></body></html>")
 
@@ -147,16 +149,18 @@ def _curves(runs: Sequence[RunData]) -> list[str]:
             f"<div class='charts'>{''.join(charts)}</div>"]
 
 
-def _gallery(groups: Sequence[GalleryGroup], run_name: str) -> list[str]:
+def _gallery(groups: Sequence[GalleryGroup], run_name: str, index: int) -> list[str]:
+    """Run ``index``'s gallery with its own step and outcome filters."""
     steps = sorted({group.step for group in groups})
     options = "".join(f'<option value="{step}">step {step}</option>' for step in steps)
-    controls = (f'<p>Step <select id="step-filter"><option value="all">all</option>{options}</select> '
-                'Group <select id="outcome-filter"><option value="all">all</option>'
+    controls = (f'<p>Step <select class="step-filter"><option value="all">all</option>{options}</select> '
+                'Group <select class="outcome-filter"><option value="all">all</option>'
                 '<option value="solved">some completion correct</option>'
                 '<option value="unsolved">no completion correct</option></select></p>')
     cards = [_card(group) for group in groups]
     empty = "" if cards else "<p class='muted'>No completions logged (log.log_completions_every).</p>"
-    return [f"<h2>Sample gallery ({html.escape(run_name)})</h2>{controls}<div id='gallery'>{''.join(cards)}{empty}</div>"]
+    return [f"<section class='gallery' id='gallery-{index}'><h2>Sample gallery ({html.escape(run_name)})</h2>"
+            f"{controls}<div>{''.join(cards)}{empty}</div></section>"]
 
 
 def _card(group: GalleryGroup) -> str:
@@ -178,10 +182,12 @@ def _card(group: GalleryGroup) -> str:
             f'</div></div>{"".join(rows)}</div>')
 
 
-def _evaluations(run: RunData) -> list[str]:
+def _evaluations(run: RunData, *, named: bool) -> list[str]:
+    """``run``'s evaluations and the held-out answers that changed between its first and last; ``named``
+    puts the run's name in the heading (a page of several runs)."""
     if not run.evaluations:
         return []
-    parts = ["<h2>Held-out evaluations</h2>"]
+    parts = [f"<h2>Held-out evaluations{f' ({html.escape(run.name)})' if named else ''}</h2>"]
     numbers = {tag: run.evaluation_numbers(tag) for tag in run.evaluations}
     keys = [key for key in dict.fromkeys(k for n in numbers.values() for k in n) if not key.endswith(("_ci_low", "_ci_high"))]
     header = "".join(f"<th>{html.escape(tag)}</th>" for tag in numbers)

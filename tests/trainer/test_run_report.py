@@ -72,6 +72,10 @@ def test_report_command_compares_runs(finished_run, tmp_path):
     assert main(["report", str(finished_run), str(other)]) == 0
     page = (finished_run / "compare.html").read_text()
     assert f"{finished_run.name}: reward/total" in page and "other: reward/total" in page  # curves overlaid
+    galleries = page.split("<section class='gallery'")[1:]  # one per run, each with its own cards
+    assert [gallery.count('class="card"') for gallery in galleries] == [2 * 4, 2 * 4]
+    assert f"Sample gallery ({finished_run.name})" in galleries[0] and "Sample gallery (other)" in galleries[1]
+    assert f"Held-out evaluations ({finished_run.name})" in page and "Held-out evaluations (other)" in page
     assert main(["report", str(tmp_path / "missing")]) == 1  # a clear one-line error, no traceback
 
 
@@ -85,9 +89,9 @@ def test_report_html_loads_in_a_browser_without_errors_and_shows_the_gallery(fin
         page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
         page.on("pageerror", lambda error: errors.append(str(error)))
         page.goto((finished_run / REPORT_FILE).as_uri())
-        loaded = page.eval_on_selector_all("#gallery img.media", "images => images.map(i => i.complete && i.naturalWidth)")
-        page.select_option("#step-filter", "2")
-        shown = page.eval_on_selector_all("#gallery .card", "cards => cards.filter(c => c.style.display !== 'none').length")
+        loaded = page.eval_on_selector_all("#gallery-0 img.media", "images => images.map(i => i.complete && i.naturalWidth)")
+        page.select_option("#gallery-0 .step-filter", "2")
+        shown = page.eval_on_selector_all("#gallery-0 .card", "cards => cards.filter(c => c.style.display !== 'none').length")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
         browser.close()
