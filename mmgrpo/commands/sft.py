@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     history = run_sft(
         model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
         progress_bar=config.log.progress_bar, max_prompt_len=config.data.max_prompt_tokens, skip_ledger=ledger,
-        cache=open_prompt_cache(config.data),
+        cache=open_prompt_cache(config),
     )
     model.save_pretrained(args.out)
     processor.save_pretrained(args.out)

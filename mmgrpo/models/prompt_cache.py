@@ -51,7 +51,7 @@ from processors import MODALITIES, fingerprint, video_backends
 from processors.fingerprint import FileDigests, media_fingerprint
 
 if TYPE_CHECKING:
-    from mmgrpo.config import DataConfig
+    from mmgrpo.config import Config
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,9 @@ DEFAULT_DIR_ENV = "MMGRPO_CACHE_DIR"
 _INPUT_IDS, _TOKEN, _MEDIA, _COUNT = "input_ids", "token.", "media.", "count."
 # Modules whose code decides what a prompt encodes to: their source is part of every key.
 _ENCODING_MODULES = (batch, adapters, fingerprint, video_backends)
+# model.dtype -> the dtype media tensors are stored in: a 16-bit model casts its pixels and features
+# to its own dtype on entry, so storing them so halves the cache and changes no forward.
+_MEDIA_STORAGE_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 def default_cache_dir() -> Path:
@@ -69,11 +72,14 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get(DEFAULT_DIR_ENV) or Path.home() / ".cache" / "mmgrpo" / "prompts")
 
 
-def open_prompt_cache(data: DataConfig) -> PromptCache | None:
-    """The preprocessing cache the config's data section describes; None when it is off."""
+def open_prompt_cache(config: Config) -> PromptCache | None:
+    """The preprocessing cache the config's data section describes (media stored in the model's dtype
+    when it is a 16-bit one); None when it is off."""
+    data = config.data
     if not data.cache:
         return None
-    return PromptCache(data.cache_dir or default_cache_dir(), max_bytes=int(data.cache_max_gb * 2**30))
+    return PromptCache(data.cache_dir or default_cache_dir(), max_bytes=int(data.cache_max_gb * 2**30),
+                       media_dtype=_MEDIA_STORAGE_DTYPES.get(config.model.dtype))
 
 
 def hit_rate_metrics(stats: CacheStats, prefix: str = "data") -> dict[str, float]:
@@ -113,11 +119,17 @@ class CacheStats:
 
 
 class PromptCache:
-    """Encoded prompt rows on disk under ``root``, at most ~``max_bytes`` of them."""
+    """Encoded prompt rows on disk under ``root``, at most ~``max_bytes`` of them.
 
-    def __init__(self, root: str | os.PathLike, max_bytes: int) -> None:
+    With ``media_dtype``, floating-point media tensors (pixels, frames, audio features) are stored
+    in it: for a model of that dtype, which casts them on entry (a row read back is then in it,
+    a freshly encoded one still float32). It is part of every key.
+    """
+
+    def __init__(self, root: str | os.PathLike, max_bytes: int, media_dtype: torch.dtype | None = None) -> None:
         self.root = Path(root)
         self.max_bytes = max_bytes
+        self.media_dtype = media_dtype
         self.stats = CacheStats()
         self._file_digests = FileDigests()
         self._processors: dict[int, tuple[ProcessorMixin, str]] = {}  # id -> (processor kept alive, fingerprint)
@@ -146,6 +158,7 @@ class PromptCache:
             "family": family,
             "messages": _messages_without_media(sample.messages),
             "media": media,
+            "media_dtype": str(self.media_dtype),
         }
         return hashlib.blake2b(json.dumps(described, sort_keys=True, default=str).encode(), digest_size=20).hexdigest()
 
@@ -187,6 +200,9 @@ class PromptCache:
         tensors = _tensors_of_row(row)
         if tensors is None:
             return
+        if self.media_dtype is not None:
+            tensors = {name: value.to(self.media_dtype) if name.startswith(_MEDIA) and value.is_floating_point()
+                       else value for name, value in tensors.items()}
         path = self._path(key)
         temporary = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:

@@ -88,7 +88,7 @@ class HFEngine:
         return cls(
             model, processor, group_shared=config.train.group_shared_encoding, budgets=budgets,
             max_prompt_len=config.data.max_prompt_tokens, all_ranks_done=backend.all_ranks if synced else None,
-            cache=open_prompt_cache(config.data),
+            cache=open_prompt_cache(config),
         )
 
     def generate(

@@ -236,7 +236,7 @@ def _cold_start(  # noqa: ANN001
             model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
             metrics=sft_log, progress_bar=config.log.progress_bar and main, max_prompt_len=config.data.max_prompt_tokens,
             skip_ledger=ledger, checkpoints=run_dir / SFT_CHECKPOINTS if main else None, resume_from=resume_from,
-            cache=open_prompt_cache(config.data),
+            cache=open_prompt_cache(config),
         )
     finally:
         sft_log.close()

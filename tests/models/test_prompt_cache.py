@@ -217,3 +217,40 @@ def test_stats_count_hits_per_lookup(tmp_path) -> None:
     step = cache.stats.since(before)
     assert step.lookups == 4 and step.hit_rate() == 0.75
     assert PromptCache(tmp_path, LARGE).stats.hit_rate() is None
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_audio"])
+def test_a_16_bit_model_reads_media_stored_in_its_dtype_and_computes_the_same(family, tiny_model_dir, media_samples,
+                                                                                tmp_path) -> None:
+    from safetensors.torch import load_file
+
+    from mmgrpo.models.loading import load_model_and_processor
+
+    model, processor = load_model_and_processor(tiny_model_dir(family), dtype="bfloat16")
+    samples = media_samples(family)
+    cache = PromptCache(tmp_path, LARGE, media_dtype=torch.bfloat16)
+    fresh = build_prompt_batch(processor, samples, family=family, cache=cache)  # misses: encoded, stored in bf16
+    warm = build_prompt_batch(processor, samples, family=family, cache=cache)
+    assert cache.stats.hits == 3
+    stored = load_file(str(next(tmp_path.rglob("*.safetensors"))))
+    floats = [value.dtype for name, value in stored.items() if name.startswith("media.") and value.is_floating_point()]
+    assert floats and set(floats) == {torch.bfloat16}  # half the bytes of float32
+    assert fresh.model_inputs().keys() == warm.model_inputs().keys()
+    completions = [[5, 6, 7]] * 3
+    with torch.no_grad():
+        got, _ = sequence_logprobs(model.eval(), attach_completions(warm, completions, [0, 1, 2]), micro_batch_size=3)
+        want, _ = sequence_logprobs(model, attach_completions(fresh, completions, [0, 1, 2]), micro_batch_size=3)
+    assert torch.equal(got, want)  # the model casts its media to bf16 on entry either way
+    assert PromptCache(tmp_path, LARGE).key(processor, samples[0], {}, family) != cache.key(processor, samples[0], {},
+                                                                                             family)
+
+
+def test_the_config_stores_media_in_a_16_bit_models_dtype_only(tmp_path) -> None:
+    from mmgrpo.config import load_config
+    from mmgrpo.models.prompt_cache import open_prompt_cache
+
+    def media_dtype(model_dtype: str) -> torch.dtype | None:
+        return open_prompt_cache(load_config(None, [f"model.dtype={model_dtype}", f"data.cache_dir={tmp_path}"])).media_dtype
+
+    assert media_dtype("bfloat16") == torch.bfloat16 and media_dtype("float16") == torch.float16
+    assert media_dtype("float32") is None and media_dtype("auto") is None  # never stored lossily
