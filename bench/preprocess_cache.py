@@ -72,7 +72,7 @@ def sft_stage(setting: str, work: Path, steps: int) -> dict[str, float]:
     examples = sft_examples([spec.path for spec in config.sft.data], train_set)
     encode = Timed(sft_module.build_prompt_batch)
     sft_module.build_prompt_batch = encode
-    cache = open_prompt_cache(config.data)
+    cache = open_prompt_cache(config)
     started = time.perf_counter()
     try:
         run_sft(model, processor, examples, config.sft, budgets=media_budgets(config.model, processor),

@@ -145,7 +145,7 @@ def run_config(config: Config, out_dir: str | Path, models: Sequence[str] | None
         group_shared=config.train.group_shared_encoding,
         cache_dir=config.data.dir,
         data_seed=config.data.seed,
-        prompt_cache=open_prompt_cache(config.data),
+        prompt_cache=open_prompt_cache(config),
     )
 
 
