@@ -177,16 +177,17 @@ def _rollout_engine(config: Config) -> Iterator[str]:
 
 
 def _async_rollout(config: Config) -> Iterator[str]:
-    """Asynchronous rollout runs one trainer process beside one worker for now; its keys mean nothing in sync mode."""
-    rollout = config.rollout
+    """Each rank's rollout worker copies the rank's whole weights after every step; its keys mean nothing in sync mode."""
+    rollout, train = config.rollout, config.train
     if rollout.mode == "sync":
         for key in ("rollout.max_staleness", "rollout.worker_device", "rollout.worker_threads"):
             if not at_default(config, key):
                 yield f"{key}={value_of(config, key)!r} is read only by rollout.mode=async (got rollout.mode=sync)"
         return
-    if config.train.backend != "single" or launched_world_size() > 1:
-        yield (f"rollout.mode=async trains in one process beside its rollout worker for now "
-               f"(train.backend={config.train.backend}, {launched_world_size()} rank(s)): use train.backend=single")
+    if train.shards_weights:
+        yield (f"rollout.mode=async gives each rank's rollout worker that rank's whole weights after every step; "
+               f"train.backend={train.backend} (zero_stage={train.zero_stage}) shards them: use "
+               "train.backend=deepspeed with train.zero_stage=2, or single")
 
 
 def launched_world_size() -> int:

@@ -49,6 +49,26 @@ class RolloutRequest:
         return cls(int(data["batch"]), tuple(data["indices"]), tuple(data["group_sizes"]))
 
 
+def ranks_share(recorded: list, rank: int, world_size: int) -> list[RolloutRequest]:
+    """Rank ``rank``'s part of the rollout batches a checkpoint recorded as drawn and not trained on.
+
+    ``recorded`` holds each saving rank's list of batches (``RolloutRequest.to_dict``), in rank
+    order; checkpoints written before ranks were recorded hold one list of batches. A batch's
+    prompts are the ranks' parts joined in rank order (how they were drawn), so they are split
+    again for ``world_size`` ranks, which need not be the number that saved them.
+    """
+    if recorded and isinstance(recorded[0], dict):
+        recorded = [recorded]  # the one-process layout
+    shares = []
+    for parts in zip(*(map(RolloutRequest.from_dict, batches) for batches in recorded)):
+        indices = [index for part in parts for index in part.indices]
+        sizes = [size for part in parts for size in part.group_sizes]
+        count = len(indices) // world_size
+        mine = slice(rank * count, (rank + 1) * count)
+        shares.append(RolloutRequest(parts[0].batch, tuple(indices[mine]), tuple(sizes[mine])))
+    return shares
+
+
 class AsyncRollouts:
     """Rounds of scored groups from a worker process, at most ``max_staleness`` policy versions old.
 

@@ -40,7 +40,7 @@ from mmgrpo.models.token_text import TokenTextEnds
 from mmgrpo.reports.alerts import StepMonitor
 from mmgrpo.reports.html import refresh_report
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
-from mmgrpo.trainer.async_rollouts import AsyncRollouts, RolloutRequest
+from mmgrpo.trainer.async_rollouts import AsyncRollouts, RolloutRequest, ranks_share
 from mmgrpo.trainer.backends import OptimizerSpec, build_backend
 from mmgrpo.trainer.checkpoint import (
     TrainerState, capture_rng_state, load_trainer_state, remove_stale_staging, restore_rng_state,
@@ -286,11 +286,9 @@ class GRPOTrainer:
     # -- pieces of a step ----------------------------------------------------------------
     def _sample_here(self, round_index: int) -> Rollouts:
         """One round of the step's rollouts, sampled in this process by its engine."""
-        cfg = self.config
         request = self.draw_request()
         samples = [self.samples[i] for i in request.indices]
-        seed = cfg.seed * _STEP_SEED_STRIDE + self.step_index + self.backend.rank * _RANK_SEED_STRIDE
-        params = with_round_seed(sampling_params(cfg, seed=seed), round_index)
+        params = with_round_seed(self._batch_params(self.step_index), round_index)
         return sample_round(self.engine, self._encode(samples), samples, request.group_sizes, self.scoring, params)
 
     def draw_request(self) -> RolloutRequest:
@@ -325,8 +323,10 @@ class GRPOTrainer:
     def _start_async_rollouts(self) -> AsyncRollouts:
         """A rollout worker process on a copy of the current policy, sampling ahead of training."""
         cfg = self.config
+        scratch = self.run_dir / WORKER_MODEL_DIR
+        model_dir = str(checkpoint_dir(self.model, self.processor, scratch)) if self.backend.is_main_process else None
         spec = WorkerSpec(
-            config=cfg.to_dict(), model_dir=str(checkpoint_dir(self.model, self.processor, self.run_dir / WORKER_MODEL_DIR)),
+            config=cfg.to_dict(), model_dir=self.backend.broadcast_object(model_dir),  # written once, read by every rank's worker
             device=cfg.rollout.worker_device or str(_device(self.model)), scoring=self.scoring,
         )
         if cfg.rollout.max_staleness and cfg.algo.is_correction == "none" and cfg.rollout.logprobs_source == "trainer":
@@ -342,8 +342,9 @@ class GRPOTrainer:
         )
 
     def _batch_params(self, batch: int) -> SamplingParams:
-        """Sampling parameters of rollout batch ``batch`` (its seed: as sync mode's step ``batch``)."""
-        return sampling_params(self.config, seed=self.config.seed * _STEP_SEED_STRIDE + batch)
+        """This rank's sampling parameters of rollout batch ``batch`` (sync mode's step ``batch``)."""
+        seed = self.config.seed * _STEP_SEED_STRIDE + batch + self.backend.rank * _RANK_SEED_STRIDE
+        return sampling_params(self.config, seed=seed)
 
     def _sync_weights(self) -> None:
         """After an optimizer step, the sampler samples from the new weights."""
@@ -518,7 +519,7 @@ class GRPOTrainer:
             data=self.sampler.state_dict(),
             extra={
                 "group_sizes": self.group_sizes.state_dict(), "skipped_sample_ids": sorted(self.skipped_ids),
-                "unconsumed_batches": self._unconsumed() if unconsumed is None else unconsumed,
+                "unconsumed_batches": self.backend.gather_objects(self._unconsumed() if unconsumed is None else unconsumed),
                 "batches_drawn": self.batches_drawn,
             },
             reference=self.reference_source,
@@ -538,7 +539,8 @@ class GRPOTrainer:
         self.sampler.load_state_dict(state.data)
         self.group_sizes.load_state_dict(state.extra["group_sizes"])
         self.skipped_ids = set(state.extra.get("skipped_sample_ids", []))
-        self.pending = deque(RolloutRequest.from_dict(batch) for batch in state.extra.get("unconsumed_batches", []))
+        self.pending = deque(ranks_share(state.extra.get("unconsumed_batches", []), self.backend.rank,
+                                         self.backend.world_size))
         self.batches_drawn = int(state.extra.get("batches_drawn", state.step))
         restore_rng_state(state.rng)
         self.step_index = state.step

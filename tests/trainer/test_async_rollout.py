@@ -214,3 +214,21 @@ def test_reward_rises_under_async_grpo(small_config, tmp_path):
     build(config, tmp_path / "run").train()
     first, last = reward_at_start_and_end(tmp_path / "run")
     assert last > first + 0.25, f"reward did not rise: first steps {first:.3f}, last steps {last:.3f}"
+
+
+def test_batches_in_flight_are_shared_out_again_for_any_number_of_ranks():
+    from mmgrpo.trainer.async_rollouts import RolloutRequest, ranks_share
+
+    def batch(number, indices, sizes):
+        return RolloutRequest(number, tuple(indices), tuple(sizes)).to_dict()
+
+    recorded = [[batch(3, [0, 1], [8, 8]), batch(4, [4, 5], [8, 6])],  # rank 0's two batches in flight
+                [batch(3, [2, 3], [8, 4]), batch(4, [6, 7], [2, 8])]]  # rank 1's parts of the same batches
+    assert [ranks_share(recorded, rank, 2) for rank in (0, 1)] == [
+        [RolloutRequest.from_dict(part) for part in recorded[rank]] for rank in (0, 1)]
+    assert ranks_share(recorded, 0, 1) == [RolloutRequest(3, (0, 1, 2, 3), (8, 8, 8, 4)),
+                                           RolloutRequest(4, (4, 5, 6, 7), (8, 6, 2, 8))]
+    assert ranks_share(recorded, 3, 4)[1] == RolloutRequest(4, (7,), (8,))
+    one_process = [batch(5, [9, 1], [8, 8])]  # checkpoints written before ranks were recorded
+    assert ranks_share(one_process, 0, 1) == [RolloutRequest(5, (9, 1), (8, 8))]
+    assert ranks_share([], 0, 2) == [] and ranks_share([[], []], 1, 2) == []

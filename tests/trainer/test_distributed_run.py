@@ -171,6 +171,50 @@ def test_a_run_resumes_on_another_number_of_ranks(backend, small_config, tmp_pat
         assert "to DeepSpeed's universal checkpoint" in (run / "train.log").read_text()
 
 
+def _trained_ids(run: Path) -> dict[int, list[str]]:
+    """Per step, the sample ids of the groups trained on, every rank's (completions.jsonl)."""
+    steps: dict[int, list[str]] = {}
+    for record in read_metrics(run / "completions.jsonl"):
+        ids = steps.setdefault(record["step"], [])
+        if record["sample_id"] not in ids:
+            ids.append(record["sample_id"])
+    return steps
+
+
+@NEEDS_DEEPSPEED
+def test_two_ranks_sample_asynchronously_as_sync_mode_and_resume_their_batches_in_flight(small_config, tmp_path):
+    """Each ZeRO-2 rank has its own rollout worker. With max_staleness=0 the run is the sync run
+    (same prompts per rank, seeds, losses); one step off-policy, a stop records every rank's
+    batches in flight and the resumed run trains on the same prompts in the same order."""
+    common = (f"train.steps={STEPS}", "train.backend=deepspeed", "train.zero_stage=2", "algo.beta=0.04",
+              "eval.before=false", "eval.after=false", "log.log_completions_every=1", "log.completions_per_log=100")
+    asynchronous = ("rollout.mode=async", "rollout.worker_threads=1")
+    runs = {}
+    for name, overrides in {"sync": (), "async0": (*asynchronous, "rollout.max_staleness=0"),
+                            "async1": (*asynchronous, "rollout.max_staleness=1", "algo.is_correction=tis",
+                                       "checkpoint.every_n_steps=1")}.items():
+        config = small_config(*common, *overrides)
+        runs[name] = tmp_path / f"{name}.yaml"
+        config.save_yaml(runs[name])
+    output = Path(config.log.output_dir)
+
+    for name in ("sync", "async0", "async1"):
+        _succeeded(_torchrun(str(runs[name]), f"log.run_name={name}"))
+    sync_rows, async_rows = (read_metrics(output / name / "metrics.jsonl") for name in ("sync", "async0"))
+    assert sync_rows[-1]["kl"] > 0  # later steps sample from updated weights
+    for expected, got in zip(sync_rows, async_rows, strict=True):
+        assert got["async/staleness_max"] == 0
+        for key in ("loss", "reward/total", "grad_norm", "length/mean"):
+            assert got[key] == pytest.approx(expected[key], rel=1e-5, abs=1e-7), (expected["step"], key)
+    assert _trained_ids(output / "async0") == _trained_ids(output / "sync")
+
+    assert _torchrun(str(runs["async1"]), "log.run_name=cut", stop_in_step=2).returncode != 0
+    assert latest_checkpoint(output / "cut" / "checkpoints").name == "step-1"
+    _succeeded(_torchrun(str(runs["async1"]), "log.run_name=cut", "--resume"))
+    assert max(row["async/staleness_max"] for row in read_metrics(output / "async1" / "metrics.jsonl")) == 1
+    assert _trained_ids(output / "cut") == _trained_ids(output / "async1")
+
+
 def test_a_global_batch_that_does_not_divide_across_ranks_fails_before_launch(small_config, tmp_path, capsys):
     config = small_config("train.backend=fsdp2", "rollout.prompts_per_step=5", "train.micro_batch_size=4")
     recipe = tmp_path / "recipe.yaml"
