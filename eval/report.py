@@ -56,7 +56,7 @@ def model_entry(result: EvalResult) -> dict[str, Any]:
 
 
 def sample_rows(model_name: str, result: EvalResult) -> Iterator[dict[str, Any]]:
-    """One samples.jsonl row per completion: prompt id, media, completion, parsed answer, rewards."""
+    """One samples.jsonl row per completion: prompt id and text, media, completion, parsed answer, rewards."""
     for item in result.items:
         for index, completion in enumerate(item.completions):
             yield {
@@ -64,6 +64,7 @@ def sample_rows(model_name: str, result: EvalResult) -> Iterator[dict[str, Any]]
                 "task": item.task,
                 "prompt_id": item.sample_id,
                 "sample_index": index,
+                "prompt": item.prompt,
                 "media": item.media,
                 "answer": item.answer,
                 "completion": completion.text,

@@ -110,6 +110,8 @@ class ItemRecord:
     completions: list[CompletionRecord]
     reward_errors: list[dict[str, Any]] = field(default_factory=list)
     """Rewards that failed on a completion (scored None there): reward, completion, kind, detail."""
+    prompt: str = ""
+    """The user's text of the prompt (its media are in ``media``)."""
 
     def n_correct(self, threshold: float) -> int:
         return sum(completion.metric >= threshold for completion in self.completions)

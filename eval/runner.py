@@ -95,6 +95,7 @@ def score_item(
         task=sample.task,
         answer=json_safe(sample.answer),
         media=[media_label(ref) for kind in MEDIA_KINDS for ref in sample.media(kind)],
+        prompt=sample.user_text(),
         completions=records,
         reward_errors=[error.to_dict() for error in breakdown.errors],
     )

@@ -26,6 +26,14 @@ class Sample:
     answer: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def user_text(self) -> str:
+        """The text parts of the user turns, one per line (what the prompt asks, without its media)."""
+        return "\n".join(
+            part["text"] for message in self.messages if message.get("role") == "user"
+            for part in (message["content"] if isinstance(message.get("content"), list) else [])
+            if part.get("type") == "text"
+        )
+
     def media(self, kind: str) -> list[Any]:
         """Media references of ``kind`` ("image", "video", "audio") in message order."""
         refs = []

@@ -68,6 +68,7 @@ class ChangedAnswer:
     before: str
     after: str
     now_correct: bool
+    prompt: str = ""  # the user's text (evaluations written before it was recorded have none)
 
 
 def changed_answers(before: dict[str, Any], after: dict[str, Any], threshold: float = 0.5) -> list[ChangedAnswer]:
@@ -83,6 +84,6 @@ def changed_answers(before: dict[str, Any], after: dict[str, Any], threshold: fl
         if was != now:
             changed.append(ChangedAnswer(
                 item["sample_id"], item["task"], item["answer"], item["media"],
-                old["completions"][0]["text"], item["completions"][0]["text"], now,
+                old["completions"][0]["text"], item["completions"][0]["text"], now, item.get("prompt", ""),
             ))
     return sorted(changed, key=lambda change: not change.now_correct)

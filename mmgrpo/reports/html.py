@@ -198,13 +198,13 @@ def _evaluations(run: RunData, *, named: bool) -> list[str]:
         changes = changed_answers(*(run.evaluations[tag] for tag in EVAL_TAGS))
         fixed = sum(change.now_correct for change in changes)
         parts.append(f"<h3>Answers that changed ({fixed} now right, {len(changes) - fixed} now wrong; "
-                     f"first {CHANGED_SHOWN} shown)</h3><table><tr><th>media</th><th>prompt id</th><th>answer</th>"
+                     f"first {CHANGED_SHOWN} shown)</h3><table><tr><th>media</th><th>prompt</th><th>answer</th>"
                      f"<th>before GRPO</th><th>after GRPO</th></tr>")
         for change in changes[:CHANGED_SHOWN]:
             media = "".join(_media_markup(_kind_of(ref), ref) for ref in change.media)
             verdict = "now right" if change.now_correct else "now wrong"
             parts.append(f"<tr><td>{media}</td><td>{html.escape(change.sample_id)}<br><span class='muted'>{verdict}"
-                         f"</span></td><td>{html.escape(str(change.answer))}</td><td><code>{html.escape(change.before)}"
+                         f"</span><br>{html.escape(change.prompt)}</td><td>{html.escape(str(change.answer))}</td><td><code>{html.escape(change.before)}"
                          f"</code></td><td><code>{html.escape(change.after)}</code></td></tr>")
         parts.append("</table>")
     return parts

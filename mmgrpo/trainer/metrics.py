@@ -61,13 +61,8 @@ def keep_steps_up_to(path: Path, step: int) -> None:
 def completion_prompt(sample: Sample) -> dict[str, Any]:
     """What a completion log records of its prompt: the user's text and the media references by
     modality (paths or URLs; media held in memory appear as a placeholder)."""
-    texts = [
-        part["text"] for message in sample.messages if message.get("role") == "user"
-        for part in (message["content"] if isinstance(message.get("content"), list) else [])
-        if part.get("type") == "text"
-    ]
     media = {kind: [str(ref) for ref in sample.media(kind)] for kind in MODALITIES if sample.media(kind)}
-    return {"prompt": "\n".join(texts), "media": media}
+    return {"prompt": sample.user_text(), "media": media}
 
 
 class MetricsLogger:

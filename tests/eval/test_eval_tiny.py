@@ -90,6 +90,12 @@ def test_bad_row_is_skipped_and_counted(two_models):
     assert "broken" not in {row["prompt_id"] for row in read_samples(out)}
 
 
+def test_each_sample_row_shows_the_question_it_answers(two_models, dataset):
+    questions = {row["id"]: row["problem"] for row in map(json.loads, (dataset / "test.jsonl").read_text().splitlines())}
+    rows = read_samples(two_models[0])
+    assert rows and all(questions[row["prompt_id"]] in row["prompt"] for row in rows)
+
+
 def test_two_models_give_a_two_column_report_and_chart(two_models):
     out, names = two_models
     report = (out / "report.md").read_text()

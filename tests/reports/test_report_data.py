@@ -75,13 +75,13 @@ def test_gallery_groups_a_steps_prompts_and_marks_best_and_worst():
 
 def test_changed_answers_lists_fixed_ones_first():
     def evaluation(metrics: dict[str, float]) -> dict:
-        return {"items": [{"sample_id": sid, "task": "t", "answer": 1, "media": [],
+        return {"items": [{"sample_id": sid, "task": "t", "answer": 1, "media": [], "prompt": f"how many {sid}?",
                            "completions": [{"text": f"{sid}:{metric}", "metric": metric}]} for sid, metric in metrics.items()]}
 
     before, after = evaluation({"a": 1.0, "b": 0.0, "c": 0.0}), evaluation({"a": 0.0, "b": 1.0, "c": 0.0})
     changes = changed_answers(before, after)
-    assert [(c.sample_id, c.now_correct, c.before, c.after) for c in changes] == [
-        ("b", True, "b:0.0", "b:1.0"), ("a", False, "a:1.0", "a:0.0")]
+    assert [(c.sample_id, c.now_correct, c.before, c.after, c.prompt) for c in changes] == [
+        ("b", True, "b:0.0", "b:1.0", "how many b?"), ("a", False, "a:1.0", "a:0.0", "how many a?")]
 
 
 def test_thumbnails_inline_images_video_frames_and_audio_waveforms(tmp_path, video_file, audio_file, tone):
