@@ -266,11 +266,6 @@ def test_invalid_yaml_and_non_mapping_files_name_the_file(tmp_path: Path) -> Non
             "rollout.engine=vllm needs the whole policy on each rank; train.backend=fsdp2",
         ),
         (["rollout.max_staleness=2"], "rollout.max_staleness=2 is read only by rollout.mode=async"),
-        (
-            ["rollout.mode=async", "train.backend=fsdp2"],
-            "rollout.mode=async gives each rank's rollout worker that rank's whole weights after every step; "
-            "train.backend=fsdp2",
-        ),
         (["model.min_pixels=20000"], "model.min_pixels=20000 is larger than model.max_pixels=12544"),
         (
             ["data.train.0.path=/data/x"],

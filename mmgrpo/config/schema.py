@@ -279,8 +279,8 @@ class RolloutConfig:
     max_new_tokens: int = option(6, "Most tokens per completion; longer ones are truncated and flagged.", ge=1)
     mode: Literal["sync", "async"] = option(
         "sync", "sync: sample, then train, in turn. async: a worker process per rank samples the next batches (its "
-        "own engine and copy of the policy) while the trainer trains (single process or ZeRO-2); see "
-        "rollout.max_staleness and algo.is_correction."
+        "own engine and whole copy of the policy) while the trainer trains; see rollout.max_staleness and "
+        "algo.is_correction."
     )
     max_staleness: int = option(
         1, "async: policy versions a batch may lag the policy it trains (1 = one-step-off-policy, 0 = the sync "

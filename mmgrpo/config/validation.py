@@ -177,17 +177,11 @@ def _rollout_engine(config: Config) -> Iterator[str]:
 
 
 def _async_rollout(config: Config) -> Iterator[str]:
-    """Each rank's rollout worker copies the rank's whole weights after every step; its keys mean nothing in sync mode."""
-    rollout, train = config.rollout, config.train
-    if rollout.mode == "sync":
+    """The asynchronous rollout's keys mean nothing in sync mode."""
+    if config.rollout.mode == "sync":
         for key in ("rollout.max_staleness", "rollout.worker_device", "rollout.worker_threads"):
             if not at_default(config, key):
                 yield f"{key}={value_of(config, key)!r} is read only by rollout.mode=async (got rollout.mode=sync)"
-        return
-    if train.shards_weights:
-        yield (f"rollout.mode=async gives each rank's rollout worker that rank's whole weights after every step; "
-               f"train.backend={train.backend} (zero_stage={train.zero_stage}) shards them: use "
-               "train.backend=deepspeed with train.zero_stage=2, or single")
 
 
 def launched_world_size() -> int:

@@ -20,13 +20,12 @@ same order as the uninterrupted run; their completions are sampled anew by the r
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from mmgrpo.models.policy_weights import plain_weights
 from mmgrpo.rollout.base import SamplingParams
 from mmgrpo.trainer.rollout_worker import RolloutWorker
 from mmgrpo.trainer.rollouts import Rollouts
@@ -108,10 +107,10 @@ class AsyncRollouts:
         self.worker_seconds += result.seconds
         return result.rollouts
 
-    def push_weights(self, model: torch.nn.Module) -> None:
-        """The policy after an optimizer step: the next version, for the batches requested from now on."""
+    def push_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """The policy's ``weights`` after an optimizer step: the next version, for the batches requested from now on."""
         self.version += 1
-        self.worker.publish(plain_weights(model), self.version)
+        self.worker.publish(weights, self.version)
 
     def take_worker_seconds(self) -> float:
         seconds, self.worker_seconds = self.worker_seconds, 0.0

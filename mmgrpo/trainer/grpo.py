@@ -33,7 +33,7 @@ from mmgrpo.config import Config
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import PromptBatch, build_prompt_batch
 from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor
-from mmgrpo.models.policy_weights import checkpoint_dir, plain_weights
+from mmgrpo.models.policy_weights import checkpoint_dir
 from mmgrpo.models.prompt_cache import hit_rate_metrics, open_prompt_cache
 from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.models.token_text import TokenTextEnds
@@ -323,8 +323,7 @@ class GRPOTrainer:
     def _start_async_rollouts(self) -> AsyncRollouts:
         """A rollout worker process on a copy of the current policy, sampling ahead of training."""
         cfg = self.config
-        scratch = self.run_dir / WORKER_MODEL_DIR
-        model_dir = str(checkpoint_dir(self.model, self.processor, scratch)) if self.backend.is_main_process else None
+        model_dir = self._worker_model_dir() if self.backend.is_main_process else None
         spec = WorkerSpec(
             config=cfg.to_dict(), model_dir=self.backend.broadcast_object(model_dir),  # written once, read by every rank's worker
             device=cfg.rollout.worker_device or str(_device(self.model)), scoring=self.scoring,
@@ -335,11 +334,20 @@ class GRPOTrainer:
                 "stale groups as on-policy (measured on the embedded default: 48%% held-out accuracy against 69%% "
                 "with algo.is_correction=tis); set algo.is_correction=tis", cfg.rollout.max_staleness,
             )
-        worker = RolloutWorker(spec, plain_weights(self.model), version=self.step_index)
+        worker = RolloutWorker(spec, self.backend.whole_weights(), version=self.step_index)
         return AsyncRollouts(
             worker, self.draw_request, self.samples, self._batch_params,
             max_staleness=cfg.rollout.max_staleness, version=self.step_index,
         )
+
+    def _worker_model_dir(self) -> str:
+        """Where rollout workers load the policy's architecture and processor from (their weights come
+        from the trainer): its folder, else a scratch copy; sharded weights cannot be saved from one
+        rank, so a policy loaded from the Hub is loaded by its id (from the local Hub cache)."""
+        source = unwrap_model(self.model).name_or_path
+        if self.backend.shards_weights and not (Path(source) / "config.json").is_file():
+            return source
+        return str(checkpoint_dir(self.model, self.processor, self.run_dir / WORKER_MODEL_DIR))
 
     def _batch_params(self, batch: int) -> SamplingParams:
         """This rank's sampling parameters of rollout batch ``batch`` (sync mode's step ``batch``)."""
@@ -349,7 +357,7 @@ class GRPOTrainer:
     def _sync_weights(self) -> None:
         """After an optimizer step, the sampler samples from the new weights."""
         if self.async_rollouts is not None:
-            self.async_rollouts.push_weights(self.model)
+            self.async_rollouts.push_weights(self.backend.whole_weights())
         else:
             self.engine.update_weights(self.model)
 

@@ -30,7 +30,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -55,8 +55,8 @@ class RolloutWorkerError(RuntimeError):
 class SharedWeights:
     """One copy of the policy's weights in shared memory, a lock, and the version it holds."""
 
-    def __init__(self, weights: Mapping[str, torch.Tensor], version: int, context: Any) -> None:
-        self.tensors = {name: tensor.detach().to("cpu", copy=True).share_memory_() for name, tensor in weights.items()}
+    def __init__(self, weights: Iterable[tuple[str, torch.Tensor]], version: int, context: Any) -> None:
+        self.tensors = {name: tensor.detach().to("cpu", copy=True).share_memory_() for name, tensor in weights}
         self.lock = context.Lock()
         self._version = context.Value("q", version)
 
@@ -64,10 +64,10 @@ class SharedWeights:
     def version(self) -> int:
         return int(self._version.value)
 
-    def publish(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
-        """Copy ``weights`` (the same names and shapes as at construction) in as ``version``."""
+    def publish(self, weights: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
+        """Copy ``weights`` (the same names and shapes as at construction, each copied as it comes) in as ``version``."""
         with self.lock:
-            for name, tensor in weights.items():
+            for name, tensor in weights:
                 self.tensors[name].copy_(tensor)
             self._version.value = version
 
@@ -101,7 +101,7 @@ class WorkerResult:
 class RolloutWorker:
     """The trainer's handle on the worker process: submit requests, receive results, publish weights."""
 
-    def __init__(self, spec: WorkerSpec, weights: Mapping[str, torch.Tensor], version: int) -> None:
+    def __init__(self, spec: WorkerSpec, weights: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         """Start the worker on ``weights``, the policy's ``version`` (its step count)."""
         context = mp.get_context("spawn")  # a fresh interpreter: no inherited threads or CUDA state
         self.weights = SharedWeights(weights, version, context)
@@ -118,7 +118,7 @@ class RolloutWorker:
     def submit(self, request_id: int, samples: Sequence[Sample], group_sizes: Sequence[int], params: SamplingParams) -> None:
         self._requests.put((request_id, list(samples), list(group_sizes), params))
 
-    def publish(self, weights: Mapping[str, torch.Tensor], version: int) -> None:
+    def publish(self, weights: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         self.weights.publish(weights, version)
 
     def receive(self) -> WorkerResult:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import datetime
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -113,6 +113,12 @@ class TrainingBackend(Protocol):
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The whole model's weights on the main process (gathered from shards); ``{}`` on other ranks."""
+        ...
+
+    def whole_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The model's state dict on every rank, one whole tensor at a time (LoRA merged): what a
+        rank's rollout worker copies. Gathering a sharded tensor is a collective, so every rank
+        consumes all of it, in order; a tensor may be freed once the next is drawn: copy it."""
         ...
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:

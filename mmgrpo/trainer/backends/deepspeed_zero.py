@@ -16,12 +16,14 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from mmgrpo.config.errors import ConfigError
+from mmgrpo.models.policy_weights import plain_weights
 from mmgrpo.trainer.backends.base import (
     BACKENDS, OptimizerSpec, ProcessGroupMember, one_process_group_unless_launched,
 )
@@ -116,6 +118,19 @@ class DeepSpeedBackend(ProcessGroupMember):
         if not self.is_main_process:
             return {}
         return {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
+
+    def whole_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        if self.zero_stage < 3:  # every rank holds the whole module
+            yield from plain_weights(self.model).items()
+            return
+        parameters = dict(self.model.named_parameters(remove_duplicate=False))
+        for name, value in self.model.state_dict().items():
+            parameter = parameters.get(name)
+            if parameter is None:  # a buffer: never partitioned
+                yield name, value
+                continue
+            with self._deepspeed.zero.GatheredParameters([parameter]):  # all-gathered here, partitioned after
+                yield name, parameter.data
 
     def save_optimizer(self, folder: Path) -> None:
         self.engine.save_checkpoint(str(folder), tag=ZERO_CHECKPOINT_TAG, client_state={"world_size": self.world_size},

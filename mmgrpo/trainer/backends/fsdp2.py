@@ -11,6 +11,7 @@ loss, so :meth:`FSDP2Backend.backward` scales by the world size.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -81,6 +82,11 @@ class FSDP2Backend(ProcessGroupMember):
         self._reshard()
         state = get_model_state_dict(self.model, options=_GATHERED)
         return dict(state) if self.is_main_process else {}
+
+    def whole_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        self._reshard()
+        for name, value in self.model.state_dict().items():
+            yield name, value.full_tensor() if isinstance(value, DTensor) else value
 
     def save_optimizer(self, folder: Path) -> dict[str, Any] | None:
         self._reshard()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from mmgrpo.config.schema import TrainConfig
+from mmgrpo.models.policy_weights import plain_weights
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, ReduceOp, trainable_parameters
 from mmgrpo.trainer.loss_scaling import LossScaler
 
@@ -53,6 +54,9 @@ class SingleProcessBackend:
 
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         return dict(self.model.state_dict())
+
+    def whole_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        yield from plain_weights(self.model).items()
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
         return module
