@@ -90,7 +90,14 @@ class RewardModel:
                 from transformers import AutoModelForCausalLM, AutoModelForSequenceClassification, AutoTokenizer
 
                 auto = AutoModelForSequenceClassification if self.config.kind == "classifier" else AutoModelForCausalLM
-                model = auto.from_pretrained(self.config.path, dtype=getattr(torch, self.config.dtype))
+                model, loading = auto.from_pretrained(self.config.path, dtype=getattr(torch, self.config.dtype),
+                                                      output_loading_info=True)
+                if loading["missing_keys"]:  # transformers would score with freshly initialised weights
+                    raise ValueError(
+                        f"task.reward_models {self.config.name!r}: {self.config.path} has no weights for "
+                        f"{sorted(loading['missing_keys'])[:4]} of {type(model).__name__}: not a trained "
+                        f"{self.config.kind} (a causal LM is a judge; a VLM classifier needs value_head.safetensors)"
+                    )
                 model.to(self.config.device).eval().requires_grad_(False)
                 tokenizer = AutoTokenizer.from_pretrained(self.config.path)
                 tokenizer.truncation_side = "left"  # keep the end of the completion

@@ -212,3 +212,9 @@ def test_a_value_head_of_the_wrong_shape_or_layout_is_refused(tmp_path):
     save_file({"a.weight": torch.ones(1, 8), "b.weight": torch.ones(1, 8)}, str(tmp_path / "value_head.safetensors"))
     with pytest.raises(ValueError, match="one linear layer"):
         load_value_head(tmp_path, 8)
+
+
+def test_a_checkpoint_without_the_kinds_weights_is_refused_not_scored_at_random(tiny_reward_models):
+    judge_as_classifier = RewardModel(RewardModelConfig(name="rm", path=str(tiny_reward_models["judge"])))
+    with pytest.raises(ValueError, match=r"has no weights for \['score.weight'\] of Qwen2ForSequenceClassification"):
+        judge_as_classifier.load()
