@@ -5,8 +5,9 @@ and ``run(args) -> int`` (does the work). Heavy imports (torch, transformers) ha
 inside ``run`` so that ``mmgrpo --help`` stays fast.
 
 Errors about the user's inputs (a missing file, model or plugin, a bad config or dataset)
-end the command with one ``mmgrpo <command>: error: ...`` line and exit status 1; Ctrl-C
-with status 130. ``--debug`` (before or after the command name) shows the traceback
+and runs that failed for a reason one line says (``mmgrpo.failures.RunFailure``: e.g. a loss
+that became NaN, naming its rows) end the command with one ``mmgrpo <command>: error: ...``
+line and exit status 1; Ctrl-C with status 130. ``--debug`` (before or after the command name) shows the traceback
 instead. Any other exception is a bug and keeps its traceback.
 """
 
@@ -16,6 +17,7 @@ import argparse
 import importlib
 import sys
 
+from mmgrpo.failures import RunFailure
 from mmgrpo.registry import RegistryError
 
 # name -> (module, one-line help). A new sub-command is one module plus one line here.
@@ -34,9 +36,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("mmgrpo.commands.report", "Build a run's report.html (curves, sample gallery, evaluations), or compare runs."),
 }
 
-# Exceptions that describe a problem with the user's inputs, not a bug: one line, no traceback.
+# Exceptions that describe a problem with the user's inputs or a failed run, not a bug: one line, no traceback.
 # (ConfigError, ModelLoadError, MediaError and BadRow are ValueErrors; a failed plugin import is an ImportError.)
-USER_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, ImportError, RegistryError)
+USER_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, ImportError, RegistryError, RunFailure)
 DEBUG_FLAG = "--debug"
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C

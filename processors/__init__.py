@@ -20,7 +20,9 @@ from PIL import Image
 from mmgrpo.registry import Registry
 from processors.audio import AudioClip, load_audio
 from processors.budgets import AudioBudget, ImageBudget, VideoBudget
-from processors.errors import CorruptMediaError, EmptyMediaError, MediaError, MediaShapeError, MissingMediaError
+from processors.errors import (
+    CorruptMediaError, EmptyMediaError, MediaError, MediaShapeError, MissingMediaError, NonFiniteMediaError,
+)
 from processors.image import load_image
 from processors.sizing import smart_resize
 from processors.video import VideoClip, load_video
@@ -58,6 +60,7 @@ __all__ = [
     "MediaError",
     "MediaShapeError",
     "MissingMediaError",
+    "NonFiniteMediaError",
     "Modality",
     "VideoBudget",
     "VideoClip",

@@ -20,7 +20,10 @@ import numpy as np
 import soundfile
 
 from processors.budgets import AudioBudget
-from processors.errors import CorruptMediaError, EmptyMediaError, MediaShapeError, MissingMediaError
+from processors.errors import (
+    CorruptMediaError, EmptyMediaError, MediaShapeError, MissingMediaError,
+)
+from processors.finite import require_finite
 from processors.sources import describe, existing_file
 
 AudioRef = str | os.PathLike | bytes | tuple[np.ndarray, int] | dict[str, Any]
@@ -47,6 +50,7 @@ def load_audio(ref: AudioRef, budget: AudioBudget = AudioBudget()) -> AudioClip:
     samples, rate = decode_audio(ref, source, budget.max_seconds)  # [S, C]
     if samples.size == 0:
         raise EmptyMediaError(source, "no audio samples")
+    require_finite(samples, source, "audio samples")
     mono = _crop(samples.mean(axis=1), rate, budget.max_seconds)  # [S]
     mono = _crop(resample(mono, rate, budget.sample_rate), budget.sample_rate, budget.max_seconds)
     return AudioClip(samples=mono.astype(np.float32), sample_rate=budget.sample_rate, source=source)
@@ -121,10 +125,7 @@ def _channels_last(samples: np.ndarray, source: str) -> np.ndarray:
         raise MediaShapeError(source, f"expected a [samples] or 2-D [samples, channels] array, got {samples.shape}")
     elif samples.shape[0] < samples.shape[1]:
         samples = samples.T  # [C, S] -> [S, C]
-    floats = _as_float32(samples, source)
-    if not np.isfinite(floats).all():
-        raise MediaShapeError(source, "audio samples contain NaN or infinity")
-    return floats
+    return _as_float32(samples, source)
 
 
 def _as_float32(samples: np.ndarray, source: str) -> np.ndarray:

@@ -44,3 +44,10 @@ class MediaShapeError(MediaError):
     """The media decodes but its shape or value range is unusable (e.g. absurd aspect ratio)."""
 
     category = "bad media shape"
+
+
+class NonFiniteMediaError(MediaError):
+    """The media decode to values that are not finite (NaN or infinity in float samples or pixels):
+    the model would turn them into a NaN loss."""
+
+    category = "non-finite media"

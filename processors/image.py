@@ -19,7 +19,10 @@ import numpy as np
 from PIL import Image, ImageOps
 
 from processors.budgets import ImageBudget
-from processors.errors import CorruptMediaError, EmptyMediaError, MediaShapeError, MissingMediaError
+from processors.errors import (
+    CorruptMediaError, EmptyMediaError, MediaError, MediaShapeError, MissingMediaError,
+)
+from processors.finite import require_finite
 from processors.sizing import smart_resize
 from processors.sources import describe, existing_file
 
@@ -33,6 +36,7 @@ ARRAY_CHANNELS = (3, 4)  # RGB or RGBA; a single channel is squeezed to grayscal
 # Mode "I" (32-bit) is how older Pillow versions open 16-bit files, so it is read as 16-bit too.
 SIXTEEN_BIT_MODES = frozenset({"I;16", "I;16L", "I;16B", "I;16N", "I"})
 SIXTEEN_TO_EIGHT_BIT = 65535 / 255  # = 257: 0 -> 0 and 65535 -> 255
+FLOAT_MODES = frozenset({"F"})  # 32-bit float pixels (float TIFF): the only Pillow modes that can hold NaN
 
 
 def load_image(ref: ImageRef, budget: ImageBudget = ImageBudget()) -> Image.Image:
@@ -94,6 +98,8 @@ def _decoding(source: str) -> Iterator[None]:
     """Translate Pillow's decoding failures into typed media errors naming ``source``."""
     try:
         yield
+    except MediaError:
+        raise
     except Image.DecompressionBombError as error:
         raise MediaShapeError(source, str(error)) from error
     except (OSError, SyntaxError, ValueError) as error:  # Pillow raises all three for bad data
@@ -103,7 +109,15 @@ def _decoding(source: str) -> Iterator[None]:
 def _open_encoded(file: str | os.PathLike | BinaryIO, source: str) -> Image.Image:
     with _decoding(source), Image.open(file) as image:
         image.load()
-        return ImageOps.exif_transpose(image)  # a detached, upright copy
+        return _finite(ImageOps.exif_transpose(image), source)  # a detached, upright copy
+
+
+def _finite(image: Image.Image, source: str) -> Image.Image:
+    """``image``, checked to hold no NaN or infinite pixel when its mode stores floats (Pillow's
+    conversion to RGB would turn them into black or white pixels without a word)."""
+    if image.mode in FLOAT_MODES:
+        require_finite(np.asarray(image), source, "pixel values")
+    return image
 
 
 @singledispatch
@@ -146,7 +160,7 @@ def _decode_dict(ref: dict[str, Any], source: str) -> Image.Image:
 def _decode_pil(ref: Image.Image, source: str) -> Image.Image:
     with _decoding(source):
         ref.load()  # a lazily opened image may still fail to decode here
-        return ImageOps.exif_transpose(ref)
+        return _finite(ImageOps.exif_transpose(ref), source)
 
 
 @decode_image.register(np.ndarray)
@@ -165,7 +179,8 @@ def _as_uint8(pixels: np.ndarray, source: str) -> np.ndarray:
         return pixels
     if not np.issubdtype(pixels.dtype, np.floating):
         raise MediaShapeError(source, f"unsupported pixel dtype {pixels.dtype}; use uint8 or float in [0, 1]")
+    require_finite(pixels, source, "pixel values")
     low, high = float(pixels.min()), float(pixels.max())
-    if not (0.0 <= low and high <= 1.0):  # also rejects NaN
+    if not (0.0 <= low and high <= 1.0):
         raise MediaShapeError(source, f"float pixels must lie in [0, 1], got [{low:.3g}, {high:.3g}]")
     return (pixels * 255).round().astype(np.uint8)

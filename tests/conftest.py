@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import soundfile
 import torch
 from PIL import Image
 
@@ -157,3 +158,27 @@ def _corrupt_idat(png: bytes) -> bytes:
         data[position] ^= 0xFF
     data[end : end + 4] = struct.pack(">I", zlib.crc32(bytes(data[tag:end])) & 0xFFFFFFFF)
     return bytes(data)
+
+
+@pytest.fixture(scope="session")
+def nonfinite_media(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Media files whose values are not finite, as broken resampling or normalisation scripts write them.
+
+    ``nan_wav`` / ``inf_wav``: 1 s of float32 WAV at 16 kHz with samples 100-200 NaN / +inf.
+    ``loud_wav``: finite float32 samples at 1e30 (they decode, the audio feature extractor turns
+    them into NaN). ``nan_tiff``: a 64x64 float TIFF (Pillow mode "F") with a 5x5 block of NaN.
+    ``float_tiff``: the same without NaN (a valid file).
+    """
+    folder = tmp_path_factory.mktemp("nonfinite_media")
+    rng = np.random.default_rng(0)
+    clip = (0.1 * rng.standard_normal(16_000)).astype(np.float32)
+    for name, change in (("nan_wav", np.nan), ("inf_wav", np.inf)):
+        broken = clip.copy()
+        broken[100:200] = change
+        soundfile.write(folder / f"{name}.wav", broken, 16_000, subtype="FLOAT")
+    soundfile.write(folder / "loud_wav.wav", clip * np.float32(1e30), 16_000, subtype="FLOAT")
+    pixels = rng.uniform(0, 255, (64, 64)).astype(np.float32)
+    Image.fromarray(pixels, mode="F").save(folder / "float_tiff.tif")
+    pixels[5:10, 5:10] = np.nan
+    Image.fromarray(pixels, mode="F").save(folder / "nan_tiff.tif")
+    return {path.stem: path for path in folder.iterdir()}

@@ -25,11 +25,14 @@ from transformers import ProcessorMixin
 from transformers.video_utils import VideoMetadata
 
 from mmgrpo.models.adapters import FamilyAdapter, adapter_for
-from mmgrpo.models.media_check import MediaTokenMismatchError, check_media_tokens, check_prompt_placeholders
+from mmgrpo.models.media_check import (
+    MediaTokenMismatchError, check_media_tokens, check_prompt_placeholders, nonfinite_inputs,
+)
 from mmgrpo.registry import Registry
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Sample
-from processors import MODALITIES, AudioClip, Budget, LoadedMedia, MediaError, VideoClip
+from processors import MODALITIES, AudioClip, Budget, LoadedMedia, MediaError, NonFiniteMediaError, VideoClip
+from processors.sources import describe
 
 if TYPE_CHECKING:
     from mmgrpo.models.prompt_cache import PromptCache
@@ -253,9 +256,13 @@ def _encode_samples(
             prepared.append(_prepare(processor, sample, index, budgets, placeholders))
         except (MediaError, MediaTokenMismatchError) as error:
             dropped.append(skipped_sample(sample, error))
+    encoded = _encode(processor, prepared) if prepared else {}
+    if nonfinite_inputs(encoded):  # rare: find the rows the processor turned into NaN or infinity
+        prepared, nonfinite = _split_nonfinite(processor, prepared)
+        dropped += nonfinite
+        encoded = _encode(processor, prepared) if prepared else {}
     if not prepared:
         return _empty_batch(family, placeholder_ids, _pad_token_id(processor), dropped)
-    encoded = _encode(processor, prepared)
     media_counts = [prompt.media_counts for prompt in prepared]
     sample_ids = [prompt.sample.id for prompt in prepared]
     _check_expansion(processor, adapter, encoded, media_counts, sample_ids, placeholder_ids)
@@ -275,6 +282,23 @@ def _encode_samples(
         dropped=dropped,
         prepared=prepared,
     )
+
+
+def _split_nonfinite(
+    processor: ProcessorMixin, prepared: Sequence[PreparedPrompt]
+) -> tuple[list[PreparedPrompt], list[SkippedRow]]:
+    """The prompts whose media the processor encodes to finite values alone, and the records of the
+    others (each encoded on its own to tell them apart)."""
+    kept, dropped = [], []
+    for prompt in prepared:
+        bad = nonfinite_inputs(_encode(processor, [prompt]))
+        if not bad:
+            kept.append(prompt)
+            continue
+        sources = ", ".join(describe(ref) for name in prompt.media for ref in prompt.sample.media(name))
+        error = NonFiniteMediaError(sources, f"the processor's {', '.join(bad)} hold NaN or infinity")
+        dropped.append(skipped_sample(prompt.sample, error))
+    return kept, dropped
 
 
 def _encode_through_cache(

@@ -84,6 +84,7 @@ def write_html_report(runs: Sequence[RunData], out: Path, alerts: AlertsConfig =
 def render(runs: Sequence[RunData], alerts: AlertsConfig = AlertsConfig()) -> str:
     title = "Run report: " + ", ".join(run.name for run in runs)
     body = [f"<h1>{html.escape(title)}</h1>"]
+    body += _failures(runs)
     body += _alerts(runs, alerts)
     body += _summary(runs)
     body += _config_changes(runs)
@@ -94,6 +95,22 @@ def render(runs: Sequence[RunData], alerts: AlertsConfig = AlertsConfig()) -> st
         body += _evaluations(run, named=len(runs) > 1)
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
             f"<style>{STYLE}</style></head><body>{''.join(body)}<script>{SCRIPT}</script></body></html>")
+
+
+def _failures(runs: Sequence[RunData]) -> list[str]:
+    """Why a run stopped (its ``failure.json``), with every row it names and their media."""
+    parts = []
+    for run in runs:
+        if not run.failure:
+            continue
+        rows = "".join(
+            f"<tr><td>{html.escape(str(row.get('id')))}</td><td>{html.escape(', '.join(row.get('media', [])))}</td></tr>"
+            for row in run.failure.get("rows", [])
+        )
+        table = f"<table><tr><th>row</th><th>media</th></tr>{rows}</table>" if rows else ""
+        parts.append(f'<div class="alert failure"><b>{html.escape(run.name)} stopped:</b> '
+                     f'{html.escape(str(run.failure.get("error")))}{table}</div>')
+    return parts
 
 
 def _alerts(runs: Sequence[RunData], rules: AlertsConfig) -> list[str]:

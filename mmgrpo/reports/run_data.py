@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from mmgrpo.failures import FAILURE_FILE
 from mmgrpo.trainer.metrics import COMPLETIONS_FILE, METRICS_FILE, read_metrics
 
 CONFIG_FILE = "config.yaml"
@@ -27,6 +28,7 @@ class RunData:
     rows: list[dict[str, Any]]
     completions: list[dict[str, Any]]
     evaluations: dict[str, dict[str, Any]] = field(default_factory=dict)  # tag -> EvalResult.to_dict()
+    failure: dict[str, Any] = field(default_factory=dict)  # why the last attempt stopped (RunFailure.record())
     _numbers: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)  # tag -> summary, once
 
     def evaluation_numbers(self, tag: str) -> dict[str, float]:
@@ -53,6 +55,7 @@ class RunData:
             rows=read_metrics(run_dir / METRICS_FILE),
             completions=read_metrics(run_dir / COMPLETIONS_FILE),
             evaluations=_read_json(run_dir / EVALUATIONS_FILE),
+            failure=_read_json(run_dir / FAILURE_FILE),
         )
 
     def config_changes(self) -> list[tuple[str, Any, Any]]:

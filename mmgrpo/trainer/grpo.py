@@ -49,6 +49,7 @@ from mmgrpo.trainer.checkpoint import (
 from mmgrpo.trainer.group_sizes import GroupSizeTracker
 from mmgrpo.trainer.interrupts import signals_allowed, signals_deferred, stop_on_signals
 from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger, completion_prompt
+from mmgrpo.trainer.nonfinite import naming_rows
 from mmgrpo.trainer.prompt_sampler import PromptSampler
 from mmgrpo.trainer.reward_errors import record_reward_errors
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger, describe_skipped
@@ -270,7 +271,8 @@ class GRPOTrainer:
                 )
             reference_done = time.perf_counter()
         self.model.train()
-        with signals_deferred():  # a stop request waits for the weights to be whole again
+        # a stop request waits for the weights to be whole again
+        with signals_deferred(), naming_rows(rollouts.samples, stage="GRPO", step=self.step_index + 1):
             metrics |= policy_update(self.backend, batch, self._loss_settings(), self._update_settings())
             metrics |= self.backend.precision_metrics()
             self._sync_weights()

@@ -30,6 +30,7 @@ import torch
 from eval import EvalResult, comparison_table, evaluate_policy
 from eval.benchmark import eval_options, held_out_datasets
 from mmgrpo.config import Config
+from mmgrpo.failures import FAILURE_FILE, RunFailure
 from mmgrpo.models.prompt_cache import open_prompt_cache
 from mmgrpo.reports.html import refresh_report
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
@@ -124,8 +125,16 @@ def run_training(
     if main:
         paths.root.mkdir(parents=True, exist_ok=True)
         config.save_yaml(paths.root / "config.yaml")
+        (paths.root / FAILURE_FILE).unlink(missing_ok=True)  # an earlier attempt's, now being resumed
     with _logging_to(paths.root / "train.log") if main else nullcontext():
-        return _run_stages(config, ranks, paths, resume, started, on_eval)
+        try:
+            return _run_stages(config, ranks, paths, resume, started, on_eval)
+        except RunFailure as failure:
+            logger.error("the run stopped: %s", failure, exc_info=failure)  # the traceback, in train.log only
+            if main:
+                (paths.root / FAILURE_FILE).write_text(json.dumps(failure.record(), indent=1))
+                refresh_report(paths.root, config.log.alerts)
+            raise
 
 
 def _run_stages(

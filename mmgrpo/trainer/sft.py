@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from mmgrpo.trainer.checkpoint import (
 )
 from mmgrpo.trainer.interrupts import signals_deferred, stop_on_signals
 from mmgrpo.trainer.metrics import MetricsLogger
+from mmgrpo.trainer.nonfinite import blamed_on, naming_rows, require_finite
 from mmgrpo.skipped_rows import SkipLedger, SkippedRow, describe_skipped
 from mmgrpo.trainer.backends import OptimizerSpec, SingleProcessBackend
 from mmgrpo.types import Sample
@@ -126,7 +126,6 @@ def run_sft(
     order = _ExampleOrder(len(examples), seed)
     done = _restore_sft(resume_from, optimizer, scheduler, order) if resume_from is not None else 0
     progress = _SFTProgress(done, scheduler.last_epoch, order.state_dict(), capture_rng_state())
-    device = next(model.parameters()).device
     family = unwrap_model(model).config.model_type
     history = []
     model.train()
@@ -151,31 +150,39 @@ def run_sft(
                 logger.warning("SFT step %d: every example was skipped; no update this step", step)
                 progress.finish(step, scheduler.last_epoch, order)
                 continue
-            total_tokens = sum(len(target) for _, part_targets in parts for target in part_targets)
-            loss_sum = 0.0
-            for prompts, part_targets in parts:
-                logp, _ = completion_logprobs(
-                    model, prompts.to(device), part_targets, [1] * len(part_targets),
-                    micro_batch_size=config.micro_batch_size,
-                )  # [n, Tc]
-                _, mask = pad_completions(part_targets, pad_token_id=0)  # [n, Tc]
-                token_nll = -(logp * mask.to(device)).sum()
-                backend.backward(token_nll / total_tokens)
-                loss_sum += float(token_nll.detach())
-            loss, lr = loss_sum / total_tokens, scheduler.get_last_lr()[0]
-            if not math.isfinite(loss):
-                raise FloatingPointError(f"SFT loss became {loss} at step {step}")
-            with signals_deferred():  # the update and the record of the step are one
-                row = {"sft/loss": loss, "sft/grad_norm": backend.step(), "sft/lr": lr}
-                row |= {f"sft/{key}": value for key, value in backend.precision_metrics().items()}
-                if cache_before is not None:
-                    row |= hit_rate_metrics(cache.stats.since(cache_before), prefix="sft")
-                progress.finish(step, scheduler.last_epoch, order)
-                history.append(row)
-                if metrics is not None:
-                    metrics.log(step, row)
+            with naming_rows([example.sample for example in batch], stage="SFT", step=step):
+                loss, lr = _backward_parts(model, backend, parts, config.micro_batch_size), scheduler.get_last_lr()[0]
+                with signals_deferred(), blamed_on([i for prompts, _ in parts for i in prompts.sample_ids]):
+                    row = {"sft/loss": loss, "sft/grad_norm": backend.step(), "sft/lr": lr}  # update + record: one
+                    row |= {f"sft/{key}": value for key, value in backend.precision_metrics().items()}
+                    if cache_before is not None:
+                        row |= hit_rate_metrics(cache.stats.since(cache_before), prefix="sft")
+                    progress.finish(step, scheduler.last_epoch, order)
+                    history.append(row)
+                    if metrics is not None:
+                        metrics.log(step, row)
     model.eval()
     return history
+
+
+def _backward_parts(
+    model: torch.nn.Module, backend: SingleProcessBackend, parts: Sequence[tuple[PromptBatch, list[list[int]]]],
+    micro_batch_size: int,
+) -> float:
+    """Backward the completion-only loss (token mean over every part) of each part; returns the loss.
+    A part whose loss is not finite stops the step before its backward, naming its rows."""
+    device = next(model.parameters()).device
+    total_tokens = sum(len(target) for _, part_targets in parts for target in part_targets)
+    loss_sum = 0.0
+    for prompts, part_targets in parts:
+        logp, _ = completion_logprobs(
+            model, prompts.to(device), part_targets, [1] * len(part_targets), micro_batch_size=micro_batch_size,
+        )  # [n, Tc]
+        _, mask = pad_completions(part_targets, pad_token_id=0)  # [n, Tc]
+        token_nll = -(logp * mask.to(device)).sum()
+        loss_sum += require_finite("loss", float(token_nll.detach()), prompts.sample_ids)
+        backend.backward(token_nll / total_tokens)
+    return loss_sum / total_tokens
 
 
 def _optimizer_spec(config: SFTConfig) -> OptimizerSpec:

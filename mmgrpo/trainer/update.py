@@ -18,6 +18,7 @@ weights from all of them, so the ranks must call them equally often.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
@@ -30,6 +31,7 @@ from mmgrpo.models.batch import PromptBatch, pad_completions, ragged_rows
 from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
 from mmgrpo.trainer.backends import TrainingBackend
 from mmgrpo.trainer.loss_scaling import autocast_dtype
+from mmgrpo.trainer.nonfinite import blamed_on, require_finite
 from mmgrpo.types import Completion
 
 TokenIds = Sequence[int]
@@ -190,13 +192,16 @@ def policy_update(
             mini = batch.select(chunk.rows, chunk.part)
             mini_old = None if old_logp is None else old_logp[chunk.part]
             kept = first_logp[chunk.part] if first_logp is not None and chunk.counts else None
-            stats = _accumulate_gradients(
+            stats, suspects = _accumulate_gradients(
                 backend, mini, mini_old, loss_settings, settings, counts=chunk.counts, keep_logp=kept
             )
+            # the loss is summed over the ranks: every rank stops here together, before the update
+            require_finite("loss", stats.get("loss", 0.0), suspects or mini.prompts.sample_ids)
             for name, value in stats.items():
                 totals[name] += value
             totals["lr"] += backend.optimizer.param_groups[0]["lr"]
-            totals["grad_norm"] += backend.step()
+            with blamed_on(mini.prompts.sample_ids):
+                totals["grad_norm"] += backend.step()
             steps += 1
     metrics = {name: value / steps for name, value in totals.items()}
     if compared:
@@ -236,15 +241,17 @@ def _accumulate_gradients(
     *,
     counts: bool = True,
     keep_logp: torch.Tensor | None = None,
-) -> dict[str, float]:
+) -> tuple[dict[str, float], list[str]]:
     """Backward every micro-batch of ``batch`` (at weight 0 unless it ``counts``); returns the
-    weighted stats of all ranks' parts. ``keep_logp`` (``[n, Tc]``), when given, receives the
+    weighted stats of all ranks' parts and the prompt ids of this rank's first micro-batch whose
+    loss was not finite (none: []). ``keep_logp`` (``[n, Tc]``), when given, receives the
     log-probs of the forward passes (before this mini-batch's optimizer step)."""
     local = _normaliser(batch.loss_mask, loss_settings.agg) if counts else 0.0
     normaliser = backend.all_reduce({"normaliser": local})["normaliser"]
     stats: dict[str, float] = defaultdict(float)
+    suspects: list[str] = []
     if normaliser == 0:  # every completion masked out (e.g. all truncated)
-        return stats
+        return stats, suspects
     for chunk in balanced_chunks(backend, batch.group_sizes, settings.micro_batch_size):
         micro = batch.select(chunk.rows, chunk.part)
         part = chunk.part
@@ -273,12 +280,15 @@ def _accumulate_gradients(
             kl_clamp=loss_settings.kl_clamp, max_len=loss_settings.max_len, token_weights=is_weights,
         )
         backend.backward(loss * weight)
-        stats["loss"] += float(loss.detach()) * weight
+        value = float(loss.detach())
+        if not (suspects or math.isfinite(value)):
+            suspects = list(micro.prompts.sample_ids)
+        stats["loss"] += value * weight
         for name, value in loss_stats.items():
             stats[name] += float(value) * weight
         if entropy is not None:
             stats["entropy"] += float(masked_mean(entropy.detach(), mask.bool())) * weight
-    return backend.all_reduce(stats)
+    return backend.all_reduce(stats), suspects
 
 
 def _normaliser(loss_mask: torch.Tensor, agg: str) -> float:

@@ -8,6 +8,8 @@ from mmgrpo.models.batch import PLACEHOLDER_MISMATCH, PROMPT_TOO_LONG, build_pro
 from mmgrpo.types import Sample
 from processors import ImageBudget
 
+from .conftest import one_media_sample
+
 FAMILY = "qwen2_5_vl"
 # The config's default image budget (model.min_pixels / max_pixels).
 BUDGETS = {"image": ImageBudget(min_pixels=56 * 56, max_pixels=112 * 112)}
@@ -60,3 +62,35 @@ def test_a_row_whose_text_and_media_disagree_is_skipped(load_tiny, media_samples
     batch = build_prompt_batch(processor, [no_image, good], family=FAMILY)
     assert batch.kept == [1]
     assert [(row.row_id, row.reason) for row in batch.dropped] == [("text-only", PLACEHOLDER_MISMATCH)]
+
+
+def test_nonfinite_audio_and_processor_outputs_are_skipped_named_and_the_rest_encoded(
+    load_tiny, media_samples, nonfinite_media
+):
+    family = "qwen2_audio"
+    _, processor = load_tiny(family)
+    good_first, good_last = media_samples(family)[0], media_samples(family)[1]
+    bad = [one_media_sample(name, "audio", str(nonfinite_media[name]), "How many?")
+           for name in ("nan_wav", "inf_wav", "loud_wav")]
+
+    batch = build_prompt_batch(processor, [good_first, *bad, good_last], family=family)
+
+    assert batch.kept == [0, 4] and batch.sample_ids == [good_first.id, good_last.id]
+    named = {row.row_id: (row.reason, row.source) for row in batch.dropped}
+    assert named == {name: ("non-finite media", str(nonfinite_media[name])) for name in ("nan_wav", "inf_wav", "loud_wav")}
+    loud = next(row for row in batch.dropped if row.row_id == "loud_wav")
+    assert "input_features" in loud.detail  # decoded fine; the feature extractor made it NaN
+    assert all(torch.isfinite(value).all() for value in batch.media_inputs.values() if value.is_floating_point())
+    alone = build_prompt_batch(processor, [good_first, good_last], family=family)
+    for key, value in alone.model_inputs().items():
+        assert torch.equal(batch.model_inputs()[key], value), key
+
+
+def test_a_float_image_with_nan_is_skipped_as_nonfinite(load_tiny, media_samples, nonfinite_media):
+    _, processor = load_tiny(FAMILY)
+    good = media_samples(FAMILY)[0]
+    batch = build_prompt_batch(
+        processor, [image_sample("nan", nonfinite_media["nan_tiff"]), good], BUDGETS, family=FAMILY
+    )
+    assert batch.sample_ids == [good.id]
+    assert [(row.row_id, row.reason) for row in batch.dropped] == [("nan", "non-finite media")]

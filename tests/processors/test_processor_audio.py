@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from processors import AudioBudget, load_audio
-from processors.errors import CorruptMediaError, EmptyMediaError, MediaShapeError, MissingMediaError
+from processors.errors import CorruptMediaError, EmptyMediaError, MediaShapeError, MissingMediaError, NonFiniteMediaError
 
 
 def peak_frequency(samples: np.ndarray, rate: int) -> float:
@@ -118,7 +118,7 @@ def test_bad_in_memory_audio_raises_clear_errors() -> None:
         load_audio(np.zeros(100, np.float32), AudioBudget())  # a bare array has no rate
     with pytest.raises(MediaShapeError, match="sample rate"):
         load_audio({"array": np.zeros(100, np.float32), "sampling_rate": None}, AudioBudget())
-    with pytest.raises(MediaShapeError, match="NaN"):
+    with pytest.raises(NonFiniteMediaError, match="NaN"):
         load_audio((np.full(100, np.nan, np.float32), 16000), AudioBudget())
     with pytest.raises(MediaShapeError, match="2-D"):
         load_audio((np.zeros((2, 2, 100), np.float32), 16000), AudioBudget())

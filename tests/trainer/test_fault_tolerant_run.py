@@ -40,9 +40,11 @@ def hangs_once(completions, **_):
     return [0.0 for _ in completions]
 '''
 
-# bad file in the conftest ``bad_images`` fixture -> the ledger reason its row must carry
+# bad file in the conftest ``bad_images`` / ``nonfinite_media`` fixtures -> the ledger reason its row must carry
 BAD_FILES = {"truncated_jpeg": "corrupt media", "corrupt_png": "corrupt media", "tall": "bad media shape",
-             "wide": "bad media shape"}
+             "wide": "bad media shape", "nan_tiff": "non-finite media"}
+# bad audio file in ``nonfinite_media`` -> the ledger reason
+BAD_AUDIO = {"nan_wav": "non-finite media", "inf_wav": "non-finite media", "loud_wav": "non-finite media"}
 
 
 def _seed_bad_rows(dataset: Path, bad_images: dict[str, Path]) -> dict[tuple[str, str], str]:
@@ -75,7 +77,8 @@ def _seed_bad_rows(dataset: Path, bad_images: dict[str, Path]) -> dict[tuple[str
 
 @pytest.mark.slow
 def test_a_run_over_bad_rows_and_faulty_rewards_finishes_and_names_every_fault(
-    small_config, tmp_path: Path, bad_images: dict[str, Path], digit_reward_plugin: Path
+    small_config, tmp_path: Path, bad_images: dict[str, Path], nonfinite_media: dict[str, Path],
+    digit_reward_plugin: Path,
 ) -> None:
     plugin = tmp_path / "faulty_rewards.py"
     plugin.write_text(FAULTY_REWARDS_PLUGIN)
@@ -85,9 +88,11 @@ def test_a_run_over_bad_rows_and_faulty_rewards_finishes_and_names_every_fault(
         "task.reward_timeout=1.0", "train.steps=20", "data.max_prompt_tokens=512",
         "sft.enabled=true", "sft.steps=2", "sft.batch_size=32", "sft.micro_batch_size=8",
         "eval.limit=40", "eval.batch_size=8", "checkpoint.every_n_steps=10",
+        "data.train.0.recipe_args={n: 50, test_fraction: 0.2}",  # 10 test rows: 9 bad ones and a 16-bit one
+        "data.test.0.recipe_args={n: 50, test_fraction: 0.2}",
     )
     dataset = generate_dataset(config.data.train[0], Path(config.data.dir), seed=config.data.seed)
-    seeded = _seed_bad_rows(dataset, bad_images)
+    seeded = _seed_bad_rows(dataset, bad_images | nonfinite_media)
     recipe = tmp_path / "recipe.yaml"
     config.save_yaml(recipe)
 
@@ -108,6 +113,33 @@ def test_a_run_over_bad_rows_and_faulty_rewards_finishes_and_names_every_fault(
     metrics = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in metrics] == list(range(1, 21))
     assert sum(row.get("reward/nan_on_some/errors", 0) for row in metrics) > 0
+
+
+def test_an_audio_run_over_nonfinite_clips_finishes_and_names_each(tmp_path: Path, nonfinite_media, capsys):
+    """Float WAVs with NaN or infinite samples, and one whose finite samples the feature extractor
+    turns into NaN, among generated audio rows: SFT, GRPO and eval go on without them."""
+    data = tmp_path / "audio"
+    assert main(["data", "make", "--recipe", "audio_count", "--n", "24", "--out", str(data)]) == 0
+    seeded = {}
+    for split in ("train", "test"):
+        path = data / f"{split}.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        for row, (name, reason) in zip(rows, BAD_AUDIO.items()):
+            shutil.copyfile(nonfinite_media[name], data / row["audio"])
+            seeded[split, row["id"]] = reason
+    overrides = [
+        f"data.train=[{{path: {data}, split: train}}]", f"data.test=[{{path: {data}, split: test}}]",
+        f"log.output_dir={tmp_path / 'runs'}", "log.progress_bar=false", "log.tensorboard=false",
+        f"data.dir={tmp_path / 'generated'}", "sft.steps=3", "sft.batch_size=32", "train.steps=2",
+        "sft.micro_batch_size=8", "rollout.prompts_per_step=4", "rollout.num_generations=2",
+        "train.micro_batch_size=8", "eval.limit=8",
+    ]
+
+    assert main(["train", "recipes/audio_count.yaml", *overrides]) == 0
+
+    ledger = [json.loads(line) for line in (tmp_path / "runs" / "audio-count" / "skipped_rows.jsonl").read_text().splitlines()]
+    assert {(row["split"], row["row_id"]): row["reason"] for row in ledger} == seeded
+    assert {row["stage"] for row in ledger} == {"sft", "eval"}
 
 
 def test_two_processes_generating_one_dataset_at_once_both_get_it(small_config, tmp_path, monkeypatch):

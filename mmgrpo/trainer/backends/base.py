@@ -100,7 +100,9 @@ class TrainingBackend(Protocol):
         ...
 
     def step(self) -> float:
-        """Clip, step the optimizer and the schedule, zero the gradients; return the norm before clipping."""
+        """Clip, step the optimizer and the schedule, zero the gradients; return the norm before clipping.
+        A non-finite norm (outside fp16 loss scaling, which skips such steps) raises
+        :class:`~mmgrpo.trainer.nonfinite.NonFiniteTrainingError`, before the update where the back end can."""
         ...
 
     def zero_grad(self) -> None:

@@ -29,6 +29,7 @@ from mmgrpo.trainer.backends.base import (
 )
 from mmgrpo.trainer.backends.deepspeed_config import implied_settings, merged_config, read_user_config
 from mmgrpo.trainer.optim import parameter_groups
+from mmgrpo.trainer.nonfinite import require_finite
 
 if TYPE_CHECKING:
     from mmgrpo.config.schema import TrainConfig
@@ -100,8 +101,11 @@ class DeepSpeedBackend(ProcessGroupMember):
         self.engine.backward(loss * self.world_size, scale_wrt_gas=False)
 
     def step(self) -> float:
+        """DeepSpeed clips and steps in one call, so a non-finite gradient norm is found after its update
+        (fp16 skips such steps itself); the trainer checks the loss before, which catches the usual cause."""
         self.engine.step()
-        return float(self.engine.get_global_grad_norm())
+        grad_norm = float(self.engine.get_global_grad_norm())
+        return grad_norm if self.engine.fp16_enabled() else require_finite("gradient norm", grad_norm)
 
     def zero_grad(self) -> None:
         self.engine.zero_grad()

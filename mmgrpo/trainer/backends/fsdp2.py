@@ -26,6 +26,7 @@ from mmgrpo.config.errors import ConfigError
 from mmgrpo.trainer.backends.base import (
     BACKENDS, OptimizerSpec, ProcessGroupMember, init_process_group, trainable_parameters,
 )
+from mmgrpo.trainer.nonfinite import require_finite
 
 if TYPE_CHECKING:
     from mmgrpo.config.schema import TrainConfig
@@ -67,10 +68,11 @@ class FSDP2Backend(ProcessGroupMember):
 
     def step(self) -> float:
         norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(self.model), self.spec.max_grad_norm)
+        grad_norm = require_finite("gradient norm", float(norm.full_tensor() if isinstance(norm, DTensor) else norm))
         self.optimizer.step()
         self.scheduler.step()
         self.zero_grad()
-        return float(norm.full_tensor() if isinstance(norm, DTensor) else norm)
+        return grad_norm
 
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)

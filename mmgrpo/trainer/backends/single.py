@@ -11,6 +11,7 @@ import torch
 from mmgrpo.config.schema import TrainConfig
 from mmgrpo.models.policy_weights import plain_weights
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, ReduceOp, trainable_parameters
+from mmgrpo.trainer.nonfinite import require_finite
 from mmgrpo.trainer.loss_scaling import LossScaler
 
 LOSS_SCALER_KEY = "loss_scaler"  # beside the optimizer's own state in the trainer state
@@ -38,9 +39,12 @@ class SingleProcessBackend:
         self.loss_scaler.scaled(loss).backward()
 
     def step(self) -> float:
-        """Under fp16 a step whose gradients overflowed is skipped: no optimizer or schedule step."""
+        """Under fp16 a step whose gradients overflowed is skipped: no optimizer or schedule step.
+        Otherwise a non-finite gradient norm raises :class:`NonFiniteTrainingError` before any update."""
         self.loss_scaler.unscale(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(self.model), self.spec.max_grad_norm)
+        if not self.loss_scaler.enabled:
+            require_finite("gradient norm", float(grad_norm))
         if self.loss_scaler.step(self.optimizer):
             self.scheduler.step()
         self.zero_grad()
