@@ -203,3 +203,20 @@ def test_train_command_prints_one_line_naming_the_rows_and_keeps_the_traceback_i
     assert all(row["id"] in err[0] and row["media"][0] in err[0] for row in failure["rows"])
     report = (run_dir / "report.html").read_text()
     assert "stopped:" in report and failure["rows"][0]["id"] in report
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_nonfinite_gradient_with_a_finite_loss_is_refused_before_the_optimizer_steps(bad):
+    from mmgrpo.trainer.backends import OptimizerSpec, SingleProcessBackend
+
+    model = torch.nn.Linear(3, 2)
+    backend = SingleProcessBackend(model, OptimizerSpec(lr=0.1, weight_decay=0.0, total_steps=4))
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    backend.backward(model(torch.ones(1, 3)).sum())
+    model.weight.grad[0, 0] = bad
+
+    with pytest.raises(NonFiniteTrainingError, match="the gradient norm became"):
+        backend.step()
+
+    assert all(torch.equal(value, before[name]) for name, value in model.state_dict().items())
+    assert backend.scheduler.last_epoch == 0  # no optimizer step counted: the last finished step is intact
