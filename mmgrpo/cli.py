@@ -4,11 +4,14 @@ Each sub-command is one module exposing ``configure(parser)`` (adds its argument
 and ``run(args) -> int`` (does the work). Heavy imports (torch, transformers) happen
 inside ``run`` so that ``mmgrpo --help`` stays fast.
 
-Errors about the user's inputs (a missing file, model or plugin, a bad config or dataset)
-and runs that failed for a reason one line says (``mmgrpo.failures.RunFailure``: e.g. a loss
-that became NaN, naming its rows) end the command with one ``mmgrpo <command>: error: ...``
-line and exit status 1; Ctrl-C with status 130. ``--debug`` (before or after the command name) shows the traceback
-instead. Any other exception is a bug and keeps its traceback.
+One convention for every command, argparse's: a problem with the user's inputs (a bad
+argument, config key or value, a missing file, model or plugin, a bad dataset) is one line
+``mmgrpo <command>: error: <what and where>`` on stderr (one line per problem when a config
+has several) and exit status 2; a run that failed for a reason one line says
+(``mmgrpo.failures.RunFailure``, e.g. a loss that became NaN, naming its rows) is the same
+kind of line and exit status 1; Ctrl-C is 130 and SIGTERM 143 (``mmgrpo train``).
+``--debug`` (before or after the command name) shows the traceback instead. Any other
+exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -36,11 +39,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("mmgrpo.commands.report", "Build a run's report.html (curves, sample gallery, evaluations), or compare runs."),
 }
 
-# Exceptions that describe a problem with the user's inputs or a failed run, not a bug: one line, no traceback.
+# Exceptions that describe a problem with the user's inputs, not a bug: one line each, no traceback.
 # (ConfigError, ModelLoadError, MediaError and BadRow are ValueErrors; a failed plugin import is an ImportError.)
-USER_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, ImportError, RegistryError, RunFailure)
+USER_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError, ImportError, RegistryError)
 DEBUG_FLAG = "--debug"
-EXIT_ERROR = 1
+EXIT_FAILED = 1  # the run failed (RunFailure)
+EXIT_USAGE = 2  # the user's inputs are wrong, as argparse exits
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 
 
@@ -60,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         module = importlib.import_module(module_name)
         module.configure(sub)
-        sub.set_defaults(_run=module.run)
+        sub.set_defaults(_run=module.run, _parser=sub)
     return parser
 
 
@@ -75,11 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         return int(args._run(args) or 0)
-    except USER_ERRORS as error:
+    except (RunFailure, *USER_ERRORS) as error:
         if debug:
             raise
-        print(f"mmgrpo {args.command}: error: {error} ({DEBUG_FLAG} shows the traceback)", file=sys.stderr)
-        return EXIT_ERROR
+        for problem in getattr(error, "problems", None) or [str(error)]:
+            print(f"mmgrpo {args.command}: error: {problem}", file=sys.stderr)
+        return EXIT_FAILED if isinstance(error, RunFailure) else EXIT_USAGE
     except KeyboardInterrupt:
         if debug:
             raise
@@ -96,7 +101,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
     args, extras = parser.parse_known_args(argv)
     overrides = [arg for arg in extras if "=" in arg and not arg.startswith("-")]
     if extras and (len(overrides) != len(extras) or not isinstance(getattr(args, "overrides", None), list)):
-        parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        getattr(args, "_parser", parser).error(f"unrecognized arguments: {' '.join(extras)}")  # "mmgrpo <command>: error: ..."
     if overrides:
         args.overrides = [*args.overrides, *overrides]
     return args

@@ -1,12 +1,15 @@
 """Name -> object registries: tasks, rewards, estimators, losses, engines, families.
 
 One mechanism for every pluggable piece: ``@REGISTRY.register("name")`` adds an
-object; a duplicate name is an error; an unknown name lists the known ones.
+object; an unknown name lists the known ones. A name claimed again by an object of the same
+origin (the same function or class of the same file, imported a second time under another
+module name) keeps the first; a name claimed by a different object is an error naming both.
 """
 
 from __future__ import annotations
 
 import difflib
+import inspect
 from typing import Callable, Generic, Iterator, TypeVar
 
 T = TypeVar("T")
@@ -37,7 +40,12 @@ class Registry(Generic[T]):
 
     def add(self, name: str, obj: T) -> None:
         if name in self._items:
-            raise RegistryError(f"{self.kind} {name!r} is already registered")
+            first = self._items[name]
+            if first is obj or (_origin(first) is not None and _origin(first) == _origin(obj)):
+                return  # the same definition loaded twice: harmless
+            raise RegistryError(
+                f"{self.kind} {name!r} is registered twice: by {_describe(first)} and by {_describe(obj)}"
+            )
         self._items[name] = obj
 
     def get(self, name: str) -> T:
@@ -60,3 +68,18 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+def _origin(obj: object) -> tuple[str, str] | None:
+    """(source file, qualified name) of a function or class; None for other objects."""
+    if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+        return None
+    try:
+        return inspect.getsourcefile(obj) or "", obj.__qualname__
+    except TypeError:  # built-in
+        return None
+
+
+def _describe(obj: object) -> str:
+    origin = _origin(obj)
+    return f"{origin[1]} in {origin[0]}" if origin else repr(obj)

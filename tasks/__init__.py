@@ -7,7 +7,7 @@ module here plus one import line below.
 from tasks import audio_count, clevr_count, code, format_rewards, geometry, grounding, math, object_mentions, video_count
 from tasks.base import ModelInfo, RowError, Task
 from tasks.guards import GuardedAnswer, Guards, guarded_answer
-from tasks.registry import REWARDS, TASKS, get_task, load_reward_plugins, register_reward, register_task
+from tasks.registry import REWARDS, TASKS, get_task, register_reward, register_task
 from tasks.scoring import RewardBreakdown, reward_fields, score_completions
 
 __all__ = [
@@ -21,7 +21,6 @@ __all__ = [
     "Task",
     "get_task",
     "guarded_answer",
-    "load_reward_plugins",
     "register_reward",
     "register_task",
     "reward_fields",

@@ -1,4 +1,4 @@
-"""Task and reward registries, and loading user reward plugins from Python files.
+"""Task and reward registries (user plugins register into them: :mod:`mmgrpo.plugins`).
 
 A reward is a plain callable ``f(completions, **fields) -> list[float | None]`` (TRL
 style): ``fields`` are the samples' ``answer``, ``problem`` and every ``extra`` key, each a
@@ -8,11 +8,7 @@ take ``**kwargs`` so they ignore fields they do not use.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING, Callable
 
 from mmgrpo.registry import Registry
 
@@ -52,29 +48,3 @@ def get_task(name: str, **options) -> Task:
         raise ValueError(f"task {name!r} has no option(s) {sorted(unknown)}; "
                          f"its options: {sorted(task_class.option_names())}")
     return task_class(**options)
-
-
-def load_reward_plugins(paths: Iterable[str | Path]) -> list[str]:
-    """Import each Python file in ``paths`` so its ``@register_reward`` calls run.
-
-    Returns the reward names the files registered. Loading a file twice is a no-op (its
-    module is cached under a name derived from its absolute path).
-    """
-    before = set(REWARDS.names())
-    for path in map(Path, paths):
-        resolved = path.expanduser().resolve()
-        if not resolved.is_file():
-            raise FileNotFoundError(f"reward plugin {str(path)!r} is not a file")
-        digest = hashlib.sha1(str(resolved).encode()).hexdigest()[:12]
-        module_name = f"mmgrpo_reward_plugin_{resolved.stem}_{digest}"
-        if module_name in sys.modules:
-            continue
-        spec = importlib.util.spec_from_file_location(module_name, resolved)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        try:
-            spec.loader.exec_module(module)
-        except Exception as error:
-            del sys.modules[module_name]
-            raise ImportError(f"reward plugin {str(path)!r} failed to import: {error}") from error
-    return sorted(set(REWARDS.names()) - before)

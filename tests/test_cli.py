@@ -8,6 +8,7 @@ traceback; a command's own status (130/143 after an interrupt) passes through.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -41,11 +42,11 @@ def error_line(capsys: pytest.CaptureFixture[str]) -> str:
     return err.strip().splitlines()[-1]
 
 
-def test_a_missing_model_is_one_line_and_status_1(tmp_path, counting_data, capsys) -> None:
+def test_a_missing_model_is_one_line_and_status_2(tmp_path, counting_data, capsys) -> None:
     missing = tmp_path / "no-model"
-    assert main(eval_args(missing, counting_data, tmp_path / "out")) == 1
+    assert main(eval_args(missing, counting_data, tmp_path / "out")) == 2
     assert error_line(capsys) == (
-        f"mmgrpo eval: error: {missing}: no such checkpoint directory (--debug shows the traceback)"
+        f"mmgrpo eval: error: {missing}: no such checkpoint directory"
     )
 
 
@@ -68,7 +69,7 @@ def test_a_dataset_without_the_split_is_one_line(tmp_path, tiny_qwen25vl, counti
     train_only = tmp_path / "train_only"
     train_only.mkdir()
     shutil.copy(counting_data / "train.jsonl", train_only / "train.jsonl")
-    assert main(eval_args(tiny_qwen25vl, train_only, tmp_path / "out")) == 1
+    assert main(eval_args(tiny_qwen25vl, train_only, tmp_path / "out")) == 2
     assert error_line(capsys).startswith(f"mmgrpo eval: error: no data files for split 'test' in {train_only}")
 
 
@@ -99,7 +100,7 @@ def test_eval_media_root_finds_images_kept_apart(tmp_path, tiny_qwen25vl, counti
     annotations = tmp_path / "annotations"
     annotations.mkdir()
     shutil.copy(counting_data / "test.jsonl", annotations / "test.jsonl")
-    assert main(eval_args(tiny_qwen25vl, annotations, tmp_path / "without")) == 1
+    assert main(eval_args(tiny_qwen25vl, annotations, tmp_path / "without")) == 2
     assert "no usable rows" in error_line(capsys)
 
     out = tmp_path / "with"
@@ -128,3 +129,45 @@ def test_an_unknown_flag_is_still_refused(capsys) -> None:
     with pytest.raises(SystemExit):
         main(["train", "--no-such-flag", "seed=7"])
     assert "unrecognized arguments: --no-such-flag" in capsys.readouterr().err
+
+
+# command -> (a bad argument, a bad key, a bad value): each must end in "mmgrpo <command>: error: ..." (or
+# "mmgrpo <command> <action>: error: ...") and exit 2.
+# Commands without KEY=VALUE overrides get a KEY=VALUE they do not take as their bad key, and a bad flag value.
+BAD_INPUTS: dict[str, tuple[list[str], list[str], list[str]]] = {
+    "train": (["--no-such-flag"], ["algo.bta=1"], ["train.steps=many"]),
+    "sft": (["--out", "x", "--no-such-flag"], ["--out", "x", "sft.step=3"], ["--out", "x", "sft.lr=-1"]),
+    "reject": (["--out", "x", "--no-such-flag"], ["--out", "x", "rollout.temp=1"], ["--out", "x", "--threshold", "high"]),
+    "rollout-serve": (["--no-such-flag"], ["--model", "m", "rollout.x=1"], ["--model", "m", "--port", "port"]),
+    "eval": (["--no-such-flag"], ["eval.limt=3"], ["eval.samples=0"]),
+    "data": (["make", "--no-such-flag"], ["make", "--recipe", "clevr_count", "--out", "x", "data.n=3"],
+             ["make", "--recipe", "clever_count", "--out", "x"]),
+    "config": (["--no-such-flag"], ["model.nme=x"], ["algo.beta=minus"]),
+    "sweep": (["--no-such-flag"], ["--space", "s.yaml", "algo.bta=1"], ["--space", "s.yaml", "--trials", "none"]),
+    "report": (["--no-such-flag"], ["runs/x", "log.x=1"], ["/no/such/run/folder"]),
+    "models": (["make-tiny", "--no-such-flag"], ["list", "model.x=1"], ["make-tiny", "--family", "nope", "--out", "x"]),
+}
+
+
+def test_every_command_is_covered() -> None:
+    from mmgrpo.cli import COMMANDS
+
+    assert set(BAD_INPUTS) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("kind", ["argument", "key", "value"])
+@pytest.mark.parametrize("command", sorted(BAD_INPUTS))
+def test_a_bad_argument_key_or_value_is_one_error_line_and_status_2(command, kind, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "s.yaml").write_text("train.lr: {type: log_uniform, low: 1.0e-5, high: 1.0e-3}\n")
+    argv = [command, *BAD_INPUTS[command][["argument", "key", "value"].index(kind)]]
+    try:
+        status = main(argv)
+    except SystemExit as stop:  # argparse's own errors
+        status = stop.code
+    err = capsys.readouterr().err
+    assert status == 2, (argv, err)
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert len(errors) == 1 and re.match(rf"mmgrpo {command}( [\w-]+)?: error: ", errors[0]), (argv, err)
+    assert not any(tmp_path.glob("x*")), "nothing is written for a bad input"

@@ -12,7 +12,7 @@ import pytest
 
 import mmgrpo.trainer.pipeline
 from mmgrpo.cli import main
-from mmgrpo.config import Config, load_config
+from mmgrpo.config import Config, ConfigError, load_config
 
 
 def preflight_problems(config: Config) -> list[str]:
@@ -39,7 +39,7 @@ def test_a_bad_reward_name_stops_train_at_once_with_one_line(tmp_path, no_heavy_
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1, err
     assert err[0].startswith(
-        "mmgrpo train: task.rewards: unknown reward 'count_acuracy'. Did you mean 'count_accuracy'"
+        "mmgrpo train: error: task.rewards: unknown reward 'count_acuracy'. Did you mean 'count_accuracy'"
     )
     assert not any(tmp_path.iterdir()), "nothing is generated or written before the config is known to be good"
     assert elapsed < 5.0, f"took {elapsed:.1f} s"
@@ -58,10 +58,10 @@ def test_eval_checks_its_datasets_before_loading_a_model(tmp_path, monkeypatch, 
     missing = tmp_path / "nowhere"
     assert main(["eval", "--data", str(missing), "--task", "clevr_count", "--adapter", "vlm-r1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["mmgrpo eval: config names things that do not exist:",
-                   "  - data.test[0].adapter: unknown dataset adapter 'vlm-r1'. Did you mean 'vlm_r1'? "
-                   "Known: canonical, clevr70k, geometry3k, gsm8k, humaneval, mbpp, r1v_jsonl, swift, trl, vlm_r1",
-                   f"  - data.test[0].path: dataset '{missing}' not found: not a local file or folder, "
+    assert err == ["mmgrpo eval: error: data.test[0].adapter: unknown dataset adapter 'vlm-r1'. Did you mean "
+                   "'vlm_r1'? Known: canonical, clevr70k, geometry3k, gsm8k, humaneval, mbpp, r1v_jsonl, swift, trl, "
+                   "vlm_r1",
+                   f"mmgrpo eval: error: data.test[0].path: dataset '{missing}' not found: not a local file or folder, "
                    "nor a Hub id (owner/name)"]
 
 
@@ -70,7 +70,7 @@ def test_mmgrpo_config_prints_the_config_then_the_problems(tmp_path, capsys) -> 
     assert main(["config", f"data.test=[{{path: {missing}}}]"]) == 2
     out, err = capsys.readouterr()
     assert "algo:" in out and err.strip() == (
-        f"mmgrpo config: data.test[0].path: dataset '{missing}' not found: not a local file or folder, "
+        f"mmgrpo config: error: data.test[0].path: dataset '{missing}' not found: not a local file or folder, "
         "nor a Hub id (owner/name)"
     )
 
@@ -78,8 +78,11 @@ def test_mmgrpo_config_prints_the_config_then_the_problems(tmp_path, capsys) -> 
 def test_every_named_thing_is_checked_and_listed(tmp_path) -> None:
     broken_plugin = tmp_path / "broken.py"
     broken_plugin.write_text("raise RuntimeError('plugin bug')\n")
+    with pytest.raises(ConfigError) as caught:  # plugins load (and fail) while the config is checked
+        load_config(None, [f"task.plugins=[{tmp_path / 'missing.py'}, {broken_plugin}]"])
+    assert [problem.split(": plugin")[0] for problem in caught.value.problems] == ["task.plugins[0]", "task.plugins[1]"]
+    assert "is not a file" in caught.value.problems[0] and "plugin bug" in caught.value.problems[1]
     config = load_config(None, [
-        f"task.reward_plugins=[{tmp_path / 'missing.py'}, {broken_plugin}]",
         f"model.name_or_path={tmp_path / 'no-model'}",
         f"data.train=[{{path: {tmp_path}, adapter: clevr7k, task: clever_count, media_root: {tmp_path / 'imgs'}}}]",
         "data.test=[{recipe: clevr_cnt}]",
@@ -87,14 +90,12 @@ def test_every_named_thing_is_checked_and_listed(tmp_path) -> None:
     ])
     problems = preflight_problems(config)
     expected = [
-        "task.reward_plugins[0]: reward plugin", "task.reward_plugins[1]: reward plugin",
         "data.train[0].task: unknown task 'clever_count'. Did you mean 'clevr_count'",
         "data.train[0].adapter: unknown dataset adapter 'clevr7k'. Did you mean 'clevr70k'",
         "data.train[0].media_root:", "data.test[0].recipe: unknown data recipe 'clevr_cnt'", "sft.data[0].path:",
         "model.name_or_path: model",
     ]
     assert len(problems) == len(expected) and all(p.startswith(e) for p, e in zip(problems, expected)), problems
-    assert "is not a file" in problems[0] and "plugin bug" in problems[1]
 
 
 def test_rewards_of_plugins_are_known_after_loading(tmp_path) -> None:
@@ -106,7 +107,7 @@ def test_rewards_of_plugins_are_known_after_loading(tmp_path) -> None:
     )
     overrides = ["task.rewards={test_preflight_judge: 1.0}"]
     assert preflight_problems(load_config(None, overrides))[0].startswith("task.rewards: unknown reward")
-    assert preflight_problems(load_config(None, [*overrides, f"task.reward_plugins=[{plugin}]"])) == []
+    assert preflight_problems(load_config(None, [*overrides, f"task.plugins=[{plugin}]"])) == []
 
 
 @pytest.mark.parametrize(

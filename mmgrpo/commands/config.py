@@ -8,7 +8,6 @@ rewards, datasets and model the config names exist, exit status 2 if not), or as
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 import yaml
@@ -29,11 +28,12 @@ def run(args: argparse.Namespace) -> int:
     if args.describe:
         print(describe_config())
         return 0
+    from mmgrpo.config.preflight import preflight
+
     config = config_from_args("config", args.recipe, args.overrides, check_names=False)
-    if config is None:
-        return 2
     print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
-    return 0 if checked("config", config) else 2
+    preflight(config)  # after printing: the resolved config helps to see what is missing
+    return 0
 
 
 def split_recipe(first: str | None, rest: list[str]) -> tuple[str | None, list[str]]:
@@ -43,33 +43,18 @@ def split_recipe(first: str | None, rest: list[str]) -> tuple[str | None, list[s
     return first, rest
 
 
-def config_from_args(
-    command: str, recipe: str | None, overrides: list[str], *, check_names: bool = True
-) -> Config | None:
-    """The validated config of a command's recipe + overrides; None (error printed) if invalid.
+def config_from_args(command: str, recipe: str | None, overrides: list[str], *, check_names: bool = True) -> Config:
+    """The validated config of a command's recipe + overrides; ``ConfigError`` (printed by the
+    command line as one line per problem, exit 2) if invalid.
 
-    With ``check_names`` what it names (plugins, rewards, tasks, datasets, model) is checked
-    too (:func:`~mmgrpo.config.preflight.preflight`), before the command does any heavy work.
+    With ``check_names`` what it names (rewards, tasks, datasets, model) is checked too
+    (:func:`~mmgrpo.config.preflight.preflight`), before the command does any heavy work.
     """
-    from mmgrpo.config import ConfigError, load_config
-
-    recipe, overrides = split_recipe(recipe, overrides)
-    try:
-        config = load_config(recipe, overrides)
-    except ConfigError as error:
-        print(f"mmgrpo {command}: {error}", file=sys.stderr)
-        return None
-    return config if not check_names or checked(command, config) else None
-
-
-def checked(command: str, config: Config) -> bool:
-    """Whether everything ``config`` names exists (:func:`~mmgrpo.config.preflight.preflight`); if not, say what."""
-    from mmgrpo.config import ConfigError
+    from mmgrpo.config import load_config
     from mmgrpo.config.preflight import preflight
 
-    try:
+    recipe, overrides = split_recipe(recipe, overrides)
+    config = load_config(recipe, overrides)
+    if check_names:
         preflight(config)
-    except ConfigError as error:
-        print(f"mmgrpo {command}: {error}", file=sys.stderr)
-        return False
-    return True
+    return config

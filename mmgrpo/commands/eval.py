@@ -10,7 +10,6 @@ the recipe. Writes results.json, report.md, samples.jsonl and accuracy.png into 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
@@ -54,19 +53,15 @@ def run(args: argparse.Namespace) -> int:
     from mmgrpo.config.preflight import preflight
 
     overrides = [f"{key}={getattr(args, flag)}" for flag, key in FLAG_KEYS.items() if getattr(args, flag) is not None]
-    try:
-        config = load_config(args.recipe, [*args.overrides, *overrides])
-        if args.media_root and not args.data:
-            raise ConfigError("--media-root applies to --data; a recipe's datasets set data.test[i].media_root")
-        if args.data:
-            config.data.test = [DatasetConfig(
-                path=args.data, split=args.split, adapter=args.adapter, task=args.task, media_root=args.media_root,
-            )]
-            config.validate()
-        preflight(config, datasets=["data.test"], check_model=False)  # --model: the loader's one-line error
-    except ConfigError as error:
-        print(f"mmgrpo eval: {error}", file=sys.stderr)
-        return 2
+    config = load_config(args.recipe, [*args.overrides, *overrides])
+    if args.media_root and not args.data:
+        raise ConfigError("--media-root applies to --data; a recipe's datasets set data.test[i].media_root")
+    if args.data:
+        config.data.test = [DatasetConfig(
+            path=args.data, split=args.split, adapter=args.adapter, task=args.task, media_root=args.media_root,
+        )]
+        config.validate()
+    preflight(config, datasets=["data.test"], check_model=False)  # --model: the loader's one-line error
     from eval import comparison_table, run_config  # heavy imports once the config is known good
 
     out = Path(args.out) if args.out else Path(config.log.output_dir) / time.strftime("eval-%Y%m%d-%H%M%S")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -35,7 +34,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mmgrpo.models.tiny import TINY_FAMILIES, VLLM_CPU_TINY_OPTIONS, TinySpec, make_tiny
-    from mmgrpo.registry import RegistryError
 
     if args.action == "list":
         print("families:", ", ".join(TINY_FAMILIES.names()))
@@ -43,12 +41,8 @@ def run(args: argparse.Namespace) -> int:
         for field in dataclasses.fields(TinySpec):
             print(f"  {field.name} = {field.default}")
         return 0
-    try:
-        options = (VLLM_CPU_TINY_OPTIONS if args.vllm_cpu else {}) | parse_options(args.options)
-        out = make_tiny(args.family, args.out, seed=args.seed, **options)
-    except (RegistryError, ValueError) as error:
-        print(f"mmgrpo models make-tiny: {error}", file=sys.stderr)
-        return 2
+    options = (VLLM_CPU_TINY_OPTIONS if args.vllm_cpu else {}) | parse_options(args.options)
+    out = make_tiny(args.family, args.out, seed=args.seed, **options)
     print(f"saved tiny {args.family} (seed {args.seed}) to {out}")
     return 0
 

@@ -24,8 +24,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args("reject", args.recipe, args.overrides)
-    if config is None:
-        return 2
     # heavy imports once the config is known good
     from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger, describe_skipped
     from mmgrpo.trainer.pipeline import load_run_policy

@@ -54,11 +54,9 @@ def run(args: argparse.Namespace) -> int:
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
-        print(
-            "mmgrpo rollout-serve: vLLM is not installed here: pip install -e '.[vllm]' on a GPU machine, "
-            "scripts/vllm_cpu_env.sh on CPU", file=sys.stderr,
+        raise ImportError(
+            "vLLM is not installed here: pip install -e '.[vllm]' on a GPU machine, scripts/vllm_cpu_env.sh on CPU"
         )
-        return 2
     import torch
 
     argv, env = server_command(args, on_gpu=torch.cuda.is_available())

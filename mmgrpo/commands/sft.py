@@ -22,8 +22,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = config_from_args("sft", args.recipe, args.overrides)
-    if config is None:
-        return 2
     # heavy imports once the config is known good
     from mmgrpo.models.prompt_cache import open_prompt_cache
     from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger

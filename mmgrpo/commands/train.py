@@ -42,8 +42,6 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args("train", args.recipe, overrides)
     if args.nproc:
         del os.environ["WORLD_SIZE"]
-    if config is None:
-        return 2
     if args.nproc:
         return _launch(args.nproc, [*([args.recipe] if args.recipe else []), *overrides])
     from mmgrpo.trainer.interrupts import exit_code, signal_name  # heavy imports once the config is known good

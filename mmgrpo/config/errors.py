@@ -7,7 +7,20 @@ from typing import Iterable
 
 
 class ConfigError(ValueError):
-    """A config file, override or value is invalid; the message names the key and why."""
+    """A config file, override or value is invalid; the message names the key and why.
+
+    ``problems`` holds each problem on its own (one line each, as the command line prints them)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
+
+    @classmethod
+    def listing(cls, what: str, problems: list[str]) -> ConfigError:
+        """One error for all ``problems``: the problem itself when there is one, else ``what`` and a list."""
+        if len(problems) == 1:
+            return cls(problems[0])
+        return cls(f"{what}:\n  - " + "\n  - ".join(problems), problems)
 
 
 def closest(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:

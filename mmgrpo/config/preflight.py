@@ -1,8 +1,8 @@
 """Check what a config names against the world, before any heavy work.
 
 :func:`~mmgrpo.config.validation.validate_config` checks a config on its own (bounds,
-cross-field rules). ``preflight`` checks what it points at: reward plugin files exist and
-import, reward and task names are registered (after the plugins load), dataset paths,
+cross-field rules, and loads the plugins). ``preflight`` checks what it points at: reward and
+task names are registered (the plugins are loaded by then), dataset paths,
 media roots and model paths exist (or are Hub ids), dataset adapters and data recipes
 are registered. Every command runs it right after loading its config, so a typo fails in
 about a second with one line per problem, not after data generation, SFT and the first
@@ -30,10 +30,8 @@ HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # owner/name, as the Hub and
 def preflight(config: Config, *, datasets: Sequence[str] = DATASET_KEYS, check_model: bool = True) -> None:
     """Raise ``ConfigError`` listing every problem :func:`preflight_problems` finds."""
     problems = preflight_problems(config, datasets=datasets, check_model=check_model)
-    if len(problems) == 1:
-        raise ConfigError(problems[0])
     if problems:
-        raise ConfigError("config names things that do not exist:\n  - " + "\n  - ".join(problems))
+        raise ConfigError.listing("config names things that do not exist", problems)
 
 
 def preflight_problems(
@@ -41,8 +39,8 @@ def preflight_problems(
 ) -> list[str]:
     """Every problem with the plugins, reward names, datasets (the lists in ``datasets``, the
     ones a command uses) and model (unless ``check_model`` is False) that ``config`` names."""
-    problems = [*_plugins(config.task.reward_plugins), *_reward_models(config)]
-    if not problems:  # a plugin that did not load explains its missing reward names
+    problems = list(_reward_models(config))
+    if not problems:
         problems += _reward_names(config)
     for key in datasets:
         for index, spec in enumerate(value_of(config, key)):
@@ -68,16 +66,6 @@ def model_problem(name_or_path: str) -> str | None:
     return None
 
 
-def _plugins(paths: list[str]) -> Iterator[str]:
-    from tasks import load_reward_plugins
-
-    for index, path in enumerate(paths):
-        try:
-            load_reward_plugins([path])
-        except (FileNotFoundError, ImportError) as error:
-            yield f"task.reward_plugins[{index}]: {error}"
-
-
 def _reward_models(config: Config) -> Iterator[str]:
     """Each reward model's checkpoint exists; its name becomes a known reward (nothing is loaded)."""
     from mmgrpo.models.value_head import missing_value_head
@@ -101,7 +89,7 @@ def _reward_names(config: Config) -> Iterator[str]:
         if name not in REWARDS:
             hint = did_you_mean(name, REWARDS.names())
             yield (f"task.rewards: unknown reward {name!r}.{hint} Known: {', '.join(REWARDS.names())} "
-                   "(a reward of your own: add its file to task.reward_plugins)")
+                   "(a reward of your own: add its file or module to task.plugins)")
 
 
 def _task_settings(config: Config, datasets: Sequence[str]) -> Iterator[str]:

@@ -183,7 +183,12 @@ class TaskConfig:
     rewards: dict[str, float] = option(
         {}, "Reward name -> weight, e.g. {accuracy: 1.0, format: 0.1}; empty = the task's defaults."
     )
-    reward_plugins: list[str] = option([], "Python files whose @register'ed reward functions become usable in rewards.")
+    plugins: list[str] = option(
+        [], "Python files or importable modules (package.module) registering tasks, rewards, adapters, generators "
+        "or benchmarks; loaded before the config is checked, in every process of the run (installed packages with "
+        "'mmgrpo.tasks' entry points load without being listed)."
+    )
+    reward_plugins: list[str] = option([], "Older name of task.plugins (files), loaded the same way.")
     reward_models: list[RewardModelConfig] = option(
         [], "Models used as rewards, e.g. [{name: rm, path: PATH, kind: classifier}]; weight them in task.rewards."
     )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from mmgrpo.config.errors import ConfigError
 from mmgrpo.config.fields import field_bounds
+from mmgrpo.plugins import PluginError, load_entry_points, load_plugin
 from mmgrpo.registry import Registry, RegistryError
 
 if TYPE_CHECKING:
@@ -36,12 +37,11 @@ REGISTERED_KEYS: dict[str, tuple[str, str]] = {
 
 
 def validate_config(config: Config) -> None:
-    """Raise ``ConfigError`` listing every problem in ``config``; return quietly if there is none."""
-    problems = [*_bound_problems(config), *(problem for rule in RULES for problem in rule(config))]
-    if len(problems) == 1:
-        raise ConfigError(problems[0])
+    """Raise ``ConfigError`` listing every problem in ``config``; return quietly if there is none.
+    Its plugins load first, so that the names they register are known to the checks."""
+    problems = [*_bound_problems(config), *_plugin_problems(config), *(problem for rule in RULES for problem in rule(config))]
     if problems:
-        raise ConfigError("invalid config:\n  - " + "\n  - ".join(problems))
+        raise ConfigError.listing("invalid config", problems)
 
 
 def _bound_problems(node: Any, key: str = "") -> Iterator[str]:
@@ -243,6 +243,25 @@ def _dataset_source(spec: DatasetConfig, key: str) -> Iterator[str]:
     if (spec.path is None) == (spec.recipe is None):
         given = "both" if spec.path else "neither"
         yield f"{key}: set exactly one of path (a dataset) or recipe (a generator), got {given}"
+
+
+def plugin_specs(config: Config) -> list[str]:
+    """Every plugin the config names (``task.plugins``, then the older ``task.reward_plugins``)."""
+    return [*config.task.plugins, *config.task.reward_plugins]
+
+
+def _plugin_problems(config: Config) -> Iterator[str]:
+    """Load the installed and the named plugins; one problem per plugin that does not load."""
+    try:
+        load_entry_points()
+    except PluginError as error:
+        yield str(error)
+    for key in ("task.plugins", "task.reward_plugins"):
+        for index, spec in enumerate(value_of(config, key)):
+            try:
+                load_plugin(spec)
+            except (PluginError, RegistryError) as error:
+                yield f"{key}[{index}]: {error}"
 
 
 def _registered_names(config: Config) -> Iterator[str]:

@@ -161,15 +161,16 @@ def _serve(
     _exit_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from mmgrpo.config import Config
+    from mmgrpo.config.validation import plugin_specs
+    from mmgrpo.plugins import load_plugins
     from mmgrpo.models.loading import load_model_and_processor
     from mmgrpo.trainer.setup import build_engine
-    from tasks import load_reward_plugins
     from tasks.reward_models import register_reward_models
 
     config = Config.from_dict(spec.config)
     if config.rollout.worker_threads:
         torch.set_num_threads(config.rollout.worker_threads)
-    load_reward_plugins(config.task.reward_plugins)
+    load_plugins(plugin_specs(config))  # this process is new: the run's tasks and rewards again
     register_reward_models(config.task.reward_models)
     model, processor = load_model_and_processor(
         spec.model_dir, dtype=config.model.dtype, attn_implementation=config.model.attn_implementation,

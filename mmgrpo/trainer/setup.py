@@ -28,11 +28,12 @@ from mmgrpo.models.budget_limits import require_budgets_fit
 from mmgrpo.models.compat import enable_activation_checkpointing
 from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor, load_model_config, load_processor
 from mmgrpo.models.tiny import make_tiny, tiny_identity
+from mmgrpo.plugins import load_plugins
 from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
 from mmgrpo.trainer.rollouts import ScoringRule
 from mmgrpo.types import Sample
 from processors import AudioBudget, ImageBudget, VideoBudget
-from tasks import get_task, load_reward_plugins
+from tasks import get_task
 from tasks.reward_models import register_reward_models
 from tasks.base import ModelInfo, RowError, Task
 from tasks.reward_calls import RewardPolicy
@@ -205,7 +206,7 @@ def load_samples(
     Tasks are built once per name with ``task_config``'s options for ``model``
     (:func:`task_model_info`), so they see images at the size the model sees them.
     """
-    load_reward_plugins(task_config.reward_plugins)
+    load_plugins([*task_config.plugins, *task_config.reward_plugins])
     register_reward_models(task_config.reward_models)
     result = SampleSet(samples=[], tasks={})
     for spec in specs:

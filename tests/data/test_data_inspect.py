@@ -42,6 +42,6 @@ def test_inspect_finds_media_under_media_root(tmp_path, images, write_jsonl, cap
     folder = tmp_path / "annotations"
     write_jsonl(folder / "train.jsonl", rows)
     args = ["data", "inspect", str(folder), "--adapter", "r1v_jsonl", "--task", "clevr_count"]
-    assert main(args) == 1  # no usable row: the image is not next to the annotations
+    assert main(args) == 2  # no usable row: the image is not next to the annotations
     assert main([*args, "--media-root", str(images["good"].parent)]) == 0
     assert "[train]: 1 rows (adapter r1v_jsonl)" in capsys.readouterr().out

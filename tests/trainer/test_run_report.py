@@ -76,7 +76,7 @@ def test_report_command_compares_runs(finished_run, tmp_path):
     assert [gallery.count('class="card"') for gallery in galleries] == [2 * 4, 2 * 4]
     assert f"Sample gallery ({finished_run.name})" in galleries[0] and "Sample gallery (other)" in galleries[1]
     assert f"Held-out evaluations ({finished_run.name})" in page and "Held-out evaluations (other)" in page
-    assert main(["report", str(tmp_path / "missing")]) == 1  # a clear one-line error, no traceback
+    assert main(["report", str(tmp_path / "missing")]) == 2  # a clear one-line error, no traceback
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs the Debian package)")

@@ -88,7 +88,7 @@ def test_a_sweep_prunes_a_poor_trial_and_resumes_where_it_stopped(sweep_options,
 def test_sweep_command_refuses_a_run_without_an_evaluation_after_grpo(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text("train.lr: {type: log_uniform, low: 1.0e-5, high: 1.0e-3}\n")
-    assert main(["sweep", "eval.after=false", "--space", str(space), "--trials", "1"]) == 1
+    assert main(["sweep", "eval.after=false", "--space", str(space), "--trials", "1"]) == 2
 
 
 def test_sweep_command_runs_trials_in_parallel_and_writes_the_summary(sweep_options, tmp_path):
