@@ -75,7 +75,7 @@ def _option_by_text(prediction: str, options: Options) -> str | None:
 
 
 _SCIENCEQA_ANSWER_IS = re.compile(r"The answer is ([A-Z]).")
-SCIENCEQA_LETTERS = "ABCDE"
+SCIENCEQA_LETTERS = ("A", "B", "C", "D", "E")
 
 
 def scienceqa_choice(prediction: str, n_choices: int) -> str | None:

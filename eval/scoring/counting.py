@@ -28,8 +28,9 @@ def r1v_count(completion: str) -> int | None:
 
 def count_answer(prediction: str) -> int | None:
     """The count a bare answer is: ``" 7 "`` -> 7, ``"Seven"`` -> 7, ``"none"`` -> 0; else None
-    ("7.", "7 dogs", "twenty-one")."""
+    ("7.", "7 dogs", "twenty-one", and "07": lmms-eval compares the normalised text with the
+    annotation's digits as strings)."""
     text = prediction.strip().lower()
     if text in _COUNT_WORDS:
         return _COUNT_WORDS[text]
-    return int(text) if re.fullmatch(r"[0-9]+", text) else None
+    return int(text) if re.fullmatch(r"0|[1-9][0-9]*", text) else None

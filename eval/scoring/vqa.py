@@ -90,8 +90,8 @@ def vqa_accuracy(prediction: str, answers: Sequence[str]) -> float:
 
     mmf ``TextVQAAccuracyEvaluator``: after :func:`normalize_answer` on all of them, the
     mean over each human answer left out of ``min(1, matches among the others / 3)`` --
-    the average of min(#matches/3, 1) over the 10-choose-9 subsets. Three or more matching
-    humans give 1.0, two give 0.6, one gives 0.3.
+    the average of min(#matches/3, 1) over the 10-choose-9 subsets. Of ten humans, one
+    matching gives 0.3, two 0.6, three 0.9, four or more 1.0.
     """
     if not answers:
         raise ValueError("VQA accuracy needs at least one human answer")
