@@ -52,6 +52,8 @@ MMSTAR = [
     Case("\\boxed{B}", "B", "B", "braces become spaces"),
     Case("None of the options", "B", None, "unparseable"),
     Case("A", "B", "A", "a wrong letter"),
+    Case("I pick B as final answer", "B", "B", "the letter is the fourth word from the end"),
+    Case("I pick B as my final answer", "B", None, "the letter is the fifth word from the end: too early", 1.0),
 ]
 
 # --- AI2D: the same VLMEvalKit rule; lmms-eval reads a leading 'X.' or compares the whole text --
