@@ -15,7 +15,9 @@ from typing import Literal
 YesNo = Literal["yes", "no"]
 MmeAnswer = Literal["yes", "no", "other"]
 
-MME_PERCEPTION = ("existence", "count", "position", "color", "posters", "celebrity", "scene", "landmark", "artwork", "OCR")
+MME_PERCEPTION = (
+    "existence", "count", "position", "color", "posters", "celebrity", "scene", "landmark", "artwork", "OCR",
+)
 MME_COGNITION = ("commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning")
 MME_QUESTIONS_PER_IMAGE = 2
 

@@ -50,7 +50,9 @@ _CONTRACTIONS = {
     "y'all'dve": "y'all'd've", "youd": "you'd", "youd've": "you'd've", "you'dve": "you'd've",
     "youll": "you'll", "youre": "you're", "youve": "you've",
 }
-_PUNCTUATION = (";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-", ">", "<", "@", "`", ",", "?", "!")
+_PUNCTUATION = (
+    ";", "/", "[", "]", '"', "{", "}", "(", ")", "=", "+", "\\", "_", "-", ">", "<", "@", "`", ",", "?", "!",
+)
 _DIGIT_COMMA_DIGIT = re.compile(r"(?<=\d)(\,)+(?=\d)")
 # Published as (?!<=\d): a negative lookahead, not a lookbehind -- every period not followed by a digit goes.
 _PERIOD = re.compile(r"(?!<=\d)(\.)(?!\d)")
