@@ -1,7 +1,7 @@
 """Yes/no benchmarks: POPE and MME answer parsing and their aggregate metrics.
 
-POPE: AoiDragon/POPE ``evaluate.py``. MME: ``eval_tool/calculation.py``, the scorer released
-with MME (BradyFU/Awesome-Multimodal-Large-Language-Models, Evaluation branch).
+POPE: AoiDragon/POPE ``evaluate.py``. MME: ``eval_tool/calculation.py``, the scorer its authors
+(BradyFU) distribute with the benchmark (as republished, e.g., in zjunlp/Deco ``eval_tool/calculation.py``).
 """
 
 from __future__ import annotations
