@@ -8,14 +8,16 @@ out of the accuracy -- see :func:`eval.scoring.aggregate.summarize`).
   exact-matching policy (no judge model);
 - :func:`scienceqa_choice`: ScienceQA-IMG, the LLaVA evaluation script built on ScienceQA's own;
 - :func:`videomme_choice`: Video-MME's ``eval_your_results.py``;
-- :func:`mvbench_prediction` + :func:`mvbench_correct`: MVBench's ``check_ans``.
+- :func:`mvbench_prediction` + :func:`mvbench_correct`: MVBench's ``check_ans``;
+- :func:`lmms_eval_choice`: lmms-eval 0.7.3's generic reader (its MMStar and Video-MME tasks),
+  to reproduce numbers published with lmms-eval -- not any benchmark's own rule.
 """
 
 from __future__ import annotations
 
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 Options = Mapping[str, str]  # option letter -> option text, in the order shown
 
@@ -158,3 +160,47 @@ def mvbench_correct(prediction: str, answer: str) -> bool:
     predicted = prediction.lower().split(" ")[0]
     expected = answer.lower().split(" ")[0]
     return predicted.replace(".", "") in expected or expected in predicted
+
+
+_LMMS_EDGE_PUNCTUATION = (",", ".", "!", "?", ";", ":", "'", '"')
+_LMMS_PHRASES = (
+    "the answer is", "answer is", "the correct answer is", "correct answer is", "the best answer is",
+    "best answer is", "the correct option is", "correct option is", "the best option is", "best option is",
+    "the choice is", "choice is", "the correct choice is", "correct choice is", "i choose", "i select",
+    "i pick", "my answer is", "my choice is",
+)
+# (template around the letter, priority): the last occurrence of each counts.
+_LMMS_FORMS = (("({})", 6), ("{}.", 5), ("{}:", 4), ("{})", 3), ("{} ", 2))
+
+
+def lmms_eval_choice(prediction: str, letters: Sequence[str] = ("A", "B", "C", "D")) -> str | None:
+    """The letter lmms-eval 0.7.3 reads (``lmms_eval/tasks/_task_utils/mcq_extract.py``), or None.
+
+    Edge punctuation stripped, every letter found in any of these forms becomes a candidate
+    ranked by form, then by position (later wins): alone at the start (10) or the end (9)
+    of the text; after an answer phrase such as "the answer is" (7, the first capital letter
+    after the phrase's first occurrence); ``(X)`` (6); ``X.`` (5); ``X:`` (4); ``X)`` (3);
+    ``X `` (2); and, only when none of those exist, the letter anywhere (0).
+    """
+    text = prediction.strip()
+    if not text:
+        return None
+    for mark in _LMMS_EDGE_PUNCTUATION:
+        text = text.strip(mark)
+    padded, core = f" {text} ", text.strip()
+    candidates = [(priority, padded.rfind(form.format(letter)), letter)
+                  for form, priority in _LMMS_FORMS for letter in letters if form.format(letter) in padded]
+    lowered = padded.lower()
+    for phrase in _LMMS_PHRASES:
+        start = lowered.find(phrase)
+        if start >= 0:
+            found = ((padded.find(letter, start + len(phrase)), letter) for letter in letters)
+            candidates += [(7, position, letter) for position, letter in found if position >= 0]
+    for letter in letters:
+        if core.startswith(letter) and (len(core) == 1 or not core[1].isalpha()):
+            candidates.append((10, 0, letter))
+        if core.endswith(letter) and (len(core) == 1 or not core[-2].isalpha()):
+            candidates.append((9, len(padded) - 1, letter))
+    if not candidates:
+        candidates = [(0, padded.rfind(letter), letter) for letter in letters if letter in padded]
+    return max(candidates)[2] if candidates else None

@@ -2,7 +2,8 @@
 
 Run with the Python of a separate environment holding lmms-eval 0.7.3 (see
 docs/benchmark_scoring.md), never imported by the project's tests:
-``python lmms_oracle.py`` -> ``{"rows": {table: [score, ...]}, "aggregates": {...}}``.
+``python lmms_oracle.py`` -> ``{"rows": {table: [score, ...]}, "aggregates": {...},
+"mcq_extract": {table: [letter, ...]}}``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import tables  # noqa: E402
 from lmms_eval.api.metrics import anls, exact_match_hf_evaluate  # noqa: E402
+from lmms_eval.tasks._task_utils.mcq_extract import extract_mcq_answer  # noqa: E402
 from lmms_eval.tasks.ai2d.utils import MultiChoiceRegexFilter  # noqa: E402
 from lmms_eval.tasks.chartqa.utils import chartqa_process_results  # noqa: E402
 from lmms_eval.tasks.countbench.utils import countbench_process_results  # noqa: E402
@@ -109,6 +111,11 @@ def aggregates() -> dict:
     }
 
 
+CHOICE_TABLES = ("MMSTAR", "AI2D", "SCIENCEQA", "VIDEOMME", "MVBENCH", "MVBENCH_NO_PREFILL")
+
+
 if __name__ == "__main__":
     rows = {name: [float(scorer(case)) for case in getattr(tables, name)] for name, scorer in SCORERS.items()}
-    json.dump({"rows": rows, "aggregates": aggregates()}, sys.stdout)
+    letters = {name: [extract_mcq_answer(case.completion, choices=["A", "B", "C", "D"]) for case in getattr(tables, name)]
+               for name in CHOICE_TABLES}
+    json.dump({"rows": rows, "aggregates": aggregates(), "mcq_extract": letters}, sys.stdout)

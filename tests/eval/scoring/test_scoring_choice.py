@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eval.scoring.choice import (
+    lmms_eval_choice,
     mvbench_answer,
     mvbench_correct,
     mvbench_prediction,
@@ -15,7 +16,7 @@ from eval.scoring.choice import (
 )
 
 from . import tables
-from .tables import Case
+from .tables import SAME, Case
 
 
 def _ids(table: list[Case]) -> list[str]:
@@ -74,3 +75,20 @@ def test_option_letters_and_options_beyond_the_row() -> None:
     assert vlmevalkit_choice("E", five) == "E"
     assert vlmevalkit_choice("E", tables.MMSTAR_OPTIONS) is None
     assert scienceqa_choice("E", 5) == "E" and scienceqa_choice("D", 3) is None
+
+
+@pytest.mark.parametrize("case", tables.MMSTAR + tables.VIDEOMME, ids=_ids(tables.MMSTAR + tables.VIDEOMME))
+def test_lmms_eval_choice_gives_the_recorded_lmms_eval_verdict(case: Case) -> None:
+    """lmms-eval 0.7.3 reads MMStar and Video-MME with its generic reader: its verdict is the
+    table's ``lmms`` column where recorded, the published verdict elsewhere."""
+    published = float(case.verdict == case.gold)
+    assert float(lmms_eval_choice(case.completion) == case.gold) == (published if case.lmms == SAME else case.lmms)
+
+
+def test_lmms_eval_choice_ranks_forms() -> None:
+    assert lmms_eval_choice("B or C") == "B"  # alone at the start beats alone at the end
+    assert lmms_eval_choice("Option (A) or C.") == "C"  # at the end (9) beats parentheses (6)
+    assert lmms_eval_choice("I think (A) fits, not B:") == "B"  # ... edge ':' stripped, B alone at the end
+    assert lmms_eval_choice("Based on it") == "B"  # anywhere, as the last resort
+    assert lmms_eval_choice("  ") is None and lmms_eval_choice("none") is None
+    assert lmms_eval_choice("E", letters=["A", "B", "C", "D", "E"]) == "E"

@@ -19,6 +19,7 @@ from eval.scoring.aggregate import summarize
 from eval.scoring.anls import anls
 from eval.scoring.binary import mme_answer, pope_answer, pope_metrics
 from eval.scoring.choice import (
+    lmms_eval_choice,
     mvbench_answer,
     mvbench_correct,
     mvbench_prediction,
@@ -106,3 +107,9 @@ def test_lmms_eval_aggregates_depart_as_documented(oracle: dict) -> None:
     assert theirs["mmstar_average"] == pytest.approx(sum(mmstar.by["l2"].values()) / len(mmstar.by["l2"]))
     assert mmstar.overall == pytest.approx(0.75) and theirs["mmstar_average"] == pytest.approx(0.5)
 
+
+
+@pytest.mark.parametrize("table", ["MMSTAR", "AI2D", "SCIENCEQA", "VIDEOMME", "MVBENCH", "MVBENCH_NO_PREFILL"])
+def test_lmms_eval_choice_reads_as_lmms_eval(oracle: dict, table: str) -> None:
+    for case, theirs in zip(getattr(tables, table), oracle["mcq_extract"][table], strict=True):
+        assert lmms_eval_choice(case.completion) == (theirs or None), case.completion
