@@ -4,8 +4,9 @@ Every reader returns the option letter it finds, or ``None`` when the published 
 not find one (that item then scores as wrong, except under Video-MME's rule, which leaves it
 out of the accuracy -- see :func:`eval.scoring.aggregate.summarize`).
 
-- :func:`vlmevalkit_choice`: MMStar and AI2D, whose published numbers come from VLMEvalKit's
-  exact-matching policy (no judge model);
+- :func:`vlmevalkit_choice`: MMStar and AI2D, as VLMEvalKit reads them without a judge model
+  (its ``exact_matching`` policy; with an API key it asks a GPT judge about what its rules
+  cannot read);
 - :func:`scienceqa_choice`: ScienceQA-IMG, the LLaVA evaluation script built on ScienceQA's own;
 - :func:`videomme_choice`: Video-MME's ``eval_your_results.py``;
 - :func:`mvbench_prediction` + :func:`mvbench_correct`: MVBench's ``check_ans``;
@@ -178,9 +179,10 @@ def lmms_eval_choice(prediction: str, letters: Sequence[str] = ("A", "B", "C", "
 
     Edge punctuation stripped, every letter found in any of these forms becomes a candidate
     ranked by form, then by position (later wins): alone at the start (10) or the end (9)
-    of the text; after an answer phrase such as "the answer is" (7, the first capital letter
-    after the phrase's first occurrence); ``(X)`` (6); ``X.`` (5); ``X:`` (4); ``X)`` (3);
-    ``X `` (2); and, only when none of those exist, the letter anywhere (0).
+    of the text; after an answer phrase such as "the answer is" (7, each letter's first
+    occurrence after the phrase's first); ``(X)`` (6); ``X.`` (5); ``X:`` (4); ``X)`` (3);
+    ``X `` (2); and, only when none of those exist, the letter anywhere (0). Capital
+    letters only.
     """
     text = prediction.strip()
     if not text:
