@@ -1,0 +1,94 @@
+"""Multiple-choice readers: each benchmark's table of tricky completions with the published verdict."""
+
+from __future__ import annotations
+
+import pytest
+
+from eval.scoring.choice import (
+    lmms_eval_choice,
+    mvbench_answer,
+    mvbench_correct,
+    mvbench_prediction,
+    option_letters,
+    scienceqa_choice,
+    videomme_choice,
+    vlmevalkit_choice,
+)
+
+from . import tables
+from .tables import SAME, Case
+
+
+def _ids(table: list[Case]) -> list[str]:
+    return [case.why for case in table]
+
+
+@pytest.mark.parametrize("table", [tables.MMSTAR, tables.AI2D, tables.SCIENCEQA, tables.VIDEOMME,
+                                   tables.MVBENCH + tables.MVBENCH_NO_PREFILL])
+def test_every_table_has_twenty_tricky_rows(table: list[Case]) -> None:
+    assert len(table) >= 20
+    assert any(case.verdict in (None, False) for case in table) and any(case.verdict not in (None, False) for case in table)
+
+
+@pytest.mark.parametrize("case", tables.MMSTAR, ids=_ids(tables.MMSTAR))
+def test_mmstar_reads_as_vlmevalkit(case: Case) -> None:
+    assert vlmevalkit_choice(case.completion, tables.MMSTAR_OPTIONS) == case.verdict
+
+
+@pytest.mark.parametrize("case", tables.AI2D, ids=_ids(tables.AI2D))
+def test_ai2d_reads_as_vlmevalkit(case: Case) -> None:
+    assert vlmevalkit_choice(case.completion, tables.AI2D_OPTIONS) == case.verdict
+
+
+@pytest.mark.parametrize("case", tables.SCIENCEQA, ids=_ids(tables.SCIENCEQA))
+def test_scienceqa_reads_as_llava(case: Case) -> None:
+    assert scienceqa_choice(case.completion, len(tables.SCIENCEQA_CHOICES)) == case.verdict
+
+
+@pytest.mark.parametrize("case", tables.VIDEOMME, ids=_ids(tables.VIDEOMME))
+def test_videomme_reads_as_eval_your_results(case: Case) -> None:
+    assert videomme_choice(case.completion) == case.verdict
+
+
+def _mvbench_gold(letter: str) -> str:
+    return mvbench_answer(letter, tables.MVBENCH_CANDIDATES["ABCD".index(letter)])
+
+
+@pytest.mark.parametrize("case", tables.MVBENCH, ids=_ids(tables.MVBENCH))
+def test_mvbench_check_ans_after_the_prefilled_parenthesis(case: Case) -> None:
+    assert mvbench_correct(mvbench_prediction(case.completion), _mvbench_gold(case.gold)) is case.verdict
+
+
+@pytest.mark.parametrize("case", tables.MVBENCH_NO_PREFILL, ids=_ids(tables.MVBENCH_NO_PREFILL))
+def test_mvbench_check_ans_without_a_prefill(case: Case) -> None:
+    assert mvbench_correct(mvbench_prediction(case.completion, return_prompt=""), _mvbench_gold(case.gold)) is case.verdict
+
+
+def test_mvbench_prediction_is_the_first_line_after_the_prefill() -> None:
+    assert mvbench_prediction("  B) dancing\nbecause ...") == "(B) dancing"
+    assert mvbench_answer("C", "running") == "(C) running"
+
+
+def test_option_letters_and_options_beyond_the_row() -> None:
+    assert option_letters(5) == ["A", "B", "C", "D", "E"]
+    five = dict(zip(option_letters(5), ["one", "two", "three", "four", "five"]))
+    assert vlmevalkit_choice("E", five) == "E"
+    assert vlmevalkit_choice("E", tables.MMSTAR_OPTIONS) is None
+    assert scienceqa_choice("E", 5) == "E" and scienceqa_choice("D", 3) is None
+
+
+@pytest.mark.parametrize("case", tables.MMSTAR + tables.VIDEOMME, ids=_ids(tables.MMSTAR + tables.VIDEOMME))
+def test_lmms_eval_choice_gives_the_recorded_lmms_eval_verdict(case: Case) -> None:
+    """lmms-eval 0.7.3 reads MMStar and Video-MME with its generic reader: its verdict is the
+    table's ``lmms`` column where recorded, the published verdict elsewhere."""
+    published = float(case.verdict == case.gold)
+    assert float(lmms_eval_choice(case.completion) == case.gold) == (published if case.lmms == SAME else case.lmms)
+
+
+def test_lmms_eval_choice_ranks_forms() -> None:
+    assert lmms_eval_choice("B or C") == "B"  # alone at the start beats alone at the end
+    assert lmms_eval_choice("Option (A) or C.") == "C"  # at the end (9) beats parentheses (6)
+    assert lmms_eval_choice("I think (A) fits, not B:") == "B"  # ... edge ':' stripped, B alone at the end
+    assert lmms_eval_choice("Based on it") == "B"  # anywhere, as the last resort
+    assert lmms_eval_choice("  ") is None and lmms_eval_choice("none") is None
+    assert lmms_eval_choice("E", letters=["A", "B", "C", "D", "E"]) == "E"
