@@ -2,8 +2,8 @@
 
 Where lmms-eval agrees with the published code, its score must equal ours; where a row
 records lmms-eval's departure (``Case.lmms``), lmms-eval must give exactly that and ours
-must differ. The environment is found at ``$MMGRPO_LMMS_EVAL_PYTHON`` or
-``/work/oracle-venv-27b/bin/python``; without it the test is skipped, saying so.
+must differ. The environment's interpreter is ``$MMGRPO_LMMS_EVAL_PYTHON`` (how to build it:
+docs/benchmark_scoring.md); without it the test is skipped, saying so.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from . import tables
 from .tables import SAME
 
 ORACLE = Path(__file__).with_name("lmms_oracle.py")
-DEFAULT_PYTHON = "/work/oracle-venv-27b/bin/python"
 
 
 def _mvbench(case: tables.Case, return_prompt: str) -> float:
@@ -60,9 +59,9 @@ OURS = {
 
 
 def _oracle_python() -> str:
-    python = os.environ.get("MMGRPO_LMMS_EVAL_PYTHON", DEFAULT_PYTHON)
-    if not Path(python).exists():
-        pytest.skip(f"no lmms-eval environment at {python} (set MMGRPO_LMMS_EVAL_PYTHON; docs/benchmark_scoring.md)")
+    python = os.environ.get("MMGRPO_LMMS_EVAL_PYTHON", "")
+    if not (python and Path(python).exists()):
+        pytest.skip(f"no lmms-eval environment (MMGRPO_LMMS_EVAL_PYTHON={python!r}; docs/benchmark_scoring.md builds one)")
     return python
 
 
