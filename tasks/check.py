@@ -80,8 +80,9 @@ class TaskCheckReport:
 
     @property
     def ok(self) -> bool:
-        """No findings at all: every kind is something to fix (or to declare, for bounds) before training."""
-        return not self.findings
+        """Rows were checked and nothing found: every kind of finding is something to fix (or, for
+        bounds, to declare) before training."""
+        return self.rows_checked > 0 and not self.findings
 
     def render(self) -> str:
         """A text report: one block per reward (calls, time, findings), the task's own findings, a verdict."""
@@ -98,7 +99,10 @@ class TaskCheckReport:
             lines += [f"    {finding.kind}: {finding.detail}" for finding in task_level]
         kinds = Counter(finding.kind for finding in self.findings)
         summary = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
-        lines.append("OK: no findings" if self.ok else f"FAILED: {len(self.findings)} findings ({summary})")
+        if self.ok:
+            lines.append("OK: no findings")
+        else:
+            lines.append(f"FAILED: {len(self.findings)} findings ({summary})" if self.findings else "FAILED: no rows")
         return "\n".join(lines)
 
 
@@ -164,14 +168,23 @@ def trivial_completions(sample: Sample, task: Task) -> list[tuple[str, str]]:
 
 
 def _answer_slot(task: Task, sample: Sample) -> tuple[str, str]:
-    """The task's reference completion (generic reasoning, no worked solution) before and after
-    the last occurrence of its answer text."""
+    """What a trivial completion puts around its answer: the task's reference completion (generic
+    reasoning, no worked solution) before and after the last occurrence of the task's answer text,
+    and inside any wrapping of the ground truth there (a code fence). The R1 tags for a task
+    whose reference completion does not hold its answer text."""
     reference = task.reference_completion(replace(sample, extra={**sample.extra, "reasoning": None}))
-    before, found, after = reference.rpartition(task.format_answer(sample))
-    if not found:
-        raise ValueError(f"task {task.name!r}: the reference completion {short_repr(reference)} "
-                         "does not hold the task's answer text")
-    return before, after
+    written = task.format_answer(sample)
+    outer = _around(reference, written)
+    if outer is None:
+        return f"<think>{task.default_reasoning}</think><answer>", "</answer>"
+    inner = _around(written, str(sample.answer).strip()) or ("", "")
+    return outer[0] + inner[0], inner[1] + outer[1]
+
+
+def _around(text: str, part: str) -> tuple[str, str] | None:
+    """``text`` before and after the last occurrence of ``part``; None when it has none (or ``part`` is empty)."""
+    before, found, after = text.rpartition(part) if part else ("", "", "")
+    return (before, after) if found else None
 
 
 def check_rows(

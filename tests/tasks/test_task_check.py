@@ -12,7 +12,15 @@ import pytest
 
 from data_recipes.generators import GENERATORS, example_rng
 from tasks import get_task, register_reward
-from tasks.check import Finding, TaskCheckReport, check_dataset, check_rows, check_task, hostile_completions
+from tasks.check import (
+    Finding,
+    TaskCheckReport,
+    check_dataset,
+    check_rows,
+    check_task,
+    hostile_completions,
+    trivial_completions,
+)
 from tasks.counting import CountingTask
 
 PROBLEM = "How many red cubes are there?"
@@ -46,10 +54,12 @@ BUILTIN = {
 }
 
 
+ROW = {"id": "r0", "problem": PROBLEM, "answer": 3, "image": "/a.png"}
+
+
 def counting_samples(count: int = 2, answer: int = 3) -> tuple[CountingTask, list]:
     task = get_task("clevr_count")
-    rows = [{"id": f"r{index}", "problem": PROBLEM, "answer": answer, "image": "/a.png"} for index in range(count)]
-    return task, [task.to_sample(row) for row in rows]
+    return task, [task.to_sample({**ROW, "id": f"r{index}", "answer": answer}) for index in range(count)]
 
 
 def of_kind(report: TaskCheckReport, kind: str, reward: str | None = None) -> list[Finding]:
@@ -216,6 +226,24 @@ def test_a_row_raising_keyerror_is_named_and_a_row_error_is_only_counted() -> No
     assert report.rows_checked == 1 and report.rows_refused == 1
     assert report.findings[0] == findings[0] and not report.ok
     assert "1 bad rows skipped" in report.render() and "to_prompt raised: row 'no-target'" in report.render()
+
+
+def test_trivial_completions_are_written_in_the_task_format() -> None:
+    task, samples = counting_samples(count=1)
+    trivial = dict(trivial_completions(samples[0], task))
+    assert trivial["constant '0'"] == f"<think>{task.default_reasoning}</think><answer>0</answer>"
+    assert trivial["format alone"].endswith("<answer></answer>") and trivial["question echoed"] == PROBLEM
+    assert dict(trivial_completions(task.to_sample(ROW, think=False), task))["constant 'A'"] == "<answer>A</answer>"
+    code = get_task("code")
+    sample = code.to_sample(generated_rows("code_functions", 1)[0])
+    assert dict(trivial_completions(sample, code))["constant '1'"].endswith("</think>\n```python\n1\n```")
+
+
+def test_a_check_of_no_rows_is_not_ok() -> None:
+    task, _ = counting_samples()
+    report = check_task(task, [])
+    assert report.rows_checked == 0 and report.findings == [] and not report.ok
+    assert report.render().splitlines()[-1] == "FAILED: no rows"
 
 
 def test_hostile_completions_cover_the_advertised_inputs() -> None:
