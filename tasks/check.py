@@ -6,7 +6,9 @@ fields of :func:`tasks.scoring.reward_fields`) on hostile completions (:func:`ho
 empty, huge, binary, malformed tags, injections, overflowing numbers) and on trivial ones that
 should score low (:func:`trivial_completions`). Each completion is also scored alone, twice, to
 time the reward and to see that it answers the same twice. Calls are made one at a time, so the
-times are the reward's own.
+times are the reward's own; a reward that times out is reported once and not called again (a
+thread cannot be stopped: its call is abandoned, see :mod:`tasks.reward_calls`).
+:func:`check_dataset` also turns the dataset's rows into samples first (:func:`check_rows`).
 
 What is reported, one :class:`Finding` per reward, kind and completion (with how many rows):
 
@@ -46,7 +48,7 @@ OVERFLOW_DIGITS = 400  # a float this long is inf
 NESTING_DEPTH = 1_000
 CONSTANT_ANSWERS = ("0", "1", "yes", "A")
 GARBAGE_ANSWER = "qwerty ??? lorem"
-UNTIMED_KINDS = frozenset({"timeout"})  # a result that says nothing about determinism
+HUNG = "timeout"  # the error kind after which a reward is not called again
 
 
 @dataclass(frozen=True)
@@ -307,7 +309,7 @@ class _Checker:
         for name in self.weights:
             second = self._alone(name, sample, labelled)
             for item, one, two in zip(labelled, first[name], second):
-                if UNTIMED_KINDS.isdisjoint((one.error, two.error)) and one.outcome != two.outcome:
+                if HUNG not in (one.error, two.error) and one.outcome != two.outcome:
                     self._saw(name, "nondeterministic", item, f"scored {_result(one)} then {_result(two)}", sample)
         metric = breakdown.components.get(self.task.metric_reward, [None] * len(labelled))
         for index in range(len(hostile), len(labelled)):
@@ -356,7 +358,7 @@ class _Checker:
 
     def _saw(self, reward: str, kind: str, item: tuple[str, str], what: str, sample: Sample) -> None:
         """Record a sighting; a reward's first timeout only (the reward is not called after it)."""
-        if kind in UNTIMED_KINDS:
+        if kind == HUNG:
             if reward in self.hung:
                 return
             self.hung.add(reward)
