@@ -237,6 +237,9 @@ def test_trivial_completions_are_written_in_the_task_format() -> None:
     code = get_task("code")
     sample = code.to_sample(generated_rows("code_functions", 1)[0])
     assert dict(trivial_completions(sample, code))["constant '1'"].endswith("</think>\n```python\n1\n```")
+    mute = type("MuteTask", (CountingTask,), {"reference_completion": lambda self, sample: "I will not say."})()
+    assert dict(trivial_completions(samples[0], mute))["constant '0'"] == (
+        f"<think>{mute.default_reasoning}</think><answer>0</answer>")  # no answer text to swap: the R1 tags
 
 
 def test_a_check_of_no_rows_is_not_ok() -> None:
