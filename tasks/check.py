@@ -295,7 +295,7 @@ class _Checker:
         self.calls: Counter[str] = Counter()
         self.timed: dict[str, list[tuple[float, str]]] = {name: [] for name in weights}  # (seconds, input)
         self.hung: set[str] = set()  # rewards that timed out: not called again
-        self.trivial: dict[str, list[tuple[float, float | None]]] = {}  # label -> per row: (total, metric)
+        self.trivial: dict[str, list[tuple[float, dict[str, float | None]]]] = {}  # label -> (total, values) per row
         self.trivial_inputs: dict[str, str] = {}
 
     def check(self, sample: Sample) -> None:
@@ -311,10 +311,10 @@ class _Checker:
             for item, one, two in zip(labelled, first[name], second):
                 if HUNG not in (one.error, two.error) and one.outcome != two.outcome:
                     self._saw(name, "nondeterministic", item, f"scored {_result(one)} then {_result(two)}", sample)
-        metric = breakdown.components.get(self.task.metric_reward, [None] * len(labelled))
         for index in range(len(hostile), len(labelled)):
             label, text = labelled[index]
-            self.trivial.setdefault(label, []).append((breakdown.total[index], metric[index]))
+            values = {name: component[index] for name, component in breakdown.components.items()}
+            self.trivial.setdefault(label, []).append((breakdown.total[index], values))
             self.trivial_inputs.setdefault(label, text)
 
     def _group(self, sample: Sample, labelled: Sequence[tuple[str, str]]) -> RewardBreakdown:
@@ -374,13 +374,22 @@ class _Checker:
             total = statistics.fmean(row_total for row_total, _ in per_row)
             if total >= threshold:
                 findings.append(Finding("", "hackable", f"{label}: weighted total {total:.2f} on average over "
-                                                        f"{len(per_row)} rows (>= {threshold:g}); input {quoted}"))
-            applicable = [value for _, value in per_row if value is not None]
+                                                        f"{len(per_row)} rows (>= {threshold:g}), most from "
+                                                        f"{self._largest_share(per_row)!r}; input {quoted}"))
+            applicable = [values.get(self.task.metric_reward) for _, values in per_row]
+            applicable = [value for value in applicable if value is not None]
             if applicable and (mean := statistics.fmean(applicable)) >= threshold:
                 findings.append(Finding(self.task.metric_reward, "hackable",
                                         f"{label}: metric {mean:.2f} on average over {len(applicable)} rows "
                                         f"(>= {threshold:g}); input {quoted}"))
         return findings
+
+    def _largest_share(self, per_row: Sequence[tuple[float, Mapping[str, float | None]]]) -> str:
+        """The reward adding the most to these rows' weighted totals."""
+        def share(name: str) -> float:
+            return sum(self.weights[name] * (values.get(name) or 0.0) for _, values in per_row)
+
+        return max(self.weights, key=share)
 
 
 def _slow(reward: str, median: float, timed: Sequence[tuple[float, str]], limit: float) -> Finding:

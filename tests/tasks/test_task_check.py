@@ -157,6 +157,7 @@ def test_a_reward_paying_for_the_echoed_question_is_hackable() -> None:
     assert labels(hackable) == {"question echoed", "question as the answer"}
     echo = next(finding for finding in hackable if finding.detail.startswith("question echoed"))
     assert echo.reward == "" and "weighted total 1.00 on average over 2 rows" in echo.detail
+    assert "most from 'check_test_rewards_echo'" in echo.detail
     assert repr(PROBLEM) in echo.detail
     assert not of_kind(report, "hackable", "count_accuracy")  # the metric itself is not fooled
 
@@ -167,6 +168,7 @@ def test_a_constant_answer_that_the_metric_pays_for_is_hackable_by_metric() -> N
     hackable = of_kind(report, "hackable")
     assert labels(of_kind(report, "hackable", "count_accuracy")) == {"constant '1'"}
     assert labels(of_kind(report, "hackable", "")) == {"constant '1'"}  # total 0.1 + 1.0
+    assert "most from 'count_accuracy'" in of_kind(report, "hackable", "")[0].detail
     assert all("constant '1'" in finding.detail for finding in hackable)
 
 
