@@ -74,6 +74,7 @@ class Task:
     metric_reward: ClassVar[str] = ""  # the registered reward whose value is the eval metric
     guarded_rewards: ClassVar[tuple[str, ...]] = ()  # rewards taking a ``guards`` option
     required_media: ClassVar[str | None] = None  # a media kind every row must have
+    reward_bounds: ClassVar[dict[str, tuple[float, float]]] = {}  # a reward's value range when not [-1, 1]
     default_reasoning: ClassVar[str] = "I look at the input carefully and work out the answer."
 
     def __init__(

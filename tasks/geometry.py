@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 from tasks.base import RowError
 from tasks.guards import Guards, guarded_answer
 from tasks.math import TimedTask
-from tasks.math_verifier import DEFAULT_TIMEOUT, is_equivalent
+from tasks.math_verifier import DEFAULT_TIMEOUT, is_equivalent, is_readable
 from tasks.parsing import normalize_space, strip_decoration
 from tasks.registry import register_reward, register_task
 
@@ -42,12 +42,16 @@ def _normalize_option(text: str) -> str:
 
 
 def option_matching(text: str, choices: Sequence[str], timeout_seconds: float = DEFAULT_TIMEOUT) -> int | None:
-    """Index of the only option whose text ``text`` is (normalised or equivalent), else None."""
+    """Index of the only option whose text ``text`` is (normalised or equivalent), else None.
+
+    math-verify reads ``text`` once before comparing it with each numeric option: an answer it
+    cannot read (100k characters of junk) costs one bounded read, not one per option.
+    """
     wanted = _normalize_option(text)
     matches = [i for i, choice in enumerate(choices) if _normalize_option(choice) == wanted]
-    if not matches:
-        matches = [i for i, choice in enumerate(choices)
-                   if _has_digits(choice) and is_equivalent(text, choice, timeout_seconds=timeout_seconds)]
+    numeric = [i for i, choice in enumerate(choices) if _has_digits(choice)]
+    if not matches and numeric and is_readable(text, timeout_seconds=timeout_seconds):
+        matches = [i for i in numeric if is_equivalent(text, choices[i], timeout_seconds=timeout_seconds)]
     return matches[0] if len(matches) == 1 else None
 
 

@@ -154,7 +154,7 @@ def _ious(
     overlap: Callable[[Box, Box], float] = box_iou,
 ) -> list[float]:
     """``overlap`` (IoU) of each completion's box, in original pixels, with its ground truth
-    (0 if the completion has none)."""
+    (0 if the completion has none, or one with a coordinate past the float range)."""
     guards = Guards.coerce(guards)
     items = zip(completions, answer, problem or [None] * len(completions), image_size, resized_size, coords)
     scores = []
@@ -164,7 +164,8 @@ def _ious(
         answer_text = guarded_answer(text, question, guards, read=parse_box).text
         box = None if answer_text is None else parse_box(answer_text)
         predicted = None if box is None else to_original_pixels(box, system, original, resized)
-        scores.append(0.0 if predicted is None else overlap(predicted, ground_truth_box(truth)))
+        finite = predicted is not None and all(map(math.isfinite, predicted))  # 400 digits overflow to inf
+        scores.append(overlap(predicted, ground_truth_box(truth)) if finite else 0.0)
     return scores
 
 

@@ -127,5 +127,6 @@ def is_equivalent(answer_text: str, truth: str, *, timeout_seconds: float = DEFA
 
 @lru_cache(maxsize=4096)
 def is_readable(truth: str, *, timeout_seconds: float = DEFAULT_TIMEOUT) -> bool:
-    """Whether math-verify reads ``truth`` (a ground truth) as something it can compare."""
+    """Whether math-verify reads ``truth`` (a ground truth, or an answer before several comparisons)
+    as something it can compare."""
     return _check(["gold", truth], timeout_seconds)

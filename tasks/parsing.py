@@ -20,6 +20,9 @@ _UNITS = (
 _TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
 NUMBER_WORDS: dict[str, int] = {word: value for value, word in enumerate(_UNITS)}
 NUMBER_WORDS.update({word: 20 + 10 * index for index, word in enumerate(_TENS)})
+# Python's int() refuses text of more digits than its limit (4300 by default, settable down to
+# 640): no count or answer is that long, and reading one must not raise.
+MAX_INTEGER_DIGITS = 640
 
 
 @dataclass(frozen=True)
@@ -93,11 +96,13 @@ def parse_integer(text: str, *, allow_words: bool = True) -> int | None:
     """The non-negative integer that ``text`` is, surrounding whitespace allowed; else None.
 
     Accepts ASCII or Unicode decimal digits and (``allow_words``) English number words.
-    Anything else -- a sign, a decimal point, units, punctuation, two numbers -- is None.
+    Anything else -- a sign, a decimal point, units, punctuation, two numbers -- is None, and so
+    is a number of more than :data:`MAX_INTEGER_DIGITS` digits (``int()`` refuses such text).
     """
     stripped = ascii_digits(text).strip()
     if re.fullmatch(r"[0-9]+", stripped):
-        return int(stripped)
+        digits = stripped.lstrip("0") or "0"
+        return int(digits) if len(digits) <= MAX_INTEGER_DIGITS else None
     return parse_number_words(stripped) if allow_words else None
 
 

@@ -196,7 +196,7 @@ def _as_spans(value: list | tuple, text: str, rule: str) -> tuple[list[Span] | N
     spans = []
     for step in value:
         if not (isinstance(step, (list, tuple)) and len(step) == 3):
-            return None, ("bad steps", f"a step is not (char_start, char_end, score): {_short_repr(step)}")
+            return None, ("bad steps", f"a step is not (char_start, char_end, score): {short_repr(step)}")
         start, end, score = step
         number, problem = _as_number(score)
         if problem is not None:
@@ -217,7 +217,7 @@ def _as_number(value: Any) -> tuple[float | None, tuple[str, str] | None]:
     except (TypeError, ValueError):
         number = None
     if number is None:
-        return None, ("not a number", f"returned {_short_repr(value)}")
+        return None, ("not a number", f"returned {short_repr(value)}")
     if not math.isfinite(number):
         return None, ("non-finite", f"returned {number}")
     return number, None
@@ -280,6 +280,7 @@ def _error_text(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def _short_repr(value: Any, limit: int = 80) -> str:
+def short_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters (ending in ``...`` when cut): one line for a report."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

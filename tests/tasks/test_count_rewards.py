@@ -64,6 +64,13 @@ def test_number_words(text: str, expected: int | None) -> None:
     assert parse_integer(text) == expected
 
 
+def test_a_number_too_long_for_int_reads_as_no_count_instead_of_raising() -> None:
+    huge = "9" * 5000  # int() refuses more than 4300 digits
+    assert parse_integer(huge) is None and parse_integer("0" * 5000 + "3") == 3
+    completions = [f"<think>x</think><answer>{huge}</answer>", f"\\boxed{{{huge}}}", "<answer>3</answer>"]
+    assert REWARDS.get("count_accuracy")(completions, answer=[3] * 3) == [0.0, 0.0, 1.0]
+
+
 @pytest.mark.parametrize("name, media", [("clevr_count", "image"), ("video_count", "video"), ("audio_count", "audio")])
 def test_counting_tasks_build_prompts_and_grade(name: str, media: str) -> None:
     task = get_task(name)

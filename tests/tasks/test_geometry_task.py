@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks import REWARDS, RowError, get_task
+from tasks import REWARDS, RowError, get_task, math_verifier
 
 CHOICES = ["10", "12", "\\frac{7}{2}", "15"]
 PROBLEM = "Find x."
@@ -54,6 +54,19 @@ def test_ground_truth_as_letter_or_option_text_becomes_the_letter(answer: str) -
     text = sample.messages[-1]["content"][-1]["text"]
     assert "Choices:\n(A) 10\n(B) 12\n(C) \\frac{7}{2}\n(D) 15" in text
     assert task.metric("<think>x</think><answer>(B)</answer>", sample) == 1.0
+
+
+def test_an_unreadable_answer_is_read_once_not_compared_with_every_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    requests: list[list[str]] = []
+
+    def unreadable(request: list[str], timeout_seconds: float) -> bool:  # math-verify reads nothing in time
+        requests.append(request)
+        return False
+
+    monkeypatch.setattr(math_verifier, "_check", unreadable)
+    junk = "x" * 100_000 + " never asked before"  # uncached: each math-verify attempt took the whole timeout
+    assert REWARDS.get("choice_accuracy")([f"<answer>{junk}</answer>"], answer=["B"], choices=[CHOICES]) == [0.0]
+    assert requests == [["gold", junk]]
 
 
 def test_ground_truth_outside_the_choices_is_a_row_error() -> None:

@@ -116,6 +116,15 @@ def test_giou_reward_ranks_disjoint_boxes_by_distance_where_iou_cannot(tmp_path:
     assert giou[1:3] == [pytest.approx((1 - 2000 / 82000) / 2), pytest.approx((1 - 78000 / 158000) / 2)]
 
 
+@pytest.mark.parametrize("reward", ["iou", "giou", "grounding_accuracy"])
+def test_a_box_past_the_float_range_scores_zero_not_nan(reward: str) -> None:
+    huge = "9" * 400  # float() reads it as inf: GIoU was inf - inf = NaN
+    fields = {"answer": [TRUTH] * 2, "image_size": [ORIGINAL] * 2, "resized_size": [RESIZED] * 2,
+              "coords": ["norm1000"] * 2}
+    completions = [f"<answer>[0, 0, {huge}, {huge}]</answer>", f"<answer>[{huge}, 0, {huge}, 300]</answer>"]
+    assert REWARDS.get(reward)(completions, **fields) == [0.0, 0.0]
+
+
 def test_prompt_names_the_coordinate_system(tmp_path: Path) -> None:
     prompts = {coords: grounding_sample(tmp_path, coords)[1].messages[-1]["content"][-1]["text"] for coords in SYSTEMS}
     assert "original 1000x500 image" in prompts["absolute_original"]
