@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "config": ("mmgrpo.commands.config", "Print the resolved config of a recipe + overrides, or describe every key."),
     "sweep": ("mmgrpo.commands.sweep", "Hyperparameter search over config keys (Optuna TPE, median pruning, resumable)."),
     "report": ("mmgrpo.commands.report", "Build a run's report.html (curves, sample gallery, evaluations), or compare runs."),
+    "task": ("mmgrpo.commands.task", "Write a new task package (new), or fuzz a task's rewards with hostile completions (check)."),
 }
 
 # Exceptions that describe a problem with the user's inputs, not a bug: one line each, no traceback.

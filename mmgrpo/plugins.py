@@ -1,7 +1,7 @@
 """User code that registers tasks, rewards, dataset adapters, generators and benchmarks by name.
 
-One loader for every kind: a plugin is a Python file (``path/to/my_task.py``), an importable
-module (``my_tasks.leftmost``), or an installed package that declares entry points in the
+One loader for every kind: a plugin is a Python file (``path/to/my_task.py``), a package folder
+(``path/to/my_tasks``), an importable module (``my_tasks.leftmost``), or an installed package that declares entry points in the
 ``mmgrpo.tasks`` group (``pip install my-mmgrpo-tasks`` is enough; nothing to list). Importing it
 runs its ``@register_task`` / ``@register_reward`` / ``@register_adapter`` ... decorators.
 
@@ -41,10 +41,14 @@ def load_plugins(specs: Iterable[str | Path] = ()) -> list[ModuleType]:
 
 
 def load_plugin(spec: str | Path) -> ModuleType:
-    """Import one plugin: a ``.py`` file (or any existing file path) or an importable module name."""
+    """Import one plugin: a ``.py`` file, a package folder (or its ``__init__.py``), or an importable
+    module name."""
     text = str(spec)
-    if text.endswith(".py") or "/" in text or Path(text).expanduser().is_file():
-        return _load_file(Path(text))
+    path = Path(text).expanduser()
+    if path.is_dir() or path.name == "__init__.py":
+        return _load_package(path if path.is_dir() else path.parent)
+    if text.endswith(".py") or "/" in text or path.is_file():
+        return _load_file(path)
     try:
         return importlib.import_module(text)
     except ImportError as error:
@@ -67,6 +71,24 @@ def load_entry_points() -> None:
                 f"installed plugin {point.name!r} ({point.value}, entry point group {ENTRY_POINT_GROUP!r}) "
                 f"failed to import: {type(error).__name__}: {error}"
             ) from error
+
+
+def _load_package(folder: Path) -> ModuleType:
+    """A package given by its folder: imported by its name with its parent folder on ``sys.path``
+    (so its modules import each other as ``package.module``, as once installed)."""
+    folder = folder.resolve()
+    if not (folder / "__init__.py").is_file():
+        raise PluginError(f"plugin folder {str(folder)!r} is not a package (no __init__.py)")
+    loaded = sys.modules.get(folder.name)
+    if loaded is not None and Path(getattr(loaded, "__file__", "") or "").parent != folder:
+        raise PluginError(f"plugin folder {str(folder)!r}: a module named {folder.name!r} is already imported "
+                          f"from {getattr(loaded, '__file__', None)}; rename the package")
+    if str(folder.parent) not in sys.path:
+        sys.path.insert(0, str(folder.parent))
+    try:
+        return importlib.import_module(folder.name)
+    except Exception as error:  # noqa: BLE001 - the user's package raised while importing
+        raise PluginError(f"plugin {str(folder)!r} failed to import: {type(error).__name__}: {error}") from error
 
 
 def _load_file(path: Path) -> ModuleType:

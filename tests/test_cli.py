@@ -146,6 +146,8 @@ BAD_INPUTS: dict[str, tuple[list[str], list[str], list[str]]] = {
     "sweep": (["--no-such-flag"], ["--space", "s.yaml", "algo.bta=1"], ["--space", "s.yaml", "--trials", "none"]),
     "report": (["--no-such-flag"], ["runs/x", "log.x=1"], ["/no/such/run/folder"]),
     "models": (["make-tiny", "--no-such-flag"], ["list", "model.x=1"], ["make-tiny", "--family", "nope", "--out", "x"]),
+    "task": (["new", "t", "--no-such-flag"], ["new", "t", "--modality", "image", "task.x=1"],
+             ["new", "x-y", "--modality", "image", "--out", "."]),
 }
 
 

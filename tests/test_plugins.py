@@ -129,3 +129,17 @@ def test_registering_one_object_twice_is_harmless_and_a_lookup_still_names_the_k
     assert registry.names() == ["a"]
     with pytest.raises(RegistryError, match="unknown thing 'b'.*Known: a"):
         registry.get("b")
+
+
+def test_a_package_folder_is_a_plugin_and_may_not_shadow_an_imported_module(tmp_path: Path) -> None:
+    package = tmp_path / "folder_plugin_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from folder_plugin_pkg import rewards  # noqa: F401\n")
+    (package / "rewards.py").write_text(REWARD_PLUGIN.format(name="plugin_from_folder"))
+    assert load_plugin(package).__name__ == "folder_plugin_pkg" and "plugin_from_folder" in REWARDS
+    assert load_plugin(package / "__init__.py") is load_plugin(package)
+    shadow = tmp_path / "elsewhere" / "tasks"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("")
+    with pytest.raises(PluginError, match="a module named 'tasks' is already imported"):
+        load_plugin(shadow)

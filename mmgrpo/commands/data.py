@@ -58,12 +58,13 @@ def _add_recipe_options(parser: argparse.ArgumentParser) -> None:
 def configure(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="data_action", metavar="ACTION", required=True)
     make = actions.add_parser("make", help="generate a procedural dataset (train/test jsonl + media)")
-    make.add_argument("--recipe", required=True, choices=GENERATORS.names())
+    make.add_argument("--recipe", required=True, help=f"data recipe: {', '.join(GENERATORS.names())} or a plugin's")
     make.add_argument("--n", type=int, default=1000, help="number of examples (train + test)")
     make.add_argument("--out", required=True, help="output folder")
     make.add_argument("--seed", type=int, default=0)
     make.add_argument("--test-fraction", type=float, default=0.2)
     _add_recipe_options(make)
+    _add_plugin_flag(make)
     make.set_defaults(_action=_make)
     inspect = actions.add_parser("inspect", help="print a dataset's info, counts, skipped rows and a few rows")
     inspect.add_argument("path", help="dataset folder or file")
@@ -76,25 +77,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--task", help="task whose row checks apply (default: the task a generated dataset names; else none)"
     )
     inspect.add_argument("--media-root", help="folder tried first for relative media paths (e.g. VLM-R1's images)")
+    _add_plugin_flag(inspect)
     inspect.set_defaults(_action=_inspect)
 
 
+def _add_plugin_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--plugin", action="append", default=[], metavar="FILE_OR_MODULE",
+        help="task plugin registering recipes, adapters or tasks (repeatable; installed packages load without it)",
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    from mmgrpo.plugins import load_plugins
+
+    load_plugins(args.plugin)
     return args._action(args)
 
 
 def _make(args: argparse.Namespace) -> int:
+    GENERATORS.get(args.recipe)  # an unknown recipe: one line naming the known ones
     options = recipe_options(args.recipe)
     all_options = {name for recipe in GENERATORS for name in recipe_options(recipe)}
-    stray = sorted(name for name in all_options - set(options) if getattr(args, name) is not None)
+    stray = sorted(name for name in all_options - set(options) if getattr(args, name, None) is not None)
     if stray:
         flags = ", ".join(f"--{name.replace('_', '-')}" for name in stray)
-        raise SystemExit(f"{flags}: not an option of recipe {args.recipe!r}")
-    chosen = {name: _option_value(getattr(args, name)) for name in options if getattr(args, name) is not None}
-    try:
-        info = make_dataset(args.recipe, args.n, args.out, seed=args.seed, test_fraction=args.test_fraction, **chosen)
-    except ValueError as error:  # bad option values: a message, not a traceback
-        raise SystemExit(f"mmgrpo data make: {error}") from error
+        raise ValueError(f"{flags}: not an option of recipe {args.recipe!r}")
+    chosen = {name: _option_value(getattr(args, name)) for name in options if getattr(args, name, None) is not None}
+    info = make_dataset(args.recipe, args.n, args.out, seed=args.seed, test_fraction=args.test_fraction, **chosen)
     print(f"wrote {args.out}: {info['counts']} (recipe {args.recipe}, seed {args.seed})")
     return 0
 

@@ -1,0 +1,59 @@
+"""``mmgrpo task new``: the package it writes installs, passes its own tests and trains."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mmgrpo.cli import main
+
+
+@pytest.mark.slow
+def test_a_new_image_task_installs_with_pip_and_passes_its_own_tests_from_a_fresh_folder(tmp_path: Path) -> None:
+    assert main(["task", "new", "leftmost", "--modality", "image", "--out", str(tmp_path)]) == 0
+    package = tmp_path / "leftmost"
+    venv = tmp_path / "venv"  # sees this environment's packages (mmgrpo, torch), holds the new one alone
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
+                    "--no-build-isolation", "-e", str(package)], check=True, capture_output=True)
+    elsewhere = tmp_path / "elsewhere"  # not the package folder: the installed entry point must find it
+    elsewhere.mkdir()
+    found = subprocess.run(
+        [python, "-c", "from mmgrpo.config import load_config; print(load_config(None, ['task.name=leftmost']).task.name)"],
+        cwd=elsewhere, capture_output=True, text=True, check=False,
+    )
+    assert found.stdout.strip() == "leftmost", found.stderr
+    tests = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=package, capture_output=True,
+                           text=True, check=False)
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    assert "9 passed" in tests.stdout
+
+
+@pytest.mark.parametrize("modality", ["video", "audio", "text"])
+def test_every_modality_scaffold_makes_data_and_passes_its_reward_tests(modality: str, tmp_path: Path) -> None:
+    name = f"counting_{modality}"
+    assert main(["task", "new", name, "--modality", modality, "--out", str(tmp_path)]) == 0
+    package = tmp_path / name
+    data = tmp_path / "data"
+    assert main(["data", "make", "--plugin", str(package / name), "--recipe", name, "--n", "6",
+                 "--out", str(data)]) == 0
+    rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
+    assert rows and all(1 <= row["answer"] <= 5 for row in rows)
+    assert (modality == "text") == all(modality not in row for row in rows)
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_rewards.py"],
+                           cwd=package, capture_output=True, text=True, check=False,
+                           env={"PYTHONPATH": f"{package}:{Path.cwd()}", "PATH": "/usr/bin:/bin"})
+    assert tests.returncode == 0, tests.stdout[-3000:]
+
+
+def test_a_scaffold_never_overwrites_and_names_must_be_identifiers(tmp_path: Path, capsys) -> None:
+    assert main(["task", "new", "dots", "--modality", "image", "--out", str(tmp_path)]) == 0
+    assert main(["task", "new", "dots", "--modality", "audio", "--out", str(tmp_path)]) == 2
+    assert "exists already" in capsys.readouterr().err
+    assert main(["task", "new", "Dots-2", "--modality", "image", "--out", str(tmp_path)]) == 2
+    assert "must be a lower-case Python identifier" in capsys.readouterr().err
