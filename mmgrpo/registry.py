@@ -8,6 +8,7 @@ module name) keeps the first; a name claimed by a different object is an error n
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 from typing import Callable, Generic, Iterator, TypeVar
@@ -70,8 +71,13 @@ class Registry(Generic[T]):
         return len(self._items)
 
 
-def _origin(obj: object) -> tuple[str, str] | None:
-    """(source file, qualified name) of a function or class; None for other objects."""
+def _origin(obj: object) -> tuple | None:
+    """Where ``obj`` was defined: (source file, qualified name) of a function or class; for a
+    dataclass instance (e.g. an adapter holding its converter) its class and fields' origins;
+    None for other objects (never the same origin as anything)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        parts = tuple(_origin(value) or repr(value) for value in (getattr(obj, f.name) for f in dataclasses.fields(obj)))
+        return (type(obj).__qualname__, parts)
     if not (inspect.isfunction(obj) or inspect.isclass(obj)):
         return None
     try:
@@ -81,5 +87,7 @@ def _origin(obj: object) -> tuple[str, str] | None:
 
 
 def _describe(obj: object) -> str:
-    origin = _origin(obj)
-    return f"{origin[1]} in {origin[0]}" if origin else repr(obj)
+    if inspect.isfunction(obj) or inspect.isclass(obj):
+        origin = _origin(obj)
+        return f"{origin[1]} in {origin[0]}" if origin else repr(obj)
+    return repr(obj)

@@ -143,3 +143,18 @@ def test_a_package_folder_is_a_plugin_and_may_not_shadow_an_imported_module(tmp_
     (shadow / "__init__.py").write_text("")
     with pytest.raises(PluginError, match="a module named 'tasks' is already imported"):
         load_plugin(shadow)
+
+
+def test_an_adapter_file_loaded_under_two_names_registers_once(tmp_path: Path, monkeypatch) -> None:
+    from data_recipes.adapters.base import ADAPTERS
+
+    folder = tmp_path / "mods"
+    folder.mkdir()
+    (folder / "twice_adapter.py").write_text(
+        "from data_recipes.adapters.base import register_adapter\n\n"
+        "@register_adapter('plugin_twice_adapter', columns=['prompt_text', 'gold'])\n"
+        "def convert(raw):\n    return {'problem': raw['prompt_text'], 'answer': raw['gold']}\n"
+    )
+    monkeypatch.syspath_prepend(str(folder))
+    load_plugins(["twice_adapter", folder / "twice_adapter.py"])
+    assert ADAPTERS.get("plugin_twice_adapter").columns == {"prompt_text", "gold"}

@@ -15,7 +15,7 @@ from mmgrpo.cli import main
 @pytest.mark.slow
 def test_a_new_image_task_installs_with_pip_and_passes_its_own_tests_from_a_fresh_folder(tmp_path: Path) -> None:
     assert main(["task", "new", "leftmost", "--modality", "image", "--out", str(tmp_path)]) == 0
-    package = tmp_path / "leftmost"
+    package = tmp_path / "mmgrpo-leftmost"
     venv = tmp_path / "venv"  # sees this environment's packages (mmgrpo, torch), holds the new one alone
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
     python = str(venv / "bin" / "python")
@@ -38,7 +38,7 @@ def test_a_new_image_task_installs_with_pip_and_passes_its_own_tests_from_a_fres
 def test_every_modality_scaffold_makes_data_and_passes_its_reward_tests(modality: str, tmp_path: Path) -> None:
     name = f"counting_{modality}"
     assert main(["task", "new", name, "--modality", modality, "--out", str(tmp_path)]) == 0
-    package = tmp_path / name
+    package = tmp_path / f"mmgrpo-{name.replace('_', '-')}"
     data = tmp_path / "data"
     assert main(["data", "make", "--plugin", str(package / name), "--recipe", name, "--n", "6",
                  "--out", str(data)]) == 0

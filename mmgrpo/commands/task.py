@@ -1,9 +1,9 @@
 """``mmgrpo task``: write a new task package (``new``) or fuzz a task's rewards (``check``).
 
-``mmgrpo task new NAME --modality image|video|audio|text [--out DIR]`` writes ``DIR/NAME``: the
+``mmgrpo task new NAME --modality image|video|audio|text [--out DIR]`` writes ``DIR/mmgrpo-NAME``: the
 task and its accuracy reward, a seeded data recipe, a training recipe, reward tests and a
 10-step smoke test, a README and a ``pyproject.toml`` whose ``mmgrpo.tasks`` entry point makes
-``pip install -e DIR/NAME`` register everything by name.
+``pip install -e DIR/mmgrpo-NAME`` register everything by name.
 
 ``mmgrpo task check NAME [recipe] [KEY=VALUE ...] [--data D] [--plugin P] [--rows N]`` turns the
 task's rows into prompts and scores hostile completions (empty, 100k characters, junk, broken

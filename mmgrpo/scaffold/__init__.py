@@ -93,7 +93,8 @@ MODALITY_TEMPLATES: dict[str, ModalityTemplate] = {
 
 
 def write_task_package(name: str, modality: str, out: Path) -> Path:
-    """Write the package of task ``name`` for ``modality`` under ``out/<name>``; returns that folder.
+    """Write the package of task ``name`` for ``modality`` under ``out/mmgrpo-<name>`` (the package
+    itself in its subfolder ``<name>``); returns that folder.
 
     Raises ``ValueError`` for a name that is not a lower-case Python identifier, an unknown
     modality or a folder that exists already (nothing is overwritten).
@@ -102,14 +103,14 @@ def write_task_package(name: str, modality: str, out: Path) -> Path:
         raise ValueError(f"task name {name!r} must be a lower-case Python identifier (letters, digits, _)")
     if modality not in MODALITY_TEMPLATES:
         raise ValueError(f"unknown modality {modality!r}; choose from {', '.join(MODALITY_TEMPLATES)}")
-    root = Path(out) / name
+    root = Path(out) / _dist_name(name)  # not the package's name: run from ``out``, the folder would shadow it
     if root.exists():
         raise ValueError(f"{root} exists already; choose another --out or name")
     chosen = MODALITY_TEMPLATES[modality]
     values = {
         "name": name,
         "camel": "".join(part.capitalize() for part in name.split("_")),
-        "dist_name": f"mmgrpo-{name.replace('_', '-')}",
+        "dist_name": _dist_name(name),
         "question_doc": chosen.question,
         "required_media": repr(None if modality == "text" else modality),
         "model": chosen.model,
@@ -133,3 +134,8 @@ def write_task_package(name: str, modality: str, out: Path) -> Path:
         text = Template((TEMPLATES / f"{template}.tmpl").read_text()).substitute(values)
         path.write_text(re.sub(r"\n{4,}", "\n\n\n", text))  # an empty part leaves no extra blank lines
     return root
+
+
+def _dist_name(name: str) -> str:
+    """The distribution (and project folder) name: ``mmgrpo-<name>``, dashes for underscores."""
+    return f"mmgrpo-{name.replace('_', '-')}"

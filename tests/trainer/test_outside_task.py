@@ -94,7 +94,7 @@ def test_an_installed_task_package_trains_on_two_ranks_and_evaluates(tmp_path: P
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
     python = str(venv / "bin" / "python")
     subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
-                    "--no-build-isolation", "-e", str(tmp_path / "leftmost")], check=True, capture_output=True)
+                    "--no-build-isolation", "-e", str(tmp_path / "mmgrpo-leftmost")], check=True, capture_output=True)
     work = tmp_path / "work"  # a folder that knows nothing of the package
     work.mkdir()
     overrides = [
@@ -105,7 +105,7 @@ def test_an_installed_task_package_trains_on_two_ranks_and_evaluates(tmp_path: P
         "eval.limit=4", "train.backend=fsdp2",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    trained = subprocess.run([python, "-m", "mmgrpo", "train", str(tmp_path / "leftmost" / "recipe.yaml"), *overrides,
+    trained = subprocess.run([python, "-m", "mmgrpo", "train", str(tmp_path / "mmgrpo-leftmost" / "recipe.yaml"), *overrides,
                               "--nproc", "2"], cwd=work, env=env, capture_output=True, text=True, check=False)
     assert trained.returncode == 0, trained.stderr[-3000:]
     summary = json.loads((work / "runs" / "leftmost" / "summary.json").read_text())
