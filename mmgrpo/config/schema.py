@@ -454,8 +454,18 @@ class SFTConfig:
 
 
 @dataclass
+class BenchmarkConfig:
+    """One published benchmark read from its files as published (see docs/benchmarks.md)."""
+
+    name: str = option("", "Registered benchmark (eval/benchmarks/), e.g. mathvista_testmini, mmmu_val.")
+    path: str = option("", "Its files as downloaded: a parquet/json file or the folder holding them.")
+    split: str | None = option(None, "Split to read; None = the benchmark's own (testmini, validation, ...).")
+    limit: int | None = option(None, "Evaluate at most this many items (file order); None = all.", ge=1)
+
+
+@dataclass
 class EvalConfig:
-    """Held-out evaluation on data.test during and around training."""
+    """Held-out evaluation on data.test during and around training, and `mmgrpo eval` on benchmarks."""
 
     before: bool = option(True, "Evaluate before GRPO (after SFT).")
     after: bool = option(True, "Evaluate after GRPO.")
@@ -464,7 +474,21 @@ class EvalConfig:
     samples: int = option(1, "Completions per item; > 1 reports pass@k and mean@k.", ge=1)
     temperature: float = option(0.0, "0 = greedy decoding.", ge=0)
     batch_size: int = option(64, "Prompts per generate call.", ge=1)
-    max_new_tokens: int | None = option(None, "Most tokens per completion; None = rollout.max_new_tokens.", ge=1)
+    max_new_tokens: int | None = option(
+        None, "Most tokens per completion; None = rollout.max_new_tokens on data.test, the benchmark's own limit "
+        "on eval.benchmarks.", ge=1,
+    )
+    benchmarks: list[BenchmarkConfig] = option(
+        [], "Benchmarks `mmgrpo eval` runs, e.g. [{name: mmmu_val, path: DIR}]; when set, data.test is evaluated "
+        "only if given with --data.",
+    )
+    prompt_style: Literal["official", "task"] = option(
+        "official", "Benchmark prompts: the benchmark's own, or the trained task's <think>/<answer> format."
+    )
+    predictions: str | None = option(
+        None, "JSON-lines file of saved completions ({id, completion} per line) to score on eval.benchmarks "
+        "instead of generating: no model is loaded.",
+    )
 
 
 @dataclass
