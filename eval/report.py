@@ -75,7 +75,7 @@ def sample_rows(model_name: str, result: EvalResult) -> Iterator[dict[str, Any]]
                 **({"extracted": completion.extracted} if completion.extracted is not None else {}),
                 **({"note": completion.note} if completion.note else {}),
                 **({"categories": item.categories} if item.categories else {}),
-                "metric": completion.metric,
+                "metric": _nan_to_null(completion.metric),  # null: a hidden answer
                 "rewards": completion.rewards,
                 "reward": completion.reward,
                 "n_tokens": completion.n_tokens,
@@ -111,6 +111,7 @@ def markdown_report(results: Mapping[str, EvalResult], *, chart: str = OUTPUT_FI
             f"Decoding: {decoding}, {options.samples} completion(s) per item, "
             f"at most {options.max_new_tokens} new tokens, seed {options.seed}."
         ),
+        *token_limit_lines(results),
         f"Intervals: {options.confidence:.0%} (Wilson for 0/1 scores, percentile bootstrap otherwise).",
         "",
         "## Results",
@@ -136,6 +137,12 @@ def markdown_report(results: Mapping[str, EvalResult], *, chart: str = OUTPUT_FI
         seconds = result.timings.get("total_seconds", math.nan)
         lines.append(f"| {name} | {len(result.skipped)} | {reasons} | {seconds:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def token_limit_lines(results: Mapping[str, EvalResult]) -> list[str]:
+    """A line naming each benchmark's own token limit, where one was generated under its own."""
+    limits = {task: limit for result in results.values() for task, limit in result.limits.items()}
+    return [f"Token limits: {', '.join(f'{task} {limit}' for task, limit in limits.items())}."] if limits else []
 
 
 def warning_lines(results: Mapping[str, EvalResult]) -> list[str]:

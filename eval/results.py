@@ -11,11 +11,13 @@ Summary definitions (per task under ``"<task>/..."`` and over all items without 
 - ``pass@j`` (j = 1, 2, 4, ... and k, with k > 1 samples): mean over items of the unbiased
   estimator, a completion being correct when its metric reaches ``correct_threshold``;
 - ``mean@k``: mean over items of the average metric of the k completions;
-- ``format_rate``, ``mean_length`` (tokens), ``truncation_rate``: over ALL completions
+- ``format_rate`` (tasks), ``mean_length`` (tokens), ``truncation_rate``: over ALL completions
   (the format interval is over items, each an average of its k completions);
 - ``reward/<name>``: mean over items of each reward's average over the item's completions
   (a reward that failed on a completion is left out of that average), e.g. ``reward/iou``,
   the mean IoU of a grounding task whose accuracy counts boxes with IoU above a threshold;
+- ``unread_rate`` (benchmarks): share of completions whose answer the benchmark's reader found
+  nowhere, scored by its fallback (MMMU's seeded random letter, MathVista's closest option);
 - ``n``: items evaluated; ``skipped``: rows left out (bad data, prompts too long);
 - ``<metric>_ci_low`` / ``<metric>_ci_high``: the confidence interval of a mean.
 """
@@ -257,6 +259,8 @@ def summarize_items(items: Sequence[ItemRecord], options: EvalOptions) -> dict[s
     for name in _reward_names(completions):
         per_item = [_mean_reward(item.completions, name) for item in items]
         with_ci(numbers, f"reward/{name}", [value for value in per_item if value is not None])
+    if any(c.note for c in completions):  # a benchmark scored some answer it could not read by its fallback
+        numbers["unread_rate"] = metrics.mean([float(bool(c.note)) for c in completions])
     numbers["mean_length"] = metrics.mean([c.n_tokens for c in completions])
     numbers["truncation_rate"] = metrics.mean([float(c.truncated) for c in completions])
     return numbers

@@ -102,7 +102,7 @@ class MathVista(Benchmark):
     def score(self, extracted: Any, item: Item) -> Verdict:
         prediction = normalize(extracted, item.fields)
         correct = None if item.answer is None else prediction == item.answer
-        return Verdict(extracted, prediction, correct)
+        return Verdict(extracted, prediction, correct, _fallback(extracted, item.fields))
 
     def submission(self, item: Item, completion: str, verdict: Verdict) -> tuple[str, Any]:
         return item.id, {"pid": item.id, "response": completion, "extraction": verdict.extracted,
@@ -234,6 +234,16 @@ def normalize(extraction: Any, fields: Mapping[str, Any]) -> str | None:
     except (TypeError, ValueError):
         return None
     return str(extraction) if answer_type == "list" else extraction
+
+
+def _fallback(extraction: Any, fields: Mapping[str, Any]) -> str:
+    """``closest option`` when a multiple-choice answer named no option (the scorer picked the nearest text)."""
+    if fields["question_type"] != "multi_choice":
+        return ""
+    text = str(extraction).strip()
+    named = re.search(r"\(([a-zA-Z])\)", text)
+    letter = named.group(1).upper() if named else text
+    return "" if text in fields["choices"] or letter in [chr(65 + i) for i in range(len(fields["choices"]))] else "closest option"
 
 
 def closest(text: str, choices: list[str]) -> str:
