@@ -142,7 +142,7 @@ def load_samples(
         task = result.tasks[task_name]
         path = spec.path or str(generate_dataset(spec, data_dir, seed))
         loaded = load_rows(
-            path, split=split or spec.split, adapter=spec.adapter, limit=spec.limit,
+            path, split=split or spec.split, adapter=spec.adapter, adapter_args=spec.adapter_args, limit=spec.limit,
             media_root=spec.media_root, media_cache=spec.media_cache, check_media=spec.check_media,
         )
         result.skipped.extend(loaded.skipped)

@@ -85,7 +85,13 @@ class DatasetConfig:
     )
     recipe_args: dict[str, Any] = option({}, "Generator options, e.g. {n: 2000, min_count: 1, max_count: 6}.")
     split: str = option("train", "Split to read (train / test / validation, as the dataset names it).")
-    adapter: str | None = option(None, "Column adapter for a public format (clevr70k, geometry3k, ...); None = detect.")
+    adapter: str | None = option(
+        None, "Column adapter for a public format (clevr70k, geometry3k, ...); None = detect (only a table of exactly "
+        "an adapter's columns is detected)."
+    )
+    adapter_args: dict[str, Any] = option(
+        {}, "{columns: {problem: COL, answer: COL, image: COL}}: read a custom table's columns as these fields."
+    )
     task: str | None = option(None, "Task for this dataset's rows; None = task.name.")
     weight: float = option(1.0, "Mixture weight of data.train: share of prompts drawn from this dataset.", gt=0)
     limit: int | None = option(None, "Use at most this many rows; None = all.", ge=1)
