@@ -88,7 +88,7 @@ def run(
         engine_options["cache"] = prompt_cache
     results: dict[str, EvalResult] = {}
     model_paths: dict[str, str] = {}
-    benches = [load_benchmark(spec, prompt_style) for spec in benchmarks]
+    benches = [load_benchmark(spec, prompt_style, think=task_config.think) for spec in benchmarks]
     for index, name in enumerate(_unique_names(models)):
         config = dataclasses.replace(model_config, name_or_path=models[index])
         model_paths[name] = resolve_model_path(config, cache / "models", options.seed)
@@ -105,7 +105,6 @@ def run(
         model_out = out / "models" / f"{index + 1}-{_slug(name)}"
         results[name].write(model_out, model_name=name)
         write_submissions(model_out, results[name], benches)
-        _warn_truncation(name, results[name])
         ledger.add(results[name].skipped, split="test", stage="eval")
     settings = {
         "models": model_paths,
@@ -125,7 +124,7 @@ def run(
 
 def score_predictions(
     predictions: str | Path, benchmarks: Sequence[BenchmarkConfig], out_dir: str | Path, *,
-    options: EvalOptions | None = None, prompt_style: PromptStyle = "official",
+    options: EvalOptions | None = None, prompt_style: PromptStyle = "official", think: bool = True,
 ) -> dict[str, EvalResult]:
     """Score saved completions (JSON lines: item id + completion, from any system) on ``benchmarks``
     with the same scorer a model run uses; no model is loaded. Items without a prediction are
@@ -135,7 +134,8 @@ def score_predictions(
     texts = read_predictions(predictions)
     options = options or EvalOptions()
     engine = SavedCompletions(texts)
-    benches = [with_predictions(load_benchmark(spec, prompt_style), texts, str(predictions)) for spec in benchmarks]
+    benches = [with_predictions(load_benchmark(spec, prompt_style, think=think), texts, str(predictions))
+               for spec in benchmarks]
     parts = [evaluate_policy(engine, bench.samples, {bench.name: bench.score}, options, skipped=bench.skipped)
              for bench in benches]
     name = Path(predictions).name
@@ -144,11 +144,6 @@ def score_predictions(
                                             "benchmarks": [dataclasses.asdict(spec) for spec in benchmarks]})
     write_submissions(out_dir, results[name], benches)
     return results
-
-
-def _warn_truncation(name: str, result: EvalResult) -> None:
-    for line in result.truncation_warnings():
-        logger.warning("%s: %s", name, line)
 
 
 def _evaluate_model(
@@ -195,7 +190,8 @@ def run_config(
     the saved completions are scored on the benchmarks instead (:func:`score_predictions`)."""
     if config.eval.predictions:
         return score_predictions(config.eval.predictions, config.eval.benchmarks, out_dir,
-                                 options=eval_options(config), prompt_style=config.eval.prompt_style)
+                                 options=eval_options(config), prompt_style=config.eval.prompt_style,
+                                 think=config.task.think)
     return run(
         list(models or [config.model.name_or_path]),
         [] if config.eval.benchmarks and not explicit_data else held_out_datasets(config),

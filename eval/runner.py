@@ -11,6 +11,7 @@ decode, a prompt too long) is skipped with the batch builder's reason and the ba
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -25,6 +26,8 @@ from mmgrpo.types import Completion, Sample
 from tasks import Task, score_completions
 from tasks.reward_calls import RewardPolicy
 from tasks.base import MEDIA_KINDS
+
+logger = logging.getLogger(__name__)
 
 ItemScorer = Callable[[Sample, Sequence[Completion]], ItemRecord]
 """Scores one prompt's completions its own way (a benchmark's official scorer) instead of a task's rewards."""
@@ -45,7 +48,8 @@ def evaluate_policy(
     ``skipped`` are rows the data layer already left out; they are carried into the
     result and counted. An item the batch builder leaves out (bad media, prompt over
     ``max_prompt_len``) or the engine returns nothing for is skipped and counted with its
-    reason too, never scored as a failure.
+    reason too, never scored as a failure. More than 10% of a task's completions cut at
+    ``options.max_new_tokens`` is a logged warning (also in the report).
     """
     missing = sorted({sample.task for sample in samples} - set(tasks))
     if missing:
@@ -68,7 +72,10 @@ def evaluate_policy(
         "scoring_seconds": total_seconds - generation_seconds,
         "total_seconds": total_seconds,
     }
-    return EvalResult(options=options, items=items, skipped=[*skipped, *dropped], timings=timings)
+    result = EvalResult(options=options, items=items, skipped=[*skipped, *dropped], timings=timings)
+    for line in result.truncation_warnings():
+        logger.warning("%s", line)
+    return result
 
 
 def _score(sample: Sample, group: Sequence[Completion], judge: Task | ItemScorer, policy: RewardPolicy) -> ItemRecord:

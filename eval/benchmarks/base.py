@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from mmgrpo.registry import Registry
-from tasks.base import THINK_INSTRUCTION
+from tasks.base import ANSWER_INSTRUCTION, THINK_INSTRUCTION
 
 PromptStyle = Literal["official", "task"]
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
@@ -101,9 +101,12 @@ class Benchmark(ABC):
         """One entry (key, value) of the file the benchmark's leaderboard takes."""
 
     # -- shared behaviour -------------------------------------------------------------
-    def prompt(self, item: Item, style: PromptStyle = "official") -> str:
-        """The official prompt, or (``task``) the question in the trained task's answer format."""
-        return self.official_prompt(item) if style == "official" else f"{self.task_question(item)}\n{THINK_INSTRUCTION}"
+    def prompt(self, item: Item, style: PromptStyle = "official", *, think: bool = True) -> str:
+        """The official prompt, or (``task``) the question in the trained task's answer format
+        (``<think>`` then ``<answer>``, or ``<answer>`` only when the task was trained without thinking)."""
+        if style == "official":
+            return self.official_prompt(item)
+        return f"{self.task_question(item)}\n{THINK_INSTRUCTION if think else ANSWER_INSTRUCTION}"
 
     def generation_limit(self, style: PromptStyle) -> int:
         return self.max_new_tokens if style == "official" else max(self.max_new_tokens, self.task_max_new_tokens)

@@ -57,8 +57,9 @@ class BenchmarkSet:
         )
 
 
-def load_benchmark(spec: BenchmarkConfig, style: PromptStyle) -> BenchmarkSet:
-    """The items of ``spec`` (at most ``spec.limit``) as prompts: images first, then the prompt text."""
+def load_benchmark(spec: BenchmarkConfig, style: PromptStyle, *, think: bool = True) -> BenchmarkSet:
+    """The items of ``spec`` (at most ``spec.limit``) as prompts: images first, then the prompt text
+    (under the ``task`` style with the think or the answer-only instruction)."""
     benchmark = BENCHMARKS.get(spec.name)
     items, skipped = benchmark.read(spec.path, spec.split or benchmark.split)
     items = items[: spec.limit] if spec.limit is not None else items
@@ -67,7 +68,7 @@ def load_benchmark(spec: BenchmarkConfig, style: PromptStyle) -> BenchmarkSet:
     samples = [
         Sample(id=item.id, task=benchmark.name, answer=item.answer, messages=[{"role": "user", "content": [
             *({"type": "image", "image": image} for image in item.images),
-            {"type": "text", "text": benchmark.prompt(item, style)},
+            {"type": "text", "text": benchmark.prompt(item, style, think=think)},
         ]}])
         for item in items
     ]

@@ -141,3 +141,13 @@ def test_an_unknown_benchmark_is_one_line_naming_the_known_ones(tmp_path, capsys
     assert main(["eval", "--benchmark", f"mathvista={tmp_path}", "--out", str(tmp_path)]) == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "mathvista_testmini" in error and "mmmu_val" in error
+
+
+def test_the_task_style_asks_in_the_trained_answer_format(files):
+    from tasks.base import ANSWER_INSTRUCTION, THINK_INSTRUCTION
+
+    benchmark = BENCHMARKS.get("mmmu_val")
+    items, _ = benchmark.read(str(files["mmmu_val"]), "validation")
+    thinking, direct = benchmark.prompt(items[0], "task"), benchmark.prompt(items[0], "task", think=False)
+    assert thinking.endswith(f"(D) $16\n{THINK_INSTRUCTION}") and direct.endswith(f"(D) $16\n{ANSWER_INSTRUCTION}")
+    assert "Answer with the option's letter" in benchmark.prompt(items[0], "official")
