@@ -170,3 +170,11 @@ def test_completions_cut_at_the_cap_are_warned_per_task(samples, tasks, caplog):
         "raise eval.max_new_tokens"
     ]
     assert [record.getMessage() for record in caplog.records] == result.truncation_warnings()
+
+
+def test_embedded_media_are_labelled_by_content_not_as_bytes():
+    from eval.runner import media_label
+
+    first, again, other = media_label(b"\x89PNG one"), media_label(b"\x89PNG one"), media_label(b"\x89PNG two")
+    assert first.startswith("<bytes sha256:") and first == again != other
+    assert media_label("/data/a.png") == "/data/a.png"
