@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
             config.validate()
         if args.benchmark:
             config.eval.benchmarks = [BenchmarkConfig(*_name_and_path(text)) for text in args.benchmark]
+        _check_benchmarks(config.eval.benchmarks)
         benchmarks_only = bool(config.eval.benchmarks) and not args.data
         preflight(config, datasets=[] if benchmarks_only else ["data.test"], check_model=False)
     except ConfigError as error:
@@ -96,14 +97,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _name_and_path(text: str) -> tuple[str, str]:
-    """``NAME=PATH`` of ``--benchmark``, the name checked against the registry."""
+    """``NAME=PATH`` of ``--benchmark``."""
     from mmgrpo.config import ConfigError
 
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
         raise ConfigError(f"--benchmark takes NAME=PATH (e.g. mmmu_val=data/MMMU), got {text!r}")
-    from eval.benchmarks import BENCHMARKS
-
-    if name not in BENCHMARKS:
-        raise ConfigError(f"--benchmark: unknown benchmark {name!r}; known: {', '.join(BENCHMARKS.names())}")
     return name, path
+
+
+def _check_benchmarks(specs: list) -> None:
+    """Every benchmark registered and its files there, before any model loads (one line each)."""
+    from eval.benchmarks import BENCHMARKS
+    from mmgrpo.config import ConfigError
+
+    for spec in specs:
+        if spec.name not in BENCHMARKS:
+            raise ConfigError(f"eval.benchmarks: unknown benchmark {spec.name!r}; known: {', '.join(BENCHMARKS.names())}")
+        if not Path(spec.path).expanduser().exists():
+            layout = BENCHMARKS.get(spec.name).layout
+            raise ConfigError(f"eval.benchmarks: {spec.name} files not found at {spec.path!r} (expected: {layout})")

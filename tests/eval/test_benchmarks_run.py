@@ -151,3 +151,9 @@ def test_the_task_style_asks_in_the_trained_answer_format(files):
     thinking, direct = benchmark.prompt(items[0], "task"), benchmark.prompt(items[0], "task", think=False)
     assert thinking.endswith(f"(D) $16\n{THINK_INSTRUCTION}") and direct.endswith(f"(D) $16\n{ANSWER_INSTRUCTION}")
     assert "Answer with the option's letter" in benchmark.prompt(items[0], "official")
+
+
+def test_missing_benchmark_files_are_one_line_saying_what_to_download(tmp_path, capsys):
+    assert main(["eval", "--benchmark", f"mmmu_val={tmp_path / 'nowhere'}", "--out", str(tmp_path)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "MMMU/MMMU" in error and "nowhere" in error
