@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from eval.benchmarks.base import PromptStyle
+from eval.benchmarks.base import Ask, PromptStyle
 from eval.benchmarks.runs import (
     BenchmarkSet, SavedCompletions, load_benchmark, read_predictions, with_predictions, write_submissions,
 )
@@ -39,6 +39,7 @@ from mmgrpo.inputs import (
     SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, reward_policy, task_model_info,
 )
 from tasks.reward_calls import RewardPolicy
+from tasks.reward_models import RewardModel
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ def run(
     benchmarks: Sequence[BenchmarkConfig] = (),
     prompt_style: PromptStyle = "official",
     benchmark_max_new_tokens: int | None = None,
+    judge: Ask | None = None,
 ) -> dict[str, EvalResult]:
     """Evaluate every model in ``models`` on ``datasets`` and ``benchmarks``; returns model -> result.
 
@@ -72,7 +74,8 @@ def run(
     default task and prompt style. Datasets generated from a recipe (and tiny models) are
     cached under ``cache_dir`` (default ``out_dir/_cache``); encoded prompts in ``prompt_cache``
     (the preprocessing cache) when the engine decodes from encoded tensors. Benchmarks are asked
-    in ``prompt_style`` and generated under ``benchmark_max_new_tokens`` (None: each its own limit).
+    in ``prompt_style`` and generated under ``benchmark_max_new_tokens`` (None: each its own limit);
+    ``judge`` extracts the answers a benchmark's rules cannot read where its reference uses an LLM.
     """
     if not models:
         raise ValueError("run needs at least one model")
@@ -88,7 +91,7 @@ def run(
         engine_options["cache"] = prompt_cache
     results: dict[str, EvalResult] = {}
     model_paths: dict[str, str] = {}
-    benches = [load_benchmark(spec, prompt_style, think=task_config.think) for spec in benchmarks]
+    benches = [load_benchmark(spec, prompt_style, think=task_config.think, ask=judge) for spec in benchmarks]
     for index, name in enumerate(_unique_names(models)):
         config = dataclasses.replace(model_config, name_or_path=models[index])
         model_paths[name] = resolve_model_path(config, cache / "models", options.seed)
@@ -117,6 +120,7 @@ def run(
         "data_seed": data_seed,
         "benchmarks": [dataclasses.asdict(spec) for spec in benchmarks],
         "prompt_style": prompt_style,
+        "judge": judge is not None,
     }
     write_outputs(out, results, config=settings)
     return results
@@ -125,6 +129,7 @@ def run(
 def score_predictions(
     predictions: str | Path, benchmarks: Sequence[BenchmarkConfig], out_dir: str | Path, *,
     options: EvalOptions | None = None, prompt_style: PromptStyle = "official", think: bool = True,
+    judge: Ask | None = None,
 ) -> dict[str, EvalResult]:
     """Score saved completions (JSON lines: item id + completion, from any system) on ``benchmarks``
     with the same scorer a model run uses; no model is loaded. Items without a prediction are
@@ -134,14 +139,15 @@ def score_predictions(
     texts = read_predictions(predictions)
     options = options or EvalOptions()
     engine = SavedCompletions(texts)
-    benches = [with_predictions(load_benchmark(spec, prompt_style, think=think), texts, str(predictions))
+    benches = [with_predictions(load_benchmark(spec, prompt_style, think=think, ask=judge), texts, str(predictions))
                for spec in benchmarks]
     parts = [evaluate_policy(engine, bench.samples, {bench.name: bench.score}, options, skipped=bench.skipped)
              for bench in benches]
     name = Path(predictions).name
     results = {name: EvalResult.merged(parts)}
     write_outputs(out_dir, results, config={"predictions": str(predictions), "prompt_style": prompt_style,
-                                            "benchmarks": [dataclasses.asdict(spec) for spec in benchmarks]})
+                                            "benchmarks": [dataclasses.asdict(spec) for spec in benchmarks],
+                                            "judge": judge is not None})
     write_submissions(out_dir, results[name], benches)
     return results
 
@@ -191,7 +197,7 @@ def run_config(
     if config.eval.predictions:
         return score_predictions(config.eval.predictions, config.eval.benchmarks, out_dir,
                                  options=eval_options(config), prompt_style=config.eval.prompt_style,
-                                 think=config.task.think)
+                                 think=config.task.think, judge=answer_judge(config))
     return run(
         list(models or [config.model.name_or_path]),
         [] if config.eval.benchmarks and not explicit_data else held_out_datasets(config),
@@ -209,7 +215,18 @@ def run_config(
         benchmarks=config.eval.benchmarks,
         prompt_style=config.eval.prompt_style,
         benchmark_max_new_tokens=config.eval.max_new_tokens,
+        judge=answer_judge(config),
     )
+
+
+def answer_judge(config: Config) -> Ask | None:
+    """The ``task.reward_models`` entry ``eval.judge`` names, as a question -> reply function; None when unset."""
+    if config.eval.judge is None:
+        return None
+    entries = {entry.name: entry for entry in config.task.reward_models}
+    if config.eval.judge not in entries:
+        raise ValueError(f"eval.judge {config.eval.judge!r} names no task.reward_models entry; entries: {sorted(entries)}")
+    return RewardModel(entries[config.eval.judge]).ask
 
 
 def eval_options(config: Config) -> EvalOptions:

@@ -16,8 +16,9 @@ Summary definitions (per task under ``"<task>/..."`` and over all items without 
 - ``reward/<name>``: mean over items of each reward's average over the item's completions
   (a reward that failed on a completion is left out of that average), e.g. ``reward/iou``,
   the mean IoU of a grounding task whose accuracy counts boxes with IoU above a threshold;
-- ``unread_rate`` (benchmarks): share of completions whose answer the benchmark's reader found
-  nowhere, scored by its fallback (MMMU's seeded random letter, MathVista's closest option);
+- ``notes/<note>`` (benchmarks): share of completions a benchmark read other than plainly: by its
+  fallback where it found no answer (``random choice``: MMMU's seeded letter; ``closest option``:
+  MathVista's nearest option text) or by a judge model (``judge-extracted``, ``eval.judge``);
 - ``n``: items evaluated; ``skipped``: rows left out (bad data, prompts too long);
 - ``<metric>_ci_low`` / ``<metric>_ci_high``: the confidence interval of a mean.
 """
@@ -259,8 +260,8 @@ def summarize_items(items: Sequence[ItemRecord], options: EvalOptions) -> dict[s
     for name in _reward_names(completions):
         per_item = [_mean_reward(item.completions, name) for item in items]
         with_ci(numbers, f"reward/{name}", [value for value in per_item if value is not None])
-    if any(c.note for c in completions):  # a benchmark scored some answer it could not read by its fallback
-        numbers["unread_rate"] = metrics.mean([float(bool(c.note)) for c in completions])
+    notes = Counter(note for c in completions for note in c.note.split("; ") if note)
+    numbers |= {f"notes/{note}": count / len(completions) for note, count in sorted(notes.items())}
     numbers["mean_length"] = metrics.mean([c.n_tokens for c in completions])
     numbers["truncation_rate"] = metrics.mean([float(c.truncated) for c in completions])
     return numbers

@@ -17,9 +17,10 @@ and per label value, micro-averaged as the papers report them.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -27,6 +28,9 @@ from mmgrpo.registry import Registry
 from tasks.base import ANSWER_INSTRUCTION, THINK_INSTRUCTION
 
 PromptStyle = Literal["official", "task"]
+Ask = Callable[[list[str]], list[str]]
+"""A judge model: questions in, its replies out (``eval.judge``)."""
+JUDGE_NOTE = "judge-extracted"
 _ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
@@ -96,6 +100,11 @@ class Benchmark(ABC):
     def score(self, extracted: Any, item: Item) -> Verdict:
         """The benchmark's verdict on an extracted answer."""
 
+    def judge_question(self, completion: str, item: Item) -> str | None:
+        """What to ask a judge model to extract the answer, where the benchmark's reference asks one and
+        its rule-based steps did not read ``completion``; None (the default): the rules decide."""
+        return None
+
     @abstractmethod
     def submission(self, item: Item, completion: str, verdict: Verdict) -> tuple[str, Any]:
         """One entry (key, value) of the file the benchmark's leaderboard takes."""
@@ -111,12 +120,17 @@ class Benchmark(ABC):
     def generation_limit(self, style: PromptStyle) -> int:
         return self.max_new_tokens if style == "official" else max(self.max_new_tokens, self.task_max_new_tokens)
 
-    def judge(self, completion: str, item: Item, style: PromptStyle = "official") -> Verdict:
-        """Extract then score; under the ``task`` style the last ``<answer>`` tag's content is what is read."""
+    def judge(self, completion: str, item: Item, style: PromptStyle = "official", ask: Ask | None = None) -> Verdict:
+        """Extract then score; under the ``task`` style the last ``<answer>`` tag's content is what is read.
+        With ``ask`` (a judge model) an answer the rules cannot read is extracted by it, noted ``judge-extracted``."""
         if style == "task":
             tagged = _ANSWER_TAG.findall(completion)
             completion = tagged[-1].strip() if tagged else completion
-        return self.score(self.extract(completion, item), item)
+        question = self.judge_question(completion, item) if ask is not None else None
+        if question is None:
+            return self.score(self.extract(completion, item), item)
+        verdict = self.score(ask([question])[0].strip(), item)
+        return dataclasses.replace(verdict, note="; ".join(filter(None, [JUDGE_NOTE, verdict.note])))
 
 
 BENCHMARKS: Registry[Benchmark] = Registry("benchmark")

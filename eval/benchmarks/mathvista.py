@@ -16,7 +16,9 @@ a float is rounded to the item's ``precision`` (1.54 at precision 1 is "1.5"); a
 the result must equal the answer string. Extraction follows ``extract_answer.py``'s rules (empty ->
 ""; a multiple-choice response that is an option; a response that parses as the answer type; with
 ``quick_extract``, ``The answer is "..."``); where the reference uses an LLM to read the rest, we read
-it by rule (see :func:`read_answer`), so these scores are rule-extracted.
+it by rule (see :func:`read_answer`), so these scores are rule-extracted -- or, with ``eval.judge``, a
+local judge model is asked (:data:`EXTRACTION_QUESTION`, zero-shot) and the verdict is noted
+``judge-extracted``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,11 @@ HINTS = {
     "list": "Hint: Please answer the question requiring a Python list as an answer and provide the final list, "
     "e.g., [1, 2, 3], [1.2, 1.3, 1.4], at the end.",
 }
+EXTRACTION_QUESTION = (
+    "Below are a question and a model's response to it. Write the final answer the response gives and nothing "
+    "else: the option letter for a multiple-choice question, the number for a numeric one, the Python list for a "
+    "list. If it gives no answer, write nothing.\n\nQuestion:\n{query}\n\nResponse:\n{response}\n\nExtracted answer:"
+)
 _QUICK = re.compile(r'The answer is "(.*)"\.')
 _LEAD_IN = re.compile(
     r"\b(?:final answer|correct answer|best answer|answer|best option|correct option|option|choice)\b\s*(?:is\b|:)?\s*:?\s*",
@@ -104,6 +111,11 @@ class MathVista(Benchmark):
         correct = None if item.answer is None else prediction == item.answer
         return Verdict(extracted, prediction, correct, _fallback(extracted, item.fields))
 
+    def judge_question(self, completion: str, item: Item) -> str | None:
+        if reference_steps(completion, item.fields) is not None:
+            return None
+        return EXTRACTION_QUESTION.format(query=self.official_prompt(item), response=completion.strip())
+
     def submission(self, item: Item, completion: str, verdict: Verdict) -> tuple[str, Any]:
         return item.id, {"pid": item.id, "response": completion, "extraction": verdict.extracted,
                          "prediction": verdict.prediction}
@@ -145,17 +157,10 @@ def read_answer(response: str, fields: Mapping[str, Any]) -> str:
     Nothing found: "" (the scorer then maps a multiple-choice answer to the closest option).
     """
     response = response.strip()
+    official = reference_steps(response, fields)
+    if official is not None:
+        return official
     question_type, answer_type, choices = fields["question_type"], fields["answer_type"], fields["choices"]
-    if not response:
-        return ""
-    if question_type == "multi_choice" and response in choices:
-        return response
-    direct = _as_type(response, answer_type)
-    if direct is not None:
-        return direct
-    quick = _QUICK.search(response)
-    if quick:
-        return quick.group(1)
     span = _answer_span(response)
     if question_type == "multi_choice":
         return _choice_answer(span, choices)
@@ -166,6 +171,21 @@ def read_answer(response: str, fields: Mapping[str, Any]) -> str:
         lists = _LIST.findall(span) or _LIST.findall(response)
         return lists[-1] if lists else ""
     return span
+
+
+def reference_steps(response: str, fields: Mapping[str, Any]) -> str | None:
+    """The reference extractor's steps before it asks an LLM: "" for an empty response, an option's
+    text given as is, a response that parses as the answer type, ``The answer is "..."``; else None."""
+    response = response.strip()
+    if not response:
+        return ""
+    if fields["question_type"] == "multi_choice" and response in fields["choices"]:
+        return response
+    direct = _as_type(response, fields["answer_type"])
+    if direct is not None:
+        return direct
+    quick = _QUICK.search(response)
+    return quick.group(1) if quick else None
 
 
 def _as_type(response: str, answer_type: str) -> str | None:

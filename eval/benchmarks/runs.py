@@ -3,6 +3,7 @@ saved completions as an engine (``--predictions``), and submission files for hid
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eval.benchmarks.base import BENCHMARKS, Benchmark, Item, PromptStyle
+from eval.benchmarks.base import BENCHMARKS, Ask, Benchmark, Item, PromptStyle
 from eval.results import CompletionRecord, EvalResult, ItemRecord, json_safe
 from mmgrpo.config import BenchmarkConfig
 from mmgrpo.rollout.base import SamplingParams
@@ -34,6 +35,8 @@ class BenchmarkSet:
     items: dict[str, Item]
     samples: list[Sample]
     skipped: list[SkippedRow] = field(default_factory=list)
+    ask: Ask | None = None
+    """The judge model that extracts answers the benchmark's rules cannot read (``eval.judge``), if any."""
 
     @property
     def name(self) -> str:
@@ -44,7 +47,7 @@ class BenchmarkSet:
         item = self.items[sample.id]
         records = []
         for completion in completions:
-            verdict = self.benchmark.judge(completion.text, item, self.style)
+            verdict = self.benchmark.judge(completion.text, item, self.style, self.ask)
             records.append(CompletionRecord(
                 text=completion.text, n_tokens=len(completion.token_ids), truncated=completion.truncated,
                 metric=math.nan if verdict.correct is None else float(verdict.correct),
@@ -57,7 +60,9 @@ class BenchmarkSet:
         )
 
 
-def load_benchmark(spec: BenchmarkConfig, style: PromptStyle, *, think: bool = True) -> BenchmarkSet:
+def load_benchmark(
+    spec: BenchmarkConfig, style: PromptStyle, *, think: bool = True, ask: Ask | None = None
+) -> BenchmarkSet:
     """The items of ``spec`` (at most ``spec.limit``) as prompts: images first, then the prompt text
     (under the ``task`` style with the think or the answer-only instruction)."""
     benchmark = BENCHMARKS.get(spec.name)
@@ -75,7 +80,7 @@ def load_benchmark(spec: BenchmarkConfig, style: PromptStyle, *, think: bool = T
     if skipped:
         logger.warning("%s: skipped %d of %d rows (first: %s %s)", spec.name, len(skipped), len(skipped) + len(items),
                        skipped[0].reason, skipped[0].detail)
-    return BenchmarkSet(benchmark, style, {item.id: item for item in items}, samples, skipped)
+    return BenchmarkSet(benchmark, style, {item.id: item for item in items}, samples, skipped, ask)
 
 
 class SavedCompletions:
@@ -112,7 +117,7 @@ def with_predictions(bench: BenchmarkSet, texts: Mapping[str, str], source: str)
     """``bench`` restricted to the items ``texts`` answers; every other item is skipped as ``no prediction``."""
     kept = [sample for sample in bench.samples if sample.id in texts]
     missing = [SkippedRow(sample.id, source, NO_PREDICTION, "") for sample in bench.samples if sample.id not in texts]
-    return BenchmarkSet(bench.benchmark, bench.style, bench.items, kept, [*bench.skipped, *missing])
+    return dataclasses.replace(bench, samples=kept, skipped=[*bench.skipped, *missing])
 
 
 def write_submissions(out_dir: str | Path, result: EvalResult, benches: Sequence[BenchmarkSet]) -> list[Path]:
@@ -126,7 +131,7 @@ def write_submissions(out_dir: str | Path, result: EvalResult, benches: Sequence
         for record in records:
             completion = record.completions[0]
             item = bench.items[record.sample_id]
-            verdict = bench.benchmark.judge(completion.text, item, bench.style)
+            verdict = bench.benchmark.judge(completion.text, item, bench.style, bench.ask)
             key, value = bench.benchmark.submission(item, completion.text, verdict)
             entries[key] = value
         path = Path(out_dir) / f"submission-{bench.name}.json"

@@ -82,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         if args.benchmark:
             config.eval.benchmarks = [BenchmarkConfig(*_name_and_path(text)) for text in args.benchmark]
         _check_benchmarks(config.eval.benchmarks)
+        if config.eval.judge is not None and config.eval.judge not in [m.name for m in config.task.reward_models]:
+            raise ConfigError(f"eval.judge {config.eval.judge!r} names no task.reward_models entry")
         benchmarks_only = bool(config.eval.benchmarks) and not args.data
         preflight(config, datasets=[] if benchmarks_only else ["data.test"], check_model=False)
     except ConfigError as error:

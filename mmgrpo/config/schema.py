@@ -495,6 +495,11 @@ class EvalConfig:
         None, "JSON-lines file of saved completions ({id, completion} per line) to score on eval.benchmarks "
         "instead of generating: no model is loaded.",
     )
+    judge: str | None = option(
+        None, "Name of a task.reward_models entry (kind judge, a text causal LM) that extracts the answers a "
+        "benchmark's reference reads with an LLM (MathVista) where its rules cannot; such verdicts are noted "
+        "judge-extracted. None = rules only.",
+    )
 
 
 @dataclass

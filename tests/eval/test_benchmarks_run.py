@@ -157,3 +157,19 @@ def test_missing_benchmark_files_are_one_line_saying_what_to_download(tmp_path, 
     assert main(["eval", "--benchmark", f"mmmu_val={tmp_path / 'nowhere'}", "--out", str(tmp_path)]) == 2
     error = capsys.readouterr().err.strip()
     assert len(error.splitlines()) == 1 and "MMMU/MMMU" in error and "nowhere" in error
+
+
+def test_eval_judge_is_a_local_reward_model_and_its_verdicts_are_labelled(files, tmp_path, tiny_reward_models):
+    predictions = tmp_path / "preds.jsonl"
+    lines = [{"pid": "1", "response": "Moved right."}, {"pid": "2", "response": "I count a dozen."}]
+    predictions.write_text("\n".join(json.dumps(line) for line in lines))
+    judge = f"{{name: extractor, path: {tiny_reward_models['judge']}, kind: judge, max_new_tokens: 4}}"
+    code = main(["eval", "--predictions", str(predictions), "--benchmark",
+                 f"mathvista_testmini={files['mathvista_testmini']}", "--out", str(tmp_path / "out"),
+                 "log.progress_bar=false", f"task.reward_models=[{judge}]", "eval.judge=extractor"])
+    assert code == 0
+    rows = {row["prompt_id"]: row for row in read_jsonl(tmp_path / "out" / "samples.jsonl")}
+    assert "note" not in rows["1"] and rows["1"]["metric"] == 1.0  # read by the reference's own steps
+    assert rows["2"]["note"].startswith("judge-extracted")  # the tiny judge's reply, whatever it says
+    summary = json.loads((tmp_path / "out" / "results.json").read_text())["models"]["preds.jsonl"]["summary"]
+    assert summary["notes/judge-extracted"] == 0.5

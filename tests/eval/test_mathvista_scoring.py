@@ -94,3 +94,18 @@ def test_lmms_eval_departs_where_the_parquet_stores_precision_as_a_float():
     ours = MATHVISTA.judge("1.54", LENGTH).correct
     theirs = lmms_verdicts({"mathvista": [oracle_case("1.54", LENGTH, precision=1.0)]})["mathvista"]
     assert (ours, theirs) == (True, [False])
+
+
+def test_a_judge_extracts_only_what_the_reference_rules_cannot_read():
+    asked = []
+
+    def judge(questions: list[str]) -> list[str]:
+        asked.extend(questions)
+        return [" B\n"]
+
+    plain = MATHVISTA.judge("Moved right.", BLOCK, ask=judge)  # an option's text: the reference reads it
+    assert (plain.correct, plain.note, asked) == (True, "", [])
+    extracted = MATHVISTA.judge("It went to the right, away from the wall.", BLOCK, ask=judge)
+    assert (extracted.extracted, extracted.correct, extracted.note) == ("B", True, "judge-extracted")
+    (question,) = asked
+    assert "Choices:\n(A) Moved left." in question and "It went to the right, away from the wall." in question
