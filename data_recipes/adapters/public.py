@@ -7,10 +7,11 @@ from typing import Any, Mapping
 from data_recipes.adapters.base import Row, answer_value, field, register_adapter, strip_media_tokens
 from data_recipes.media import MEDIA_COLUMNS
 
-# what our own rows may hold beside problem and answer: media and the fields tasks read
+# what our own rows may hold beside problem and answer: media, the fields tasks read, what generators record
 CANONICAL_FIELDS = (
     *MEDIA_COLUMNS, "choices", "reasoning", "solution", "tests", "entry_point", "objects", "image_size",
-    "resized_size", "task",
+    "resized_size", "task", "target", "count_target", "start", "steps", "beeps", "sample_rate", "kind", "fps",
+    "num_frames",
 )
 
 @register_adapter("clevr70k", columns=("image", "problem", "solution"))

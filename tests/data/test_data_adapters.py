@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 from pathlib import Path
 
@@ -211,3 +212,13 @@ def test_a_custom_table_maps_its_columns(tmp_path, images, write_jsonl):
     assert [(row["problem"], row["answer"], row["image"]) for row in loaded.rows] == [("How many?", 3, str(images["good"]))]
     with pytest.raises(ValueError, match="adapter_args.columns names columns the table lacks: \\['question'\\]"):
         load_rows(tmp_path / "custom.jsonl", adapter_args={"columns": {"problem": "question"}})
+
+
+def test_every_generated_dataset_is_detected_as_canonical(tmp_path):
+    from data_recipes.generators import GENERATORS
+    from data_recipes.make import make_dataset
+
+    for recipe in GENERATORS.names():
+        make_dataset(recipe, 2, tmp_path / recipe, seed=0, test_fraction=0.5)
+        columns = json.loads((tmp_path / recipe / "test.jsonl").read_text().splitlines()[0])
+        assert detect_adapter(columns).name == "canonical", recipe
