@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from mmgrpo.registry import Registry
+from mmgrpo.skipped_rows import SkippedRow
 from tasks.base import ANSWER_INSTRUCTION, THINK_INSTRUCTION
 
 PromptStyle = Literal["official", "task"]
@@ -81,7 +82,7 @@ class Benchmark(ABC):
         self.name, self.split = name, split
 
     @abstractmethod
-    def read(self, path: str, split: str) -> tuple[list[Item], list[Any]]:
+    def read(self, path: str, split: str) -> tuple[list[Item], list[SkippedRow]]:
         """The items of ``split`` under ``path`` and the rows skipped (``SkippedRow``), in file order."""
 
     @abstractmethod

@@ -14,9 +14,15 @@ options. Flags override the recipe. Writes results.json, report.md, samples.json
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mmgrpo.config import BenchmarkConfig
 
 # flag (argparse dest) -> the config key it overrides
 FLAG_KEYS = {
@@ -56,7 +62,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--predictions", metavar="FILE.jsonl", help="score saved completions ({id, completion} lines) on the "
         "benchmarks instead of generating (eval.predictions)",
     )
-    parser.add_argument("--limit", type=int, help="at most N items per dataset (eval.limit)")
+    parser.add_argument("--limit", type=int, help="at most N items per dataset (eval.limit) and per benchmark")
     parser.add_argument("--samples", type=int, help="completions per item; k > 1 reports pass@k and mean@k")
     parser.add_argument("--temperature", type=float, help="0 = greedy (needed > 0 with --samples > 1)")
     parser.add_argument("--max-new-tokens", type=int, help="most tokens per completion")
@@ -81,6 +87,10 @@ def run(args: argparse.Namespace) -> int:
             config.validate()
         if args.benchmark:
             config.eval.benchmarks = [BenchmarkConfig(*_name_and_path(text)) for text in args.benchmark]
+        if args.limit is not None:  # --limit caps benchmarks too (eval.limit, a training-time default, does not)
+            config.eval.benchmarks = [
+                dataclasses.replace(spec, limit=min(spec.limit or args.limit, args.limit)) for spec in config.eval.benchmarks
+            ]
         _check_benchmarks(config.eval.benchmarks)
         if config.eval.judge is not None and config.eval.judge not in [m.name for m in config.task.reward_models]:
             raise ConfigError(f"eval.judge {config.eval.judge!r} names no task.reward_models entry")
@@ -108,7 +118,7 @@ def _name_and_path(text: str) -> tuple[str, str]:
     return name, path
 
 
-def _check_benchmarks(specs: list) -> None:
+def _check_benchmarks(specs: Sequence[BenchmarkConfig]) -> None:
     """Every benchmark registered and its files there, before any model loads (one line each)."""
     from eval.benchmarks import BENCHMARKS
     from mmgrpo.config import ConfigError

@@ -97,10 +97,11 @@ def test_completions_cut_at_the_cap_are_a_warning_in_the_report(model_run, tiny_
 
 def test_benchmark_limits_are_the_benchmarks_own_not_the_rollouts(tiny_qwen25vl, files, tmp_path):
     code = main(["eval", "--model", str(tiny_qwen25vl), "--benchmark", f"mmmu_val={files['mmmu_val']}",
-                 "--out", str(tmp_path), "log.progress_bar=false", "rollout.max_new_tokens=6"])
+                 "--limit", "2", "--out", str(tmp_path), "log.progress_bar=false", "rollout.max_new_tokens=6"])
     assert code == 0
     (entry,) = json.loads((tmp_path / "results.json").read_text())["models"].values()
     assert entry["limits"] == {"mmmu_val": BENCHMARKS.get("mmmu_val").max_new_tokens}
+    assert entry["summary"]["mmmu_val/n"] == 2
     assert "clevr_count/n" not in entry["summary"]  # benchmarks alone: the default data.test is not evaluated
 
 
