@@ -86,7 +86,7 @@ class MathVista(Benchmark):
             "choices": choices,
             "question_type": raw.get("question_type") or "free_form",
             "answer_type": raw.get("answer_type") or "text",
-            "precision": None if raw.get("precision") is None else int(raw["precision"]),
+            "precision": _precision(raw.get("precision")),
             "unit": raw.get("unit") or "",
             "query": raw.get("query") or "",
         }
@@ -119,6 +119,11 @@ class MathVista(Benchmark):
     def submission(self, item: Item, completion: str, verdict: Verdict) -> tuple[str, Any]:
         return item.id, {"pid": item.id, "response": completion, "extraction": verdict.extracted,
                          "prediction": verdict.prediction}
+
+
+def _precision(value: Any) -> int | None:
+    """Decimal places of a float answer: the Hub parquet stores them as floats (1.0), missing ones as null or NaN."""
+    return None if value is None or value != value else int(value)
 
 
 def build_query(item: Item) -> str:

@@ -174,3 +174,11 @@ def test_eval_judge_is_a_local_reward_model_and_its_verdicts_are_labelled(files,
     assert rows["2"]["note"].startswith("judge-extracted")  # the tiny judge's reply, whatever it says
     summary = json.loads((tmp_path / "out" / "results.json").read_text())["models"]["preds.jsonl"]["summary"]
     assert summary["notes/judge-extracted"] == 0.5
+
+
+def test_a_missing_precision_stored_as_nan_reads_as_none(tmp_path):
+    rows = [{**row, "precision": float("nan") if row["precision"] is None else row["precision"]}
+            for row in published.MATHVISTA_ROWS]
+    folder = published.write_mathvista_parquet(tmp_path / "MathVista", rows)
+    items, skipped = BENCHMARKS.get("mathvista_testmini").read(str(folder), "testmini")
+    assert not skipped and [item.fields["precision"] for item in items] == [None, None, 1, None, None]
