@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from eval.benchmarks import BENCHMARKS, Item
@@ -109,3 +111,20 @@ def test_a_judge_extracts_only_what_the_reference_rules_cannot_read():
     assert (extracted.extracted, extracted.correct, extracted.note) == ("B", True, "judge-extracted")
     (question,) = asked
     assert "Choices:\n(A) Moved left." in question and "It went to the right, away from the wall." in question
+
+
+def generated_extractions(count: int, seed: int = 0) -> list[tuple[str, Item]]:
+    """Extractions of every kind the scorer meets: letters in any case and brackets, option texts with typos,
+    numbers in several spellings, lists, junk, nothing."""
+    rng = random.Random(seed)
+    texts = ["A", "b", "(B)", "(c) x", "D", "Moved rihgt.", "moved left", "Stayed", "45", "4 5", "", " ", "12",
+             "12.0", "12.5", "-3", "1e1", "1,200", "1.54", "1.449", "0.255", ".25", "[1, 2, 3]", "[1,2,3]", "abc"]
+    questions = [BLOCK, ANGLE, COUNT, MONEY, LENGTH, RATIO, HEIGHTS]
+    return [(rng.choice(texts) + rng.choice(["", "", " ", "0"]), rng.choice(questions)) for _ in range(count)]
+
+
+@needs_oracle
+def test_lmms_eval_scores_generated_extractions_the_same():
+    cases = generated_extractions(400)
+    theirs = lmms_verdicts({"mathvista": [oracle_case(extracted, question) for extracted, question in cases]})
+    assert [MATHVISTA.score(extracted, question).correct for extracted, question in cases] == theirs["mathvista"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from eval.benchmarks import BENCHMARKS, Item
@@ -102,3 +104,29 @@ DEPARTURES = [("Answer:B", PRICE, "B"), ("The answer is B.\n", PRICE, "B")]
 def test_lmms_eval_departs_on_letters_without_spaces_around(completion, question, theirs):
     assert MMMU.judge(completion, question).note == "random choice"
     assert lmms_verdicts({"mmmu_choice": [[completion, question.fields["options"]]]})["mmmu_choice"] == [theirs]
+
+
+def generated_responses(count: int, seed: int = 0) -> list[str]:
+    """Responses of words, option texts, numbers and letters (bare or bracketed), joined by spaces or lines.
+    Capital letters appear only as lone letters, where the published parser and lmms-eval's agree."""
+    rng = random.Random(seed)
+    pieces = ["the", "answer", "is", "so", "therefore", "final", "=", "could be", "(A)", "(B)", "(C)", "(D)",
+              "A", "B", "C", "D", "triangle", "circle", "square", "3.5", "1,200", "-2", "7/2", "2e3", "result",
+              "photosynthesis", "x", "i think", "\n"]
+    return [" ".join(rng.choice(pieces) for _ in range(rng.randint(1, 12))) + rng.choice(["", ".", " .", "!"])
+            for _ in range(count)]
+
+
+@needs_oracle
+def test_lmms_eval_agrees_on_generated_responses():
+    responses = generated_responses(300)
+    verdicts = lmms_verdicts({
+        "mmmu_choice": [[response, SHAPE.fields["options"]] for response in responses],
+        "mmmu_open": [[response, answer] for response in responses for answer in ("3.5", "1200", "photosynthesis")],
+    })
+    ours = [MMMU.judge(response, SHAPE) for response in responses]
+    read = [(verdict.prediction, theirs) for verdict, theirs in zip(ours, verdicts["mmmu_choice"]) if not verdict.note]
+    assert len(read) > 150 and all(mine == theirs for mine, theirs in read)
+    open_ours = [MMMU.judge(response, item(answer)).correct for response in responses
+                 for answer in ("3.5", "1200", "photosynthesis")]
+    assert open_ours == verdicts["mmmu_open"]
