@@ -47,6 +47,10 @@ verdicts = {
         mathvista.safe_equal(mathvista.normalize_extracted_answer(extraction, choices, qtype, atype, precision), answer)
         for extraction, choices, qtype, atype, precision, answer in cases.get("mathvista", [])
     ],
+    "mathvista_prediction": [
+        mathvista.normalize_extracted_answer(extraction, choices, qtype, atype, precision)
+        for extraction, choices, qtype, atype, precision, _ in cases.get("mathvista", [])
+    ],
     "mmmu_choice": [
         mmmu.parse_multi_choice_response(response, *reversed(mmmu.get_multi_choice_info(options)))
         for response, options in cases.get("mmmu_choice", [])

@@ -127,4 +127,6 @@ def generated_extractions(count: int, seed: int = 0) -> list[tuple[str, Item]]:
 def test_lmms_eval_scores_generated_extractions_the_same():
     cases = generated_extractions(400)
     theirs = lmms_verdicts({"mathvista": [oracle_case(extracted, question) for extracted, question in cases]})
-    assert [MATHVISTA.score(extracted, question).correct for extracted, question in cases] == theirs["mathvista"]
+    ours = [MATHVISTA.score(extracted, question) for extracted, question in cases]
+    assert [verdict.prediction for verdict in ours] == theirs["mathvista_prediction"]
+    assert [verdict.correct for verdict in ours] == theirs["mathvista"]
