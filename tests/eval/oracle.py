@@ -13,8 +13,8 @@ import pytest
 ORACLE_PYTHON = Path(os.environ.get("MMGRPO_LMMS_ORACLE", "/work/oracle-venv-27a/bin/python"))
 needs_oracle = pytest.mark.skipif(
     not ORACLE_PYTHON.is_file(),
-    reason=f"lmms-eval oracle venv not found at {ORACLE_PYTHON} (pip install --no-deps lmms-eval==0.7.3 loguru "
-    "pyyaml Levenshtein numpy in a separate venv; set MMGRPO_LMMS_ORACLE to its python)",
+    reason=f"lmms-eval oracle venv not found at {ORACLE_PYTHON} (docs/benchmarks.md says how to make one; "
+    "set MMGRPO_LMMS_ORACLE to its python)",
 )
 
 
