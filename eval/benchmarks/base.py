@@ -5,7 +5,8 @@ one ``BENCHMARKS.add`` line per published split (``mathvista_testmini``, ``mathv
 The pieces follow the benchmark's own evaluation code, in the order it runs them:
 
 - ``read(path, split)``: the files as the benchmark publishes them -> :class:`Item` rows (its own
-  ids, media, answer, category labels); a row that cannot be used is a ``SkippedRow``;
+  ids, media, answer, category labels), one ``item(raw, ...)`` per row; a row that cannot be used
+  is a ``SkippedRow`` with the reason;
 - ``official_prompt(item)``: the prompt its paper/code sends to a model;
 - ``extract(completion, item)``: what the completion answers, as its code reads it;
 - ``score(extracted, item)``: :class:`Verdict` (the normalised prediction and whether it is right);
@@ -22,8 +23,11 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from data_recipes.adapters.base import BadRow
+from eval.benchmarks import files
 from mmgrpo.registry import Registry
 from mmgrpo.skipped_rows import SkippedRow
 from tasks.base import ANSWER_INSTRUCTION, THINK_INSTRUCTION
@@ -81,9 +85,24 @@ class Benchmark(ABC):
     def __init__(self, name: str, split: str) -> None:
         self.name, self.split = name, split
 
-    @abstractmethod
+    id_column: ClassVar[str]
+    """The column holding the benchmark's own item id."""
+
     def read(self, path: str, split: str) -> tuple[list[Item], list[SkippedRow]]:
-        """The items of ``split`` under ``path`` and the rows skipped (``SkippedRow``), in file order."""
+        """The items of ``split`` under ``path`` and the rows skipped (with the reason), in file order."""
+        rows, folder = files.records(path, split)
+        items, skipped = [], []
+        for index, raw in enumerate(rows):
+            item_id = str(raw.get(self.id_column) or index)
+            try:
+                items.append(self.item(raw, item_id, folder, path))
+            except BadRow as error:
+                skipped.append(SkippedRow(item_id, path, error.reason, error.detail))
+        return items, skipped
+
+    @abstractmethod
+    def item(self, raw: Mapping[str, Any], item_id: str, folder: Path | None, path: str) -> Item:
+        """One published row as an :class:`Item` (media resolved against ``folder``); ``BadRow`` if unusable."""
 
     @abstractmethod
     def official_prompt(self, item: Item) -> str:

@@ -24,12 +24,12 @@ local judge model is asked (:data:`EXTRACTION_QUESTION`, zero-shot) and the verd
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any, Mapping
 
 from data_recipes.adapters.base import BadRow
 from eval.benchmarks import files
 from eval.benchmarks.base import BENCHMARKS, Benchmark, Item, Verdict, category_labels, hidden
-from mmgrpo.skipped_rows import SkippedRow
 
 CATEGORY_KEYS = ("question_type", "answer_type", "language", "source", "category", "task", "context", "grade", "skills")
 HINTS = {
@@ -61,24 +61,14 @@ _LETTER_THEN_TEXT = re.compile(r"\(?([A-Z])[.:)]\s+(.+)", re.DOTALL)
 
 
 class MathVista(Benchmark):
+    id_column = "pid"
     max_new_tokens = 1024
     layout = (
         "Hub AI4Math/MathVista: data/<split>-*.parquet (decoded_image bytes); "
         "or the GitHub release: data/<split>.json + data/images/"
     )
 
-    def read(self, path: str, split: str) -> tuple[list[Item], list[SkippedRow]]:
-        rows, folder = files.records(path, split)
-        items, skipped = [], []
-        for index, raw in enumerate(rows):
-            item_id = str(raw.get("pid") or index)
-            try:
-                items.append(self._item(raw, item_id, folder, path))
-            except BadRow as error:
-                skipped.append(SkippedRow(item_id, path, error.reason, error.detail))
-        return items, skipped
-
-    def _item(self, raw: Mapping[str, Any], item_id: str, folder: Any, path: str) -> Item:
+    def item(self, raw: Mapping[str, Any], item_id: str, folder: Path | None, path: str) -> Item:
         columns = ["decoded_image"] if raw.get("decoded_image") else ["image"]
         images, refs = files.images(raw, columns, folder, item_id=item_id, file_label=str(path))
         choices = [str(choice) for choice in raw.get("choices") or []]

@@ -22,12 +22,12 @@ from __future__ import annotations
 import ast
 import random
 import re
+from pathlib import Path
 from typing import Any, Mapping
 
 from data_recipes.adapters.base import BadRow
 from eval.benchmarks import files
 from eval.benchmarks.base import BENCHMARKS, Benchmark, Item, Verdict, hidden
-from mmgrpo.skipped_rows import SkippedRow
 
 DISCIPLINES = {
     "Art and Design": ("Art", "Art_Theory", "Design", "Music"),
@@ -60,21 +60,11 @@ _NUMBER_PATTERNS = (
 
 
 class MMMU(Benchmark):
+    id_column = "id"
     max_new_tokens = 128
     layout = "Hub MMMU/MMMU: <Subject>/<split>-*.parquet (image_1..image_7 bytes); pass the folder of all subjects"
 
-    def read(self, path: str, split: str) -> tuple[list[Item], list[SkippedRow]]:
-        rows, folder = files.records(path, split)
-        items, skipped = [], []
-        for index, raw in enumerate(rows):
-            item_id = str(raw.get("id") or index)
-            try:
-                items.append(self._item(raw, item_id, folder, path))
-            except BadRow as error:
-                skipped.append(SkippedRow(item_id, path, error.reason, error.detail))
-        return items, skipped
-
-    def _item(self, raw: Mapping[str, Any], item_id: str, folder: Any, path: str) -> Item:
+    def item(self, raw: Mapping[str, Any], item_id: str, folder: Path | None, path: str) -> Item:
         options = _literal_list(raw.get("options"))
         question_type = str(raw.get("question_type") or ("multiple-choice" if options else "open"))
         if question_type == "multiple-choice" and not options:
