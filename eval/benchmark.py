@@ -16,7 +16,7 @@ import gc
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,13 +96,14 @@ def run(
         config = dataclasses.replace(model_config, name_or_path=models[index])
         model_paths[name] = resolve_model_path(config, cache / "models", options.seed)
         # Built per model: a task sees images at the size this model sees them, in its coordinate system.
-        eval_set = load_samples(list(datasets), task_config, cache / "data", seed=data_seed,
-                                model=task_model_info(config, model_paths[name]))
+        info = task_model_info(config, model_paths[name])
+        eval_sets = {label: load_samples([spec], task_config, cache / "data", seed=data_seed, model=info)
+                     for label, spec in zip(_unique_names([_dataset_label(spec) for spec in datasets]), datasets)}
         if index == 0:
-            ledger.add(eval_set.skipped, split="test", stage="load")
-        logger.info("evaluating %s on %d items and %d benchmark(s)", name, len(eval_set.samples), len(benches))
+            ledger.add([row for eval_set in eval_sets.values() for row in eval_set.skipped], split="test", stage="load")
+        logger.info("evaluating %s on %d dataset(s) and %d benchmark(s)", name, len(eval_sets), len(benches))
         results[name] = _evaluate_model(
-            model_paths[name], config, eval_set, benches, options, device=pick_device(device), engine=engine,
+            model_paths[name], config, eval_sets, benches, options, device=pick_device(device), engine=engine,
             rewards=reward_policy(task_config), benchmark_max_new_tokens=benchmark_max_new_tokens, **engine_options,
         )
         model_out = out / "models" / f"{index + 1}-{_slug(name)}"
@@ -153,12 +154,13 @@ def score_predictions(
 
 
 def _evaluate_model(
-    path: str, config: ModelConfig, eval_set: SampleSet, benches: Sequence[BenchmarkSet], options: EvalOptions, *,
-    device: torch.device, engine: str, rewards: RewardPolicy, benchmark_max_new_tokens: int | None,
-    **engine_options: Any,
+    path: str, config: ModelConfig, eval_sets: Mapping[str, SampleSet], benches: Sequence[BenchmarkSet],
+    options: EvalOptions, *, device: torch.device, engine: str, rewards: RewardPolicy,
+    benchmark_max_new_tokens: int | None, **engine_options: Any,
 ) -> EvalResult:
-    """Load one model, evaluate it on the task samples then each benchmark (under its own token limit),
-    and free it again before the next one loads."""
+    """Load one model, evaluate it on each dataset's task samples (labelled with their dataset when there
+    are several, for per-dataset results) then each benchmark (under its own token limit), and free it
+    again before the next one loads."""
     started = time.perf_counter()
     policy, processor = load_model_and_processor(
         path, dtype=config.dtype, attn_implementation=config.attn_implementation,
@@ -168,10 +170,14 @@ def _evaluate_model(
     require_budgets_fit(config, policy, processor)
     rollout = ENGINES.get(engine)(policy, processor, budgets=media_budgets(config, processor), **engine_options)
     parts = []
-    if eval_set.samples or eval_set.skipped:
-        parts.append(evaluate_policy(
+    for label, eval_set in eval_sets.items():
+        part = evaluate_policy(
             rollout, eval_set.samples, eval_set.tasks, options, skipped=eval_set.skipped, reward_policy=rewards
-        ))
+        )
+        if len(eval_sets) > 1:
+            for item in part.items:
+                item.categories["dataset"] = label
+        parts.append(part)
     for bench in benches:
         limit = benchmark_max_new_tokens or bench.benchmark.generation_limit(bench.style)
         part = evaluate_policy(rollout, bench.samples, {bench.name: bench.score},
@@ -246,13 +252,18 @@ def held_out_datasets(config: Config) -> list[DatasetConfig]:
     return [dataclasses.replace(spec, limit=_smaller(spec.limit, config.eval.limit)) for spec in config.data.test]
 
 
-def _unique_names(models: Sequence[str]) -> list[str]:
-    """The model strings, a repeated one suffixed ``#2``, ``#3``... so each gets its own column."""
-    names = []
-    for index, model in enumerate(models):
-        earlier = list(models[:index]).count(model)
-        names.append(model if earlier == 0 else f"{model}#{earlier + 1}")
-    return names
+def _dataset_label(spec: DatasetConfig) -> str:
+    """How a dataset is named in per-dataset results: its path, or its generator recipe."""
+    return spec.path or f"recipe {spec.recipe}"
+
+
+def _unique_names(names: Sequence[str]) -> list[str]:
+    """The names (models, datasets), a repeated one suffixed ``#2``, ``#3``... so each gets its own column."""
+    unique = []
+    for index, name in enumerate(names):
+        earlier = list(names[:index]).count(name)
+        unique.append(name if earlier == 0 else f"{name}#{earlier + 1}")
+    return unique
 
 
 def _slug(name: str) -> str:
