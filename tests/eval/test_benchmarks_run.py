@@ -29,11 +29,15 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_both_published_layouts_of_mathvista_give_the_same_items(files):
+def test_the_published_layouts_of_mathvista_give_the_same_items(files):
     benchmark = BENCHMARKS.get("mathvista_testmini")
     from_parquet, skipped = benchmark.read(str(files["mathvista_testmini"]), "testmini")
     from_json, _ = benchmark.read(str(files["mathvista_json"]), "testmini")
+    as_lines = files["mathvista_json"].with_suffix(".jsonl")  # the same rows as JSON lines, images beside them
+    as_lines.write_text("\n".join(json.dumps(row) for row in json.loads(files["mathvista_json"].read_text()).values()))
+    from_lines, _ = benchmark.read(str(as_lines), "testmini")
     assert not skipped and [i.id for i in from_parquet] == [i.id for i in from_json] == ["1", "2", "3", "4", "5"]
+    assert [i.images for i in from_lines] == [i.images for i in from_json]
     assert [benchmark.official_prompt(i) for i in from_parquet] == [benchmark.official_prompt(i) for i in from_json]
     assert from_parquet[2].fields["precision"] == 1 and from_parquet[2].answer == "1.5"
     assert "(Unit: cm)" in benchmark.official_prompt(from_parquet[2])
