@@ -65,7 +65,7 @@ class MathVista(Benchmark):
     max_new_tokens = 1024
     layout = (
         "Hub AI4Math/MathVista: data/<split>-*.parquet (decoded_image bytes); "
-        "or the GitHub release: data/<split>.json + data/images/"
+        "or the GitHub release: data/<split>.json + data/images/ (or its rows as JSON lines)"
     )
 
     def item(self, raw: Mapping[str, Any], item_id: str, folder: Path | None, path: str) -> Item:
@@ -146,10 +146,10 @@ def read_answer(response: str, fields: Mapping[str, Any]) -> str:
     reading, where the reference asks an LLM: the last ``\\boxed{}``, else the text after the last
     lead-in ("answer is", "Answer:", "best option:"), else the whole response; then for a
     multiple-choice question a lone letter (any case, bare or in ``(B)``/``B.``), the letter of a
-    letter followed by text (``(B) Moved right.``), an option's text, or the only ``(X)`` named (two named:
-    none); for a number, the last
-    number in it (thousands commas removed, units dropped); for a list, the last ``[...]``.
-    Nothing found: "" (the scorer then maps a multiple-choice answer to the closest option).
+    letter followed by text (``(B) Moved right.``), an option's text, or the only ``(X)`` named
+    (two named: none); for a number, the last number in it (thousands commas removed, units
+    dropped); for a list, the last ``[...]``. Nothing found: "" (the scorer then maps a
+    multiple-choice answer to the closest option).
     """
     response = response.strip()
     official = reference_steps(response, fields)
@@ -258,7 +258,8 @@ def _fallback(extraction: Any, fields: Mapping[str, Any]) -> str:
     text = str(extraction).strip()
     named = re.search(r"\(([a-zA-Z])\)", text)
     letter = named.group(1).upper() if named else text
-    return "" if text in fields["choices"] or letter in [chr(65 + i) for i in range(len(fields["choices"]))] else "closest option"
+    letters = [chr(65 + i) for i in range(len(fields["choices"]))]
+    return "" if text in fields["choices"] or letter in letters else "closest option"
 
 
 def closest(text: str, choices: list[str]) -> str:
