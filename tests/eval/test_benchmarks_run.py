@@ -186,3 +186,18 @@ def test_a_missing_precision_stored_as_nan_reads_as_none(tmp_path):
     folder = published.write_mathvista_parquet(tmp_path / "MathVista", rows)
     items, skipped = BENCHMARKS.get("mathvista_testmini").read(str(folder), "testmini")
     assert not skipped and [item.fields["precision"] for item in items] == [None, None, 1, None, None]
+
+
+def test_mmmu_test_answers_are_hidden_and_its_submission_is_letters_and_responses(tmp_path):
+    rows = {subject: [{**row, "id": row["id"].replace("validation", "test"), "answer": "?"} for row in subject_rows]
+            for subject, subject_rows in published.MMMU_ROWS.items()}
+    folder = published.write_mmmu(tmp_path / "MMMU", rows, split="test")
+    predictions = tmp_path / "preds.jsonl"
+    predictions.write_text("\n".join(json.dumps(line) for line in [
+        {"id": "test_Accounting_1", "completion": "The answer is (B)."},
+        {"id": "test_Accounting_2", "completion": "The ratio is 3.5."},
+    ]))
+    assert main(["eval", "--predictions", str(predictions), "--benchmark", f"mmmu_test={folder}",
+                 "--out", str(tmp_path / "out"), "log.progress_bar=false"]) == 0
+    submission = json.loads((tmp_path / "out" / "submission-mmmu_test.json").read_text())
+    assert submission == {"test_Accounting_1": "B", "test_Accounting_2": "The ratio is 3.5."}
