@@ -13,10 +13,7 @@ from peft import LoraConfig as PeftLoraConfig
 from peft import PeftModel, get_peft_model
 
 from mmgrpo.config import Config
-from mmgrpo.inputs import (  # noqa: F401  (re-exported: the trainer's callers read them from here)
-    SampleSet, build_task, generate_dataset, load_samples, media_budgets, pick_device, resize_factor,
-    resolve_model_path, reward_policy, task_model_info, task_samples,
-)
+from mmgrpo.inputs import media_budgets, reward_policy
 from mmgrpo.models.budget_limits import require_budgets_fit
 from mmgrpo.models.compat import enable_activation_checkpointing
 from mmgrpo.models.loading import load_model_and_processor
