@@ -38,7 +38,7 @@ from transformers import DynamicCache
 from mmgrpo.models.adapters import adapter_for
 from mmgrpo.models.batch import attach_completions, build_prompt_batch
 from mmgrpo.models.compat import cache_argument
-from mmgrpo.trainer.setup import media_budgets
+from mmgrpo.inputs import media_budgets
 
 DEFAULT_SHAPES = ("32x8x6", "4x8x32", "1x8x32", "4x8x128", "4x8x512")
 

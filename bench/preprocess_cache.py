@@ -26,7 +26,8 @@ from mmgrpo.config import load_config
 from mmgrpo.models.prompt_cache import open_prompt_cache
 from mmgrpo.trainer import sft as sft_module
 from mmgrpo.trainer.grpo import GRPOTrainer
-from mmgrpo.trainer.setup import load_policy, load_samples, media_budgets, resolve_model_path, task_model_info
+from mmgrpo.inputs import load_samples, media_budgets, resolve_model_path, task_model_info
+from mmgrpo.trainer.setup import load_policy
 from mmgrpo.trainer.sft import run_sft, sft_examples
 
 SETTINGS = ("off", "cold", "warm")

@@ -18,7 +18,7 @@ import torch
 from mmgrpo.config import Config, load_config
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.models.tiny import make_tiny
-from mmgrpo.trainer.setup import SampleSet, load_samples, task_model_info
+from mmgrpo.inputs import SampleSet, load_samples, task_model_info
 
 MODEL_FAMILY = "qwen2_5_vl"
 DATASET_SIZE = 64  # generated clevr_count examples; prompts are drawn from the train split

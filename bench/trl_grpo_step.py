@@ -28,7 +28,8 @@ from typing import Any
 
 from step_setup import BenchInputs, StepRecord, build_inputs, parse_args, print_summary
 
-from mmgrpo.trainer.setup import media_budgets, scoring_rule
+from mmgrpo.inputs import media_budgets
+from mmgrpo.trainer.setup import scoring_rule
 from mmgrpo.types import Sample
 from processors.image import load_image
 from tasks.scoring import score_completions

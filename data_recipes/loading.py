@@ -33,6 +33,9 @@ class DatasetSpec:
     split: str = "train"
     adapter: str | None = None
     """Adapter name; None detects it from the columns (an error lists candidates when ambiguous)."""
+    adapter_args: Mapping[str, Any] = field(default_factory=dict)
+    """``{"columns": {field: column}}``: read a custom table's ``column`` as the canonical ``field``
+    (``problem``, ``answer``, ``image``, ...); only mapped columns (and ``id``) are read."""
     limit: int | None = None
     """Stop after this many good rows."""
     media_root: str | None = None
@@ -71,6 +74,18 @@ def _choose_adapter(name: str | None, columns: Iterable[str], info: Mapping[str,
     return ADAPTERS.get("canonical") if info is not None else detect_adapter(columns)
 
 
+def column_mapping(adapter_args: Mapping[str, Any], columns: Iterable[str]) -> dict[str, str]:
+    """The ``columns`` mapping of ``adapter_args`` (field -> column), checked against the table's columns."""
+    unknown = sorted(set(adapter_args) - {"columns"})
+    if unknown:
+        raise ValueError(f"adapter_args takes only 'columns' (field -> column), got {unknown}")
+    mapping = {str(f): str(c) for f, c in dict(adapter_args.get("columns") or {}).items()}
+    missing = sorted(set(mapping.values()) - set(columns))
+    if missing:
+        raise ValueError(f"adapter_args.columns names columns the table lacks: {missing}; its columns: {sorted(columns)}")
+    return mapping
+
+
 def _row_id(raw: Mapping[str, Any], index: int) -> str:
     return str(raw["id"]) if raw.get("id") is not None else str(index)
 
@@ -84,7 +99,9 @@ def load_rows(spec: DatasetSpec | str | Path, **options: Any) -> LoadedRows:
     spec = dataclasses.replace(spec, **options) if isinstance(spec, DatasetSpec) else DatasetSpec(str(spec), **options)
     dataset, directory = open_split(spec.path, spec.split)
     info = read_info(directory) if directory is not None else None
-    adapter = _choose_adapter(spec.adapter, dataset.column_names, info)
+    mapping = column_mapping(spec.adapter_args, dataset.column_names)
+    columns = [*mapping, *(["id"] if "id" in dataset.column_names else [])] if mapping else dataset.column_names
+    adapter = _choose_adapter(spec.adapter, columns, info)
     search_dirs = tuple(Path(d) for d in (spec.media_root, directory) if d is not None)
     resolver = MediaResolver(search_dirs, Path(spec.media_cache) if spec.media_cache else None, spec.check_media)
     source = f"{spec.path} [{spec.split}]"
@@ -94,6 +111,8 @@ def load_rows(spec: DatasetSpec | str | Path, **options: Any) -> LoadedRows:
             break
         row_id = _row_id(raw, index)
         try:
+            if mapping:
+                raw = {**({"id": raw["id"]} if "id" in raw else {}), **{f: raw[c] for f, c in mapping.items()}}
             loaded.rows.append(resolver.resolve_row({**adapter.convert(raw), "id": row_id}))
         except BadRow as error:
             loaded.skipped.append(SkippedRow(row_id, source, error.reason, error.detail))

@@ -1,11 +1,14 @@
-"""Benchmark runs: a model (or checkpoint) on one or more tasks, greedy and pass@k, with reports.
+"""Benchmark runs: a model (or checkpoint) on one or more tasks and published benchmarks, greedy
+and pass@k, with reports.
 
 ``evaluate_policy`` scores whatever a rollout engine samples (the trainer calls it on the
-live policy); ``run`` loads models and datasets and writes ``results.json``, ``report.md``,
-``samples.jsonl`` and a chart (``mmgrpo eval``); ``comparison_table`` puts results side by side.
+live policy); ``run`` loads models, datasets and benchmarks (:mod:`eval.benchmarks`) and writes
+``results.json``, ``report.md``, ``samples.jsonl`` and a chart (``mmgrpo eval``);
+``score_predictions`` scores saved completions on benchmarks without a model;
+``comparison_table`` puts results side by side.
 """
 
-from eval.benchmark import run, run_config
+from eval.benchmark import run, run_config, score_predictions
 from eval.report import comparison_table, write_outputs
 from eval.results import CompletionRecord, EvalOptions, EvalResult, ItemRecord
 from eval.runner import evaluate_policy
@@ -19,5 +22,6 @@ __all__ = [
     "evaluate_policy",
     "run",
     "run_config",
+    "score_predictions",
     "write_outputs",
 ]

@@ -1,10 +1,12 @@
-"""``run``: benchmark one or more models (or checkpoints) on task/dataset pairs, write the reports.
+"""``run``: benchmark one or more models (or checkpoints) on task/dataset pairs and published
+benchmarks, write the reports; ``score_predictions``: score saved completions without a model.
 
 Each model is loaded the way the trainer loads its policy, wrapped in a rollout engine
 and evaluated on the same samples; per-model outputs go to ``OUT/models/<i>-<name>/``,
 the side-by-side comparison to ``OUT/`` (see :mod:`eval.report`), every item left out (at
-load or by the batch builder) to ``OUT/skipped_rows.jsonl``. ``run_config`` does the
-same from an mmgrpo :class:`~mmgrpo.config.Config` (what ``mmgrpo eval`` builds).
+load or by the batch builder) to ``OUT/skipped_rows.jsonl``. Each benchmark is generated under
+its own token limit (unless one is given) and scored by its own rules (:mod:`eval.benchmarks`).
+``run_config`` does the same from an mmgrpo :class:`~mmgrpo.config.Config` (what ``mmgrpo eval`` builds).
 """
 
 from __future__ import annotations
@@ -14,25 +16,30 @@ import gc
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from eval.benchmarks.base import Ask, PromptStyle
+from eval.benchmarks.runs import (
+    BenchmarkSet, SavedCompletions, load_benchmark, read_predictions, with_predictions, write_submissions,
+)
 from eval.report import write_outputs
 from eval.results import EvalOptions, EvalResult
 from eval.runner import evaluate_policy
-from mmgrpo.config import Config, DatasetConfig, ModelConfig, TaskConfig
+from mmgrpo.config import BenchmarkConfig, Config, DatasetConfig, ModelConfig, TaskConfig
 from mmgrpo.models.budget_limits import require_budgets_fit
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.rollout.base import ENGINES
 from mmgrpo.models.prompt_cache import PromptCache, open_prompt_cache
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
-from mmgrpo.trainer.setup import (
+from mmgrpo.inputs import (
     SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, reward_policy, task_model_info,
 )
 from tasks.reward_calls import RewardPolicy
+from tasks.reward_models import RewardModel
 
 logger = logging.getLogger(__name__)
 
@@ -54,18 +61,26 @@ def run(
     cache_dir: str | Path | None = None,
     data_seed: int = 0,
     prompt_cache: PromptCache | None = None,
+    benchmarks: Sequence[BenchmarkConfig] = (),
+    prompt_style: PromptStyle = "official",
+    benchmark_max_new_tokens: int | None = None,
+    judge: Ask | None = None,
 ) -> dict[str, EvalResult]:
-    """Evaluate every model in ``models`` on ``datasets``; returns model -> result.
+    """Evaluate every model in ``models`` on ``datasets`` and ``benchmarks``; returns model -> result.
 
     ``models``: local folders, Hub ids or ``tiny:<family>``. ``datasets``: each a path (or
     a generator recipe) with its split, task, adapter and row limit. ``model`` gives the
     dtype, media budgets and tiny-model options shared by all models; ``task`` the
     default task and prompt style. Datasets generated from a recipe (and tiny models) are
     cached under ``cache_dir`` (default ``out_dir/_cache``); encoded prompts in ``prompt_cache``
-    (the preprocessing cache) when the engine decodes from encoded tensors.
+    (the preprocessing cache) when the engine decodes from encoded tensors. Benchmarks are asked
+    in ``prompt_style`` and generated under ``benchmark_max_new_tokens`` (None: each its own limit);
+    ``judge`` extracts the answers a benchmark's rules cannot read where its reference uses an LLM.
     """
     if not models:
         raise ValueError("run needs at least one model")
+    if not datasets and not benchmarks:
+        raise ValueError("run needs a dataset or a benchmark")
     out = Path(out_dir)
     cache = Path(cache_dir) if cache_dir is not None else out / CACHE_DIR_NAME
     options = options or EvalOptions()
@@ -76,20 +91,24 @@ def run(
         engine_options["cache"] = prompt_cache
     results: dict[str, EvalResult] = {}
     model_paths: dict[str, str] = {}
+    benches = [load_benchmark(spec, prompt_style, think=task_config.think, ask=judge) for spec in benchmarks]
     for index, name in enumerate(_unique_names(models)):
         config = dataclasses.replace(model_config, name_or_path=models[index])
         model_paths[name] = resolve_model_path(config, cache / "models", options.seed)
         # Built per model: a task sees images at the size this model sees them, in its coordinate system.
-        eval_set = load_samples(list(datasets), task_config, cache / "data", seed=data_seed,
-                                model=task_model_info(config, model_paths[name]))
+        info = task_model_info(config, model_paths[name])
+        eval_sets = {label: load_samples([spec], task_config, cache / "data", seed=data_seed, model=info)
+                     for label, spec in zip(_unique_names([_dataset_label(spec) for spec in datasets]), datasets)}
         if index == 0:
-            ledger.add(eval_set.skipped, split="test", stage="load")
-        logger.info("evaluating %s on %d items", name, len(eval_set.samples))
+            ledger.add([row for eval_set in eval_sets.values() for row in eval_set.skipped], split="test", stage="load")
+        logger.info("evaluating %s on %d dataset(s) and %d benchmark(s)", name, len(eval_sets), len(benches))
         results[name] = _evaluate_model(
-            model_paths[name], config, eval_set, options, device=pick_device(device), engine=engine,
-            rewards=reward_policy(task_config), **engine_options,
+            model_paths[name], config, eval_sets, benches, options, device=pick_device(device), engine=engine,
+            rewards=reward_policy(task_config), benchmark_max_new_tokens=benchmark_max_new_tokens, **engine_options,
         )
-        results[name].write(out / "models" / f"{index + 1}-{_slug(name)}", model_name=name)
+        model_out = out / "models" / f"{index + 1}-{_slug(name)}"
+        results[name].write(model_out, model_name=name)
+        write_submissions(model_out, results[name], benches)
         ledger.add(results[name].skipped, split="test", stage="eval")
     settings = {
         "models": model_paths,
@@ -100,16 +119,48 @@ def run(
         "engine": engine,
         "max_prompt_tokens": max_prompt_tokens,
         "data_seed": data_seed,
+        "benchmarks": [dataclasses.asdict(spec) for spec in benchmarks],
+        "prompt_style": prompt_style,
+        "judge": judge is not None,
     }
     write_outputs(out, results, config=settings)
     return results
 
 
+def score_predictions(
+    predictions: str | Path, benchmarks: Sequence[BenchmarkConfig], out_dir: str | Path, *,
+    options: EvalOptions | None = None, prompt_style: PromptStyle = "official", think: bool = True,
+    judge: Ask | None = None,
+) -> dict[str, EvalResult]:
+    """Score saved completions (JSON lines: item id + completion, from any system) on ``benchmarks``
+    with the same scorer a model run uses; no model is loaded. Items without a prediction are
+    skipped as ``no prediction``. Returns {predictions file name: result}."""
+    if not benchmarks:
+        raise ValueError("scoring predictions needs at least one benchmark (eval.benchmarks / --benchmark)")
+    texts = read_predictions(predictions)
+    options = options or EvalOptions()
+    engine = SavedCompletions(texts)
+    benches = [with_predictions(load_benchmark(spec, prompt_style, think=think, ask=judge), texts, str(predictions))
+               for spec in benchmarks]
+    parts = [evaluate_policy(engine, bench.samples, {bench.name: bench.score}, options, skipped=bench.skipped)
+             for bench in benches]
+    name = Path(predictions).name
+    results = {name: EvalResult.merged(parts)}
+    write_outputs(out_dir, results, config={"predictions": str(predictions), "prompt_style": prompt_style,
+                                            "benchmarks": [dataclasses.asdict(spec) for spec in benchmarks],
+                                            "judge": judge is not None})
+    write_submissions(out_dir, results[name], benches)
+    return results
+
+
 def _evaluate_model(
-    path: str, config: ModelConfig, eval_set: SampleSet, options: EvalOptions, *,
-    device: torch.device, engine: str, rewards: RewardPolicy, **engine_options: Any,
+    path: str, config: ModelConfig, eval_sets: Mapping[str, SampleSet], benches: Sequence[BenchmarkSet],
+    options: EvalOptions, *, device: torch.device, engine: str, rewards: RewardPolicy,
+    benchmark_max_new_tokens: int | None, **engine_options: Any,
 ) -> EvalResult:
-    """Load one model, evaluate it, and free it again before the next one loads."""
+    """Load one model, evaluate it on each dataset's task samples (labelled with their dataset when there
+    are several, for per-dataset results) then each benchmark (under its own token limit), and free it
+    again before the next one loads."""
     started = time.perf_counter()
     policy, processor = load_model_and_processor(
         path, dtype=config.dtype, attn_implementation=config.attn_implementation,
@@ -118,9 +169,22 @@ def _evaluate_model(
     load_seconds = time.perf_counter() - started
     require_budgets_fit(config, policy, processor)
     rollout = ENGINES.get(engine)(policy, processor, budgets=media_budgets(config, processor), **engine_options)
-    result = evaluate_policy(
-        rollout, eval_set.samples, eval_set.tasks, options, skipped=eval_set.skipped, reward_policy=rewards
-    )
+    parts = []
+    for label, eval_set in eval_sets.items():
+        part = evaluate_policy(
+            rollout, eval_set.samples, eval_set.tasks, options, skipped=eval_set.skipped, reward_policy=rewards
+        )
+        if len(eval_sets) > 1:
+            for item in part.items:
+                item.categories["dataset"] = label
+        parts.append(part)
+    for bench in benches:
+        limit = benchmark_max_new_tokens or bench.benchmark.generation_limit(bench.style)
+        part = evaluate_policy(rollout, bench.samples, {bench.name: bench.score},
+                               dataclasses.replace(options, max_new_tokens=limit), skipped=bench.skipped)
+        part.limits[bench.name] = limit
+        parts.append(part)
+    result = EvalResult.merged(parts)
     result.timings["load_seconds"] = load_seconds
     del policy, processor, rollout
     gc.collect()
@@ -129,12 +193,20 @@ def _evaluate_model(
     return result
 
 
-def run_config(config: Config, out_dir: str | Path, models: Sequence[str] | None = None) -> dict[str, EvalResult]:
-    """:func:`run` with everything taken from ``config``: ``data.test`` are the datasets (each
-    capped at ``eval.limit`` rows), ``eval.*`` the options, ``models`` default to ``model.name_or_path``."""
+def run_config(
+    config: Config, out_dir: str | Path, models: Sequence[str] | None = None, *, explicit_data: bool = False
+) -> dict[str, EvalResult]:
+    """:func:`run` with everything taken from ``config``: ``eval.benchmarks``, and ``data.test`` as the
+    datasets (each capped at ``eval.limit`` rows; with benchmarks only when ``explicit_data``),
+    ``eval.*`` the options, ``models`` default to ``model.name_or_path``. With ``eval.predictions``
+    the saved completions are scored on the benchmarks instead (:func:`score_predictions`)."""
+    if config.eval.predictions:
+        return score_predictions(config.eval.predictions, config.eval.benchmarks, out_dir,
+                                 options=eval_options(config), prompt_style=config.eval.prompt_style,
+                                 think=config.task.think, judge=answer_judge(config))
     return run(
         list(models or [config.model.name_or_path]),
-        held_out_datasets(config),
+        [] if config.eval.benchmarks and not explicit_data else held_out_datasets(config),
         out_dir,
         options=eval_options(config),
         model=config.model,
@@ -146,7 +218,21 @@ def run_config(config: Config, out_dir: str | Path, models: Sequence[str] | None
         cache_dir=config.data.dir,
         data_seed=config.data.seed,
         prompt_cache=open_prompt_cache(config),
+        benchmarks=config.eval.benchmarks,
+        prompt_style=config.eval.prompt_style,
+        benchmark_max_new_tokens=config.eval.max_new_tokens,
+        judge=answer_judge(config),
     )
+
+
+def answer_judge(config: Config) -> Ask | None:
+    """The ``task.reward_models`` entry ``eval.judge`` names, as a question -> reply function; None when unset."""
+    if config.eval.judge is None:
+        return None
+    entries = {entry.name: entry for entry in config.task.reward_models}
+    if config.eval.judge not in entries:
+        raise ValueError(f"eval.judge {config.eval.judge!r} names no task.reward_models entry; entries: {sorted(entries)}")
+    return RewardModel(entries[config.eval.judge]).ask
 
 
 def eval_options(config: Config) -> EvalOptions:
@@ -166,13 +252,18 @@ def held_out_datasets(config: Config) -> list[DatasetConfig]:
     return [dataclasses.replace(spec, limit=_smaller(spec.limit, config.eval.limit)) for spec in config.data.test]
 
 
-def _unique_names(models: Sequence[str]) -> list[str]:
-    """The model strings, a repeated one suffixed ``#2``, ``#3``... so each gets its own column."""
-    names = []
-    for index, model in enumerate(models):
-        earlier = list(models[:index]).count(model)
-        names.append(model if earlier == 0 else f"{model}#{earlier + 1}")
-    return names
+def _dataset_label(spec: DatasetConfig) -> str:
+    """How a dataset is named in per-dataset results: its path, or its generator recipe."""
+    return spec.path or f"recipe {spec.recipe}"
+
+
+def _unique_names(names: Sequence[str]) -> list[str]:
+    """The names (models, datasets), a repeated one suffixed ``#2``, ``#3``... so each gets its own column."""
+    unique = []
+    for index, name in enumerate(names):
+        earlier = list(names[:index]).count(name)
+        unique.append(name if earlier == 0 else f"{name}#{earlier + 1}")
+    return unique
 
 
 def _slug(name: str) -> str:

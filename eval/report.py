@@ -52,6 +52,9 @@ def model_entry(result: EvalResult) -> dict[str, Any]:
             "rows": [dataclasses.asdict(row) for row in result.skipped],
         },
         "timings": result.timings,
+        "limits": {task: result.limit_of(task) for task in result.tasks()},
+        "categories": result.by_category(),
+        "warnings": result.truncation_warnings(),
     }
 
 
@@ -69,7 +72,10 @@ def sample_rows(model_name: str, result: EvalResult) -> Iterator[dict[str, Any]]
                 "answer": item.answer,
                 "completion": completion.text,
                 "parsed_answer": completion.parsed_answer,
-                "metric": completion.metric,
+                **({"extracted": completion.extracted} if completion.extracted is not None else {}),
+                **({"note": completion.note} if completion.note else {}),
+                **({"categories": item.categories} if item.categories else {}),
+                "metric": _nan_to_null(completion.metric),  # null: a hidden answer
                 "rewards": completion.rewards,
                 "reward": completion.reward,
                 "n_tokens": completion.n_tokens,
@@ -105,6 +111,7 @@ def markdown_report(results: Mapping[str, EvalResult], *, chart: str = OUTPUT_FI
             f"Decoding: {decoding}, {options.samples} completion(s) per item, "
             f"at most {options.max_new_tokens} new tokens, seed {options.seed}."
         ),
+        *token_limit_lines(results),
         f"Intervals: {options.confidence:.0%} (Wilson for 0/1 scores, percentile bootstrap otherwise).",
         "",
         "## Results",
@@ -113,6 +120,8 @@ def markdown_report(results: Mapping[str, EvalResult], *, chart: str = OUTPUT_FI
         "",
         f"![accuracy by task]({chart})",
         "",
+        *warning_lines(results),
+        *category_sections(results),
         "## Datasets and skipped rows",
         "",
         "| model | task | items | fingerprint |",
@@ -128,6 +137,36 @@ def markdown_report(results: Mapping[str, EvalResult], *, chart: str = OUTPUT_FI
         seconds = result.timings.get("total_seconds", math.nan)
         lines.append(f"| {name} | {len(result.skipped)} | {reasons} | {seconds:.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def token_limit_lines(results: Mapping[str, EvalResult]) -> list[str]:
+    """A line naming each benchmark's own token limit, where one was generated under its own."""
+    limits = {task: limit for result in results.values() for task, limit in result.limits.items()}
+    return [f"Token limits: {', '.join(f'{task} {limit}' for task, limit in limits.items())}."] if limits else []
+
+
+def warning_lines(results: Mapping[str, EvalResult]) -> list[str]:
+    """A "Warnings" section listing every task or benchmark whose completions often hit the token cap."""
+    lines = [f"- {name}: {line}" for name, result in results.items() for line in result.truncation_warnings()]
+    return ["## Warnings", "", *lines, ""] if lines else []
+
+
+def category_sections(results: Mapping[str, EvalResult]) -> list[str]:
+    """Per benchmark and category key, a table of accuracy per label: one column per model."""
+    tables = {name: result.by_category() for name, result in results.items()}
+    lines: list[str] = []
+    for task in dict.fromkeys(task for table in tables.values() for task in table):
+        lines += [f"## {task} by category", ""]
+        keys = dict.fromkeys(key for table in tables.values() for key in table.get(task, {}))
+        for key in keys:
+            labels = dict.fromkeys(label for table in tables.values() for label in table.get(task, {}).get(key, {}))
+            lines += [f"| {key} | n | " + " | ".join(tables) + " |", "|---|---|" + "---|" * len(tables)]
+            for label in sorted(labels):
+                cells = [table.get(task, {}).get(key, {}).get(label) for table in tables.values()]
+                n = next(int(cell["n"]) for cell in cells if cell)
+                lines.append(f"| {label} | {n} | " + " | ".join(_cell(c, "accuracy") if c else "-" for c in cells) + " |")
+            lines.append("")
+    return lines
 
 
 def plot_comparison(results: Mapping[str, EvalResult], path: Path) -> Path:

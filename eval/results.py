@@ -11,11 +11,14 @@ Summary definitions (per task under ``"<task>/..."`` and over all items without 
 - ``pass@j`` (j = 1, 2, 4, ... and k, with k > 1 samples): mean over items of the unbiased
   estimator, a completion being correct when its metric reaches ``correct_threshold``;
 - ``mean@k``: mean over items of the average metric of the k completions;
-- ``format_rate``, ``mean_length`` (tokens), ``truncation_rate``: over ALL completions
+- ``format_rate`` (tasks), ``mean_length`` (tokens), ``truncation_rate``: over ALL completions
   (the format interval is over items, each an average of its k completions);
 - ``reward/<name>``: mean over items of each reward's average over the item's completions
   (a reward that failed on a completion is left out of that average), e.g. ``reward/iou``,
   the mean IoU of a grounding task whose accuracy counts boxes with IoU above a threshold;
+- ``notes/<note>`` (benchmarks): share of completions a benchmark read other than plainly: by its
+  fallback where it found no answer (``random choice``: MMMU's seeded letter; ``closest option``:
+  MathVista's nearest option text) or by a judge model (``judge-extracted``, ``eval.judge``);
 - ``n``: items evaluated; ``skipped``: rows left out (bad data, prompts too long);
 - ``<metric>_ci_low`` / ``<metric>_ci_high``: the confidence interval of a mean.
 """
@@ -36,6 +39,7 @@ from eval import metrics
 from mmgrpo.rollout.base import SamplingParams
 
 FORMAT_REWARD = "format"  # the registered reward whose rate is reported as format_rate
+TRUNCATION_WARNING = 0.1  # more than this share of completions at the token cap is warned about
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,10 @@ class CompletionRecord:
     """Each reward component of the task (plus ``format``), unweighted."""
     reward: float
     """The weighted total of the task's rewards."""
+    extracted: Any = None
+    """A benchmark's reading of the completion before normalisation (``parsed_answer`` is the normalised one)."""
+    note: str = ""
+    """How a benchmark read the answer when not plainly (e.g. ``random choice``)."""
 
 
 @dataclass
@@ -112,6 +120,8 @@ class ItemRecord:
     """Rewards that failed on a completion (scored None there): reward, completion, kind, detail."""
     prompt: str = ""
     """The user's text of the prompt (its media are in ``media``)."""
+    categories: dict[str, Any] = field(default_factory=dict)
+    """A benchmark item's category labels (key -> label or list of labels), for per-category results."""
 
     def n_correct(self, threshold: float) -> int:
         return sum(completion.metric >= threshold for completion in self.completions)
@@ -125,6 +135,56 @@ class EvalResult:
     items: list[ItemRecord]
     skipped: list[SkippedRow] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    limits: dict[str, int] = field(default_factory=dict)
+    """Task or benchmark -> the max_new_tokens its completions were generated under (when not ``options``')."""
+
+    @classmethod
+    def merged(cls, parts: Sequence[EvalResult]) -> EvalResult:
+        """One result holding every part's items, skipped rows and limits; timings summed."""
+        timings: Counter[str] = Counter()
+        for part in parts:
+            timings.update(part.timings)
+        return cls(
+            options=parts[0].options,
+            items=[item for part in parts for item in part.items],
+            skipped=[row for part in parts for row in part.skipped],
+            timings=dict(timings),
+            limits={task: limit for part in parts for task, limit in part.limits.items()},
+        )
+
+    def limit_of(self, task: str) -> int:
+        """The max_new_tokens ``task``'s completions were generated under."""
+        return self.limits.get(task, self.options.max_new_tokens)
+
+    def truncation_warnings(self, threshold: float = TRUNCATION_WARNING) -> list[str]:
+        """One line per task or benchmark where more than ``threshold`` of completions stopped at the cap."""
+        lines = []
+        for task in self.tasks():
+            completions = [c for item in self.items if item.task == task for c in item.completions]
+            rate = metrics.mean([float(c.truncated) for c in completions])
+            if rate > threshold:
+                lines.append(
+                    f"{task}: {rate:.0%} of completions stopped at the {self.limit_of(task)}-token cap "
+                    f"(more than {threshold:.0%}); their answers may be cut off: raise eval.max_new_tokens"
+                )
+        return lines
+
+    def by_category(self) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+        """Per task/benchmark, per category key, per label: ``n``, ``accuracy`` and its interval
+        (first completions; an item with several labels of one key counts under each)."""
+        with_ci = _interval_adder(self.options)
+        table: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+        for item in self.items:
+            for key, labels in item.categories.items():
+                for label in labels if isinstance(labels, (list, tuple)) else [labels]:
+                    table.setdefault(item.task, {}).setdefault(key, {}).setdefault(label, []).append(item)
+        for keys in table.values():
+            for labels in keys.values():
+                for label, items in labels.items():
+                    numbers: dict[str, float] = {"n": len(items)}
+                    with_ci(numbers, "accuracy", [item.completions[0].metric for item in items])
+                    labels[label] = numbers
+        return table
 
     def tasks(self) -> list[str]:
         """Task names in first-seen order."""
@@ -168,6 +228,7 @@ class EvalResult:
             items=items,
             skipped=[SkippedRow(**row) for row in data.get("skipped", [])],
             timings=dict(data.get("timings", {})),
+            limits=dict(data.get("limits", {})),
         )
 
     def write(self, out_dir: str | Path, model_name: str) -> dict[str, Path]:
@@ -193,11 +254,14 @@ def summarize_items(items: Sequence[ItemRecord], options: EvalOptions) -> dict[s
         item_means = [metrics.mean_at_k([c.metric for c in item.completions]) for item in items]
         with_ci(numbers, f"mean@{options.samples}", item_means)
     # Interval over items, not completions: an item's k completions are not independent.
-    format_per_item = [metrics.mean([c.rewards.get(FORMAT_REWARD) or 0.0 for c in item.completions]) for item in items]
-    with_ci(numbers, "format_rate", format_per_item)
+    if any(FORMAT_REWARD in c.rewards for c in completions):  # benchmarks score no format
+        format_per_item = [metrics.mean([c.rewards.get(FORMAT_REWARD) or 0.0 for c in item.completions]) for item in items]
+        with_ci(numbers, "format_rate", format_per_item)
     for name in _reward_names(completions):
         per_item = [_mean_reward(item.completions, name) for item in items]
         with_ci(numbers, f"reward/{name}", [value for value in per_item if value is not None])
+    notes = Counter(note for c in completions for note in c.note.split("; ") if note)
+    numbers |= {f"notes/{note}": count / len(completions) for note, count in sorted(notes.items())}
     numbers["mean_length"] = metrics.mean([c.n_tokens for c in completions])
     numbers["truncation_rate"] = metrics.mean([float(c.truncated) for c in completions])
     return numbers

@@ -10,9 +10,11 @@ decode, a prompt too long) is skipped with the batch builder's reason and the ba
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from tqdm.auto import tqdm
@@ -25,22 +27,29 @@ from tasks import Task, score_completions
 from tasks.reward_calls import RewardPolicy
 from tasks.base import MEDIA_KINDS
 
+logger = logging.getLogger(__name__)
+
+ItemScorer = Callable[[Sample, Sequence[Completion]], ItemRecord]
+"""Scores one prompt's completions its own way (a benchmark's official scorer) instead of a task's rewards."""
+
 
 def evaluate_policy(
     engine: RolloutEngine,
     samples: Sequence[Sample],
-    tasks: Mapping[str, Task],
+    tasks: Mapping[str, Task | ItemScorer],
     options: EvalOptions,
     *,
     skipped: Sequence[SkippedRow] = (),
     reward_policy: RewardPolicy = RewardPolicy(),
 ) -> EvalResult:
-    """Generate ``options.samples`` completions per sample and score each with its task.
+    """Generate ``options.samples`` completions per sample and score each with its task (or, for a
+    benchmark, the :data:`ItemScorer` given under its name).
 
     ``skipped`` are rows the data layer already left out; they are carried into the
     result and counted. An item the batch builder leaves out (bad media, prompt over
     ``max_prompt_len``) or the engine returns nothing for is skipped and counted with its
-    reason too, never scored as a failure.
+    reason too, never scored as a failure. More than 10% of a task's completions cut at
+    ``options.max_new_tokens`` is a logged warning (also in the report).
     """
     missing = sorted({sample.task for sample in samples} - set(tasks))
     if missing:
@@ -54,7 +63,7 @@ def evaluate_policy(
             generate_started = time.perf_counter()
             groups, left_out = generate_or_skip(engine, batch, options.sampling_params(batch_index))
             generation_seconds += time.perf_counter() - generate_started
-            items += [score_item(sample, group, tasks[sample.task], policy=reward_policy) for sample, group in groups]
+            items += [_score(sample, group, tasks[sample.task], reward_policy) for sample, group in groups]
             dropped += left_out
             bar.update(len(batch))
     total_seconds = time.perf_counter() - started
@@ -63,7 +72,14 @@ def evaluate_policy(
         "scoring_seconds": total_seconds - generation_seconds,
         "total_seconds": total_seconds,
     }
-    return EvalResult(options=options, items=items, skipped=[*skipped, *dropped], timings=timings)
+    result = EvalResult(options=options, items=items, skipped=[*skipped, *dropped], timings=timings)
+    for line in result.truncation_warnings():
+        logger.warning("%s", line)
+    return result
+
+
+def _score(sample: Sample, group: Sequence[Completion], judge: Task | ItemScorer, policy: RewardPolicy) -> ItemRecord:
+    return score_item(sample, group, judge, policy=policy) if isinstance(judge, Task) else judge(sample, group)
 
 
 def score_item(
@@ -102,8 +118,13 @@ def score_item(
 
 
 def media_label(ref: Any) -> str:
-    """A printable media reference: the path, or ``<TypeName>`` for in-memory media."""
-    return os.fspath(ref) if isinstance(ref, (str, os.PathLike)) else f"<{type(ref).__name__}>"
+    """A printable media reference: the path; embedded bytes as ``<bytes sha256:...>`` (the same image, the same
+    label); other in-memory media as ``<TypeName>``."""
+    if isinstance(ref, (str, os.PathLike)):
+        return os.fspath(ref)
+    if isinstance(ref, (bytes, bytearray)):
+        return f"<bytes sha256:{hashlib.sha256(ref).hexdigest()[:16]}>"
+    return f"<{type(ref).__name__}>"
 
 
 def _batches(samples: Sequence[Sample], size: int) -> Iterator[list[Sample]]:

@@ -12,8 +12,9 @@ Reading an answer (``choice_accuracy``), after the guards of :mod:`tasks.guards`
   case, so the article "a" is never read as option A;
 - a letter followed by text (``"(B) 12"``): the text must be option B's text -- an answer
   that names one option by letter and another by text is wrong;
-- an option's text alone (``"12"``, ``"$12$"``), compared after normalising spaces, case
-  and ``$``, or by ``math-verify`` equivalence; it must match exactly one option.
+- an option's text alone (``"12"``, ``"$12$"``), compared after normalising spaces, case,
+  ``$`` and a final period (``"Moved right"`` is option ``"Moved right."``), or by ``math-verify``
+  equivalence; it must match exactly one option.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def letter(index: int) -> str:
 
 
 def _normalize_option(text: str) -> str:
-    return normalize_space(text.replace("$", ""))
+    """Case, spaces, ``$`` and a final period do not matter: "(B) Moved right" names option "Moved right."."""
+    return normalize_space(text.replace("$", "")).removesuffix(".").rstrip()
 
 
 def option_matching(text: str, choices: Sequence[str], timeout_seconds: float = DEFAULT_TIMEOUT) -> int | None:

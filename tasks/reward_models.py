@@ -171,17 +171,33 @@ class RewardModel:
         label = logits.shape[-1] - 1 if self.config.label is None else self.config.label
         return logits.softmax(-1)[:, label].tolist()
 
+    def ask(self, questions: Sequence[str]) -> list[str]:
+        """A text judge's greedy replies to ``questions`` (no rubric, no score): what eval's answer
+        extraction asks (``eval.judge``). A multimodal judge is refused: extraction reads text only."""
+        import torch
+
+        model, tokenizer = self.load()
+        if self.config.kind != "judge" or self._engine is not None:
+            raise ValueError(f"{self.config.name!r}: answer extraction needs a text judge (kind judge, a causal LM)")
+        size, replies = self.config.batch_size, []
+        with self._lock, torch.no_grad():
+            for start in range(0, len(questions), size):
+                replies += self._replies(model, tokenizer, questions[start:start + size])
+        return replies
+
     def _judge(self, model: Any, tokenizer: Any, completions: Sequence[str], problems: Sequence[str],
                answers: Sequence[Any]) -> list[float]:
-        questions = self._rubric_questions(completions, problems, answers)
+        replies = self._replies(model, tokenizer, self._rubric_questions(completions, problems, answers))
+        return [judge_score(reply, self.config.max_score) for reply in replies]
+
+    def _replies(self, model: Any, tokenizer: Any, questions: Sequence[str]) -> list[str]:
         texts = [_chat(tokenizer, question, None) for question in questions]
         tokenizer.padding_side = "left"  # generation continues every row from its end
         inputs = tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
                            max_length=self.config.max_length).to(self.config.device)
         generated = model.generate(**inputs, max_new_tokens=self.config.max_new_tokens, do_sample=False,
                                    pad_token_id=tokenizer.pad_token_id)
-        replies = tokenizer.batch_decode(generated[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
-        return [judge_score(reply, self.config.max_score) for reply in replies]
+        return tokenizer.batch_decode(generated[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
 
 
 def _sees_media(path: str) -> bool:

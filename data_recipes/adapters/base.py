@@ -1,6 +1,7 @@
 """What a dataset adapter is: public-format columns -> a canonical row (see docs/DEVELOPING.md).
 
-An adapter declares the columns that identify its format and a pure ``convert(raw) -> row``
+An adapter declares the columns that identify its format (required, and the optional ones its
+published schema also has) and a pure ``convert(raw) -> row``
 that returns ``problem``, ``answer`` and raw media references in the canonical media columns
 (``image``/``images``/``video``/``videos``/``audio``/``audios``); ``load_rows`` then resolves,
 checks and counts. A row that cannot be converted raises ``BadRow``, which the loader turns
@@ -33,40 +34,56 @@ class BadRow(ValueError):
 
 @dataclass(frozen=True)
 class Adapter:
-    """A named public format: the columns that identify it and its row converter."""
+    """A named public format: the columns that identify it, the others it may have, and its row converter."""
 
     name: str
     columns: frozenset[str]
     convert: Converter
+    optional: frozenset[str] = frozenset()
 
     def matches(self, columns: Iterable[str]) -> bool:
-        return self.columns <= set(columns)
+        """Whether a table with ``columns`` is exactly this format: every required column and no column
+        the format does not have (a table with more columns is another format, not this one)."""
+        present = set(columns)
+        return self.columns <= present <= self.columns | self.optional | {"id"}
+
+    def describe(self) -> str:
+        optional = f" [+ {', '.join(sorted(self.optional))}]" if self.optional else ""
+        return f"{self.name}: {', '.join(sorted(self.columns))}{optional}"
 
 
 ADAPTERS: Registry[Adapter] = Registry("dataset adapter")
 
 
-def register_adapter(name: str, columns: Iterable[str]) -> Callable[[Converter], Converter]:
-    """Decorator registering ``convert`` as adapter ``name``, identified by ``columns``."""
+def register_adapter(
+    name: str, columns: Iterable[str], optional: Iterable[str] = ()
+) -> Callable[[Converter], Converter]:
+    """Decorator registering ``convert`` as adapter ``name``, identified by ``columns`` (plus ``optional``
+    ones its schema may have; ``id`` is always allowed)."""
 
     def decorator(convert: Converter) -> Converter:
-        ADAPTERS.add(name, Adapter(name, frozenset(columns), convert))
+        ADAPTERS.add(name, Adapter(name, frozenset(columns), convert, frozenset(optional)))
         return convert
 
     return decorator
 
 
 def detect_adapter(columns: Iterable[str]) -> Adapter:
-    """The adapter whose identifying columns are present, the most specific one if several.
+    """The adapter whose format the columns are exactly (:meth:`Adapter.matches`), the most specific one if several.
 
-    Ambiguity (two equally specific matches) or no match is an error listing the candidates,
-    so the user passes ``adapter=`` instead of getting a silent guess.
+    Ambiguity (two equally specific matches) or no match is a one-line error naming the columns
+    found and the adapters that exist, so the user passes ``adapter=`` (or maps the columns with
+    ``adapter_args``) instead of getting a silent guess.
     """
     columns = sorted(columns)
     matching = [ADAPTERS.get(name) for name in ADAPTERS if ADAPTERS.get(name).matches(columns)]
     if not matching:
-        known = "; ".join(f"{name}: {sorted(ADAPTERS.get(name).columns)}" for name in ADAPTERS)
-        raise ValueError(f"no dataset adapter matches columns {columns}. Adapters and the columns they need: {known}")
+        known = "; ".join(ADAPTERS.get(name).describe() for name in ADAPTERS)
+        raise ValueError(
+            f"no dataset adapter matches columns {columns}. Adapters and their columns: {known}. "
+            "Name one with adapter=, or map a custom table's columns with adapter_args: {columns: {problem: COL, "
+            "answer: COL, image: COL}}"
+        )
     most = max(len(a.columns) for a in matching)
     best = [a for a in matching if len(a.columns) == most]
     if len(best) > 1:

@@ -58,7 +58,7 @@ def answer_or_reply(
     return answer_value(last_turn(messages, reply_roles, role_key, text_key))
 
 
-@register_adapter("vlm_r1", columns=("conversations",))
+@register_adapter("vlm_r1", columns=("conversations",), optional=("image", *ANSWER_COLUMNS, "accu_reward_method"))
 def vlm_r1(raw: Mapping[str, Any]) -> Row:
     """VLM-R1 jsonl: ``image`` (path or list), ``conversations`` [{from: human|gpt, value}], maybe ``solution``."""
     conversations = field(raw, "conversations")
@@ -67,7 +67,7 @@ def vlm_r1(raw: Mapping[str, Any]) -> Row:
     return {"problem": problem, "answer": answer, **one_or_many(field(raw, "image"), "image")}
 
 
-@register_adapter("trl", columns=("prompt",))
+@register_adapter("trl", columns=("prompt",), optional=("image", "images", "completion", *ANSWER_COLUMNS))
 def trl(raw: Mapping[str, Any]) -> Row:
     """TRL conversational: ``prompt`` chat messages, ``image``/``images``, an answer column (e.g. ``solution``)."""
     prompt = field(raw, "prompt")
@@ -75,7 +75,7 @@ def trl(raw: Mapping[str, Any]) -> Row:
     return {"problem": problem, "answer": answer_value(first_field(raw, ANSWER_COLUMNS)), **media_columns(raw)}
 
 
-@register_adapter("swift", columns=("messages",))
+@register_adapter("swift", columns=("messages",), optional=("image", "images", *ANSWER_COLUMNS))
 def swift(raw: Mapping[str, Any]) -> Row:
     """ms-swift: ``messages`` [{role, content with <image>}], ``images``, ``solution`` (else the assistant turn)."""
     messages = field(raw, "messages")

@@ -22,7 +22,9 @@ def _statements(value: Any, column: str) -> list[str]:
     return [str(v) for v in value]
 
 
-@register_adapter("mbpp", columns=("code", "test_list"))
+@register_adapter("mbpp", columns=("code", "test_list"), optional=(
+    "task_id", "text", "prompt", "test_setup_code", "challenge_test_list", "test_imports", "source_file",
+))
 def mbpp(raw: Mapping[str, Any]) -> Row:
     tests = _statements(field(raw, "test_list"), "test_list")
     setup = str(raw.get("test_setup_code") or "").strip()
@@ -34,7 +36,7 @@ def mbpp(raw: Mapping[str, Any]) -> Row:
     }
 
 
-@register_adapter("humaneval", columns=("prompt", "canonical_solution", "test", "entry_point"))
+@register_adapter("humaneval", columns=("prompt", "canonical_solution", "test", "entry_point"), optional=("task_id",))
 def humaneval(raw: Mapping[str, Any]) -> Row:
     prompt, entry_point = str(field(raw, "prompt")), str(field(raw, "entry_point")).strip()
     if not entry_point.isidentifier():

@@ -5,6 +5,14 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from data_recipes.adapters.base import Row, answer_value, field, register_adapter, strip_media_tokens
+from data_recipes.media import MEDIA_COLUMNS
+
+# what our own rows may hold beside problem and answer: media, the fields tasks read, what generators record
+CANONICAL_FIELDS = (
+    *MEDIA_COLUMNS, "choices", "reasoning", "solution", "tests", "entry_point", "objects", "image_size",
+    "resized_size", "task", "target", "count_target", "start", "steps", "beeps", "sample_rate", "kind", "fps",
+    "num_frames",
+)
 
 @register_adapter("clevr70k", columns=("image", "problem", "solution"))
 def clevr70k(raw: Mapping[str, Any]) -> Row:
@@ -28,7 +36,7 @@ def r1v_jsonl(raw: Mapping[str, Any]) -> Row:
     }
 
 
-@register_adapter("geometry3k", columns=("images", "problem", "answer"))
+@register_adapter("geometry3k", columns=("images", "problem", "answer"), optional=("choices",))
 def geometry3k(raw: Mapping[str, Any]) -> Row:
     """geometry3k: ``images`` list, ``problem`` with ``<image>`` placeholders, ``answer``, maybe ``choices``."""
     row = {
@@ -41,7 +49,7 @@ def geometry3k(raw: Mapping[str, Any]) -> Row:
     return row
 
 
-@register_adapter("canonical", columns=("problem", "answer"))
+@register_adapter("canonical", columns=("problem", "answer"), optional=CANONICAL_FIELDS)
 def canonical(raw: Mapping[str, Any]) -> Row:
     """Our own rows (e.g. ``mmgrpo data make`` output): kept as they are, required fields checked."""
     field(raw, "problem")

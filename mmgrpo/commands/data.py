@@ -139,7 +139,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
 def _task_checked(loaded: LoadedRows, task: Task) -> LoadedRows:
     """``loaded`` less the rows ``task`` rejects, which join the skipped rows with their reason."""
-    from mmgrpo.trainer.setup import task_samples
+    from mmgrpo.inputs import task_samples
 
     samples, rejected = task_samples(task, loaded.rows, loaded.source, think=False)
     usable = {sample.id for sample in samples}

@@ -1,17 +1,27 @@
-"""``mmgrpo eval``: benchmark models or checkpoints on tasks, greedy or pass@k, with reports.
+"""``mmgrpo eval``: benchmark models or checkpoints on tasks and published benchmarks, with reports.
 
 ``mmgrpo eval --model PATH_OR_ID [--model PATH2 ...] --task clevr_count --data DIR
-[--split test] [--adapter A] [--media-root DIR] [--limit N] [--samples k --temperature t] [--out DIR] [--seed S]``, or
+[--split test] [--adapter A] [--media-root DIR] [--limit N] [--samples k --temperature t] [--out DIR] [--seed S]``;
+``mmgrpo eval --model M --benchmark mathvista_testmini=DIR --benchmark mmmu_val=DIR [--prompt-style task]``
+(each benchmark read from its files as published, scored by its own rules); ``mmgrpo eval --predictions
+FILE.jsonl --benchmark NAME=DIR`` (saved completions scored the same way, no model); or
 ``mmgrpo eval --recipe eval.yaml [KEY=VALUE ...]`` where the recipe is an mmgrpo config
-whose ``data.test`` lists the task/dataset pairs and ``eval.*`` the options. Flags override
-the recipe. Writes results.json, report.md, samples.jsonl and accuracy.png into ``--out``.
+whose ``data.test`` lists the task/dataset pairs, ``eval.benchmarks`` the benchmarks and ``eval.*`` the
+options. Flags override the recipe. Writes results.json, report.md, samples.jsonl and accuracy.png
+(and submission-<benchmark>.json for a split whose answers are hidden) into ``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mmgrpo.config import BenchmarkConfig
 
 # flag (argparse dest) -> the config key it overrides
 FLAG_KEYS = {
@@ -22,6 +32,8 @@ FLAG_KEYS = {
     "max_new_tokens": "eval.max_new_tokens",
     "batch_size": "eval.batch_size",
     "seed": "seed",
+    "prompt_style": "eval.prompt_style",
+    "predictions": "eval.predictions",
 }
 
 
@@ -39,7 +51,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--media-root", help="folder tried first for relative media paths of --data (VLM-R1 keeps images apart)"
     )
-    parser.add_argument("--limit", type=int, help="at most N items per dataset (eval.limit)")
+    parser.add_argument(
+        "--benchmark", action="append", metavar="NAME=PATH",
+        help="published benchmark and its downloaded files, e.g. mmmu_val=data/MMMU; repeat for several "
+        "(replaces eval.benchmarks; docs/benchmarks.md lists them and the files each expects)",
+    )
+    parser.add_argument("--prompt-style", choices=("official", "task"), help="benchmark prompts (eval.prompt_style)")
+    parser.add_argument(
+        "--predictions", metavar="FILE.jsonl", help="score saved completions ({id, completion} lines) on the "
+        "benchmarks instead of generating (eval.predictions)",
+    )
+    parser.add_argument("--limit", type=int, help="at most N items per dataset (eval.limit) and per benchmark")
     parser.add_argument("--samples", type=int, help="completions per item; k > 1 reports pass@k and mean@k")
     parser.add_argument("--temperature", type=float, help="0 = greedy (needed > 0 with --samples > 1)")
     parser.add_argument("--max-new-tokens", type=int, help="most tokens per completion")
@@ -49,7 +71,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mmgrpo.config import ConfigError, DatasetConfig, load_config
+    from mmgrpo.config import BenchmarkConfig, ConfigError, DatasetConfig, load_config
     from mmgrpo.config.preflight import preflight
 
     overrides = [f"{key}={getattr(args, flag)}" for flag, key in FLAG_KEYS.items() if getattr(args, flag) is not None]
@@ -61,11 +83,44 @@ def run(args: argparse.Namespace) -> int:
             path=args.data, split=args.split, adapter=args.adapter, task=args.task, media_root=args.media_root,
         )]
         config.validate()
-    preflight(config, datasets=["data.test"], check_model=False)  # --model: the loader's one-line error
+    if args.benchmark:
+        config.eval.benchmarks = [BenchmarkConfig(*_name_and_path(text)) for text in args.benchmark]
+    if args.limit is not None:  # --limit caps benchmarks too (eval.limit, a training-time default, does not)
+        config.eval.benchmarks = [
+            dataclasses.replace(spec, limit=min(spec.limit or args.limit, args.limit)) for spec in config.eval.benchmarks
+        ]
+    _check_benchmarks(config.eval.benchmarks)
+    if config.eval.judge is not None and config.eval.judge not in [m.name for m in config.task.reward_models]:
+        raise ConfigError(f"eval.judge {config.eval.judge!r} names no task.reward_models entry")
+    benchmarks_only = bool(config.eval.benchmarks) and not args.data
+    preflight(config, datasets=[] if benchmarks_only else ["data.test"], check_model=False)
     from eval import comparison_table, run_config  # heavy imports once the config is known good
 
     out = Path(args.out) if args.out else Path(config.log.output_dir) / time.strftime("eval-%Y%m%d-%H%M%S")
-    results = run_config(config, out, models=args.model)
+    results = run_config(config, out, models=args.model, explicit_data=bool(args.data))
     print(comparison_table(results))
     print(f"wrote {out}")
     return 0
+
+
+def _name_and_path(text: str) -> tuple[str, str]:
+    """``NAME=PATH`` of ``--benchmark``."""
+    from mmgrpo.config import ConfigError
+
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise ConfigError(f"--benchmark takes NAME=PATH (e.g. mmmu_val=data/MMMU), got {text!r}")
+    return name, path
+
+
+def _check_benchmarks(specs: Sequence[BenchmarkConfig]) -> None:
+    """Every benchmark registered and its files there, before any model loads (one line each)."""
+    from eval.benchmarks import BENCHMARKS
+    from mmgrpo.config import ConfigError
+
+    for spec in specs:
+        if spec.name not in BENCHMARKS:
+            raise ConfigError(f"eval.benchmarks: unknown benchmark {spec.name!r}; known: {', '.join(BENCHMARKS.names())}")
+        if not Path(spec.path).expanduser().exists():
+            layout = BENCHMARKS.get(spec.name).layout
+            raise ConfigError(f"eval.benchmarks: {spec.name} files not found at {spec.path!r} (expected: {layout})")

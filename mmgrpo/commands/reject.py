@@ -29,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     from mmgrpo.trainer.pipeline import load_run_policy
     from mmgrpo.trainer.reject import RejectionRule, rejection_sample, write_jsonl
     from mmgrpo.trainer.pipeline import base_model_path
-    from mmgrpo.trainer.setup import build_engine, load_samples, sampling_params, scoring_rule, task_model_info
+    from mmgrpo.inputs import load_samples, task_model_info
+    from mmgrpo.trainer.setup import build_engine, sampling_params, scoring_rule
 
     model, processor, paths = load_run_policy(config)
     policy_info = task_model_info(config.model, base_model_path(config, paths))

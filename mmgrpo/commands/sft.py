@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
     from mmgrpo.trainer.pipeline import load_run_policy
     from mmgrpo.trainer.pipeline import base_model_path
-    from mmgrpo.trainer.setup import load_samples, media_budgets, task_model_info
+    from mmgrpo.inputs import load_samples, media_budgets, task_model_info
     from mmgrpo.trainer.sft import run_sft, sft_examples
 
     model, processor, paths = load_run_policy(config)

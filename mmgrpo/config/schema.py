@@ -85,7 +85,13 @@ class DatasetConfig:
     )
     recipe_args: dict[str, Any] = option({}, "Generator options, e.g. {n: 2000, min_count: 1, max_count: 6}.")
     split: str = option("train", "Split to read (train / test / validation, as the dataset names it).")
-    adapter: str | None = option(None, "Column adapter for a public format (clevr70k, geometry3k, ...); None = detect.")
+    adapter: str | None = option(
+        None, "Column adapter for a public format (clevr70k, geometry3k, ...); None = detect (only a table of exactly "
+        "an adapter's columns is detected)."
+    )
+    adapter_args: dict[str, Any] = option(
+        {}, "{columns: {problem: COL, answer: COL, image: COL}}: read a custom table's columns as these fields."
+    )
     task: str | None = option(None, "Task for this dataset's rows; None = task.name.")
     weight: float = option(1.0, "Mixture weight of data.train: share of prompts drawn from this dataset.", gt=0)
     limit: int | None = option(None, "Use at most this many rows; None = all.", ge=1)
@@ -459,8 +465,18 @@ class SFTConfig:
 
 
 @dataclass
+class BenchmarkConfig:
+    """One published benchmark read from its files as published (see docs/benchmarks.md)."""
+
+    name: str = option("", "Registered benchmark (eval/benchmarks/), e.g. mathvista_testmini, mmmu_val.")
+    path: str = option("", "Its files as downloaded: a parquet/json file or the folder holding them.")
+    split: str | None = option(None, "Split to read; None = the benchmark's own (testmini, validation, ...).")
+    limit: int | None = option(None, "Evaluate at most this many items (file order); None = all.", ge=1)
+
+
+@dataclass
 class EvalConfig:
-    """Held-out evaluation on data.test during and around training."""
+    """Held-out evaluation on data.test during and around training, and `mmgrpo eval` on benchmarks."""
 
     before: bool = option(True, "Evaluate before GRPO (after SFT).")
     after: bool = option(True, "Evaluate after GRPO.")
@@ -469,7 +485,26 @@ class EvalConfig:
     samples: int = option(1, "Completions per item; > 1 reports pass@k and mean@k.", ge=1)
     temperature: float = option(0.0, "0 = greedy decoding.", ge=0)
     batch_size: int = option(64, "Prompts per generate call.", ge=1)
-    max_new_tokens: int | None = option(None, "Most tokens per completion; None = rollout.max_new_tokens.", ge=1)
+    max_new_tokens: int | None = option(
+        None, "Most tokens per completion; None = rollout.max_new_tokens on data.test, the benchmark's own limit "
+        "on eval.benchmarks.", ge=1,
+    )
+    benchmarks: list[BenchmarkConfig] = option(
+        [], "Benchmarks `mmgrpo eval` runs, e.g. [{name: mmmu_val, path: DIR}]; when set, data.test is evaluated "
+        "only if given with --data.",
+    )
+    prompt_style: Literal["official", "task"] = option(
+        "official", "Benchmark prompts: the benchmark's own, or the trained task's <think>/<answer> format."
+    )
+    predictions: str | None = option(
+        None, "JSON-lines file of saved completions ({id, completion} per line) to score on eval.benchmarks "
+        "instead of generating: no model is loaded.",
+    )
+    judge: str | None = option(
+        None, "Name of a task.reward_models entry (kind judge, a text causal LM) that extracts the answers a "
+        "benchmark's reference reads with an LLM (MathVista) where its rules cannot; such verdicts are noted "
+        "judge-extracted. None = rules only.",
+    )
 
 
 @dataclass

@@ -57,7 +57,8 @@ from mmgrpo.trainer.rollout_worker import RolloutWorker, WorkerSpec
 from mmgrpo.trainer.rollouts import (
     Rollouts, collect_rollouts, draw_usable, rank_advantages, sample_round, with_round_seed,
 )
-from mmgrpo.trainer.setup import SampleSet, build_engine, media_budgets, sampling_params, scoring_rule
+from mmgrpo.inputs import SampleSet, media_budgets
+from mmgrpo.trainer.setup import build_engine, sampling_params, scoring_rule
 from mmgrpo.trainer.process_steps import step_advantages
 from mmgrpo.trainer.step_metrics import rollout_metrics, staleness_metrics
 from mmgrpo.trainer.update import (

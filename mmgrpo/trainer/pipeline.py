@@ -42,10 +42,10 @@ from mmgrpo.trainer.ranks import Ranks
 from mmgrpo.trainer.report import write_report
 from mmgrpo.trainer.reward_errors import reward_error_summary
 from mmgrpo.trainer.resume import SFT_CHECKPOINTS, SFT_MODEL, ResumePoint, plan_resume
-from mmgrpo.trainer.setup import (
-    SampleSet, build_engine, load_policy, load_samples, media_budgets, pick_device, resolve_model_path,
-    reward_policy, task_model_info,
+from mmgrpo.inputs import (
+    SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, reward_policy, task_model_info,
 )
+from mmgrpo.trainer.setup import build_engine, load_policy
 from mmgrpo.trainer.sft import run_sft, sft_examples
 from processors import MODALITIES
 

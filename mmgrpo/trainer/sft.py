@@ -41,7 +41,7 @@ from mmgrpo.types import Sample
 from tasks.base import Task
 
 if TYPE_CHECKING:
-    from mmgrpo.trainer.setup import SampleSet
+    from mmgrpo.inputs import SampleSet
 
 logger = logging.getLogger(__name__)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import logging
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import datasets
 import pytest
 from PIL import Image
 
-from data_recipes.adapters import ADAPTERS, detect_adapter
+from data_recipes.adapters import ADAPTERS, Adapter, detect_adapter
 from data_recipes.loading import load_rows
 from mmgrpo.registry import RegistryError
 
@@ -156,10 +157,11 @@ def test_canonical_save_to_disk_folder(tmp_path, images):
         load_rows(tmp_path / "saved")
 
 
-def test_adapter_detection_is_explicit_about_ambiguity_and_misses():
+def test_adapter_detection_is_explicit_about_ambiguity_and_misses(monkeypatch):
     assert detect_adapter(["id", "images", "problem", "answer"]).name == "geometry3k"  # most specific wins
-    with pytest.raises(ValueError, match="several adapters \\(swift, trl\\)"):
-        detect_adapter(["prompt", "messages"])
+    monkeypatch.setitem(ADAPTERS._items, "gsm8k_copy", Adapter("gsm8k_copy", frozenset({"question", "answer"}), dict))
+    with pytest.raises(ValueError, match="several adapters \\(gsm8k, gsm8k_copy\\)"):
+        detect_adapter(["question", "answer"])
     with pytest.raises(ValueError, match="no dataset adapter matches columns \\['foo'\\].*clevr70k"):
         detect_adapter(["foo"])
     with pytest.raises(RegistryError, match="unknown dataset adapter 'clevr'.*clevr70k"):
@@ -183,3 +185,40 @@ def test_missing_dataset_and_missing_split_are_clear_errors(tmp_path, write_json
     assert load_rows(tmp_path, split="test").rows == [{"id": "0", "problem": "p", "answer": 1}]
     with pytest.raises(FileNotFoundError, match="not found"):
         load_rows(tmp_path / "nope")
+
+
+MATHVISTA_COLUMNS = ["pid", "question", "image", "decoded_image", "choices", "unit", "precision", "answer",
+                     "question_type", "answer_type", "metadata", "query"]
+
+
+def test_an_adapter_claims_only_tables_of_exactly_its_format():
+    assert detect_adapter(["question", "answer"]).name == "gsm8k"
+    assert detect_adapter(["id", "question", "answer"]).name == "gsm8k"
+    for columns in (MATHVISTA_COLUMNS, ["prompt", "messages"]):  # more columns: another format
+        with pytest.raises(ValueError) as error:
+            detect_adapter(columns)
+        message = str(error.value)
+        assert "\n" not in message and str(sorted(columns)) in message
+        assert all(f"{name}:" in message for name in ADAPTERS)
+
+
+def test_a_custom_table_maps_its_columns(tmp_path, images, write_jsonl):
+    write_jsonl(tmp_path / "custom.jsonl", [{"q": "How many?", "label": 3, "img": str(images["good"]), "extra": 1}])
+    with pytest.raises(ValueError, match="no dataset adapter matches columns \\['extra', 'img', 'label', 'q'\\]"):
+        load_rows(tmp_path / "custom.jsonl")
+    loaded = load_rows(tmp_path / "custom.jsonl", adapter_args={"columns": {"problem": "q", "answer": "label",
+                                                                           "image": "img"}})
+    assert loaded.adapter == "canonical"
+    assert [(row["problem"], row["answer"], row["image"]) for row in loaded.rows] == [("How many?", 3, str(images["good"]))]
+    with pytest.raises(ValueError, match="adapter_args.columns names columns the table lacks: \\['question'\\]"):
+        load_rows(tmp_path / "custom.jsonl", adapter_args={"columns": {"problem": "question"}})
+
+
+def test_every_generated_dataset_is_detected_as_canonical(tmp_path):
+    from data_recipes.generators import GENERATORS
+    from data_recipes.make import make_dataset
+
+    for recipe in GENERATORS.names():
+        make_dataset(recipe, 2, tmp_path / recipe, seed=0, test_fraction=0.5)
+        columns = json.loads((tmp_path / recipe / "test.jsonl").read_text().splitlines()[0])
+        assert detect_adapter(columns).name == "canonical", recipe

@@ -159,3 +159,22 @@ def test_a_failing_reward_is_named_per_item_and_follows_the_run_policy(samples, 
     assert EvalResult.from_dict(json.loads(json.dumps(result.to_dict()))).summary()["reward_errors"] == 5
     with pytest.raises(RewardFailure, match="reward 'format' on sample 'q1'"):
         evaluate_policy(ScriptedEngine(), samples, tasks, options, reward_policy=RewardPolicy(errors="raise"))
+
+
+def test_completions_cut_at_the_cap_are_warned_per_task(samples, tasks, caplog):
+    with caplog.at_level("WARNING", logger="eval.runner"):
+        _, result = run_scripted(samples, tasks)
+    # clevr_count: 5 of 12 completions lack a closing tag (scripted as cut); video_count: none
+    assert result.truncation_warnings() == [
+        "clevr_count: 42% of completions stopped at the 256-token cap (more than 10%); their answers may be cut off: "
+        "raise eval.max_new_tokens"
+    ]
+    assert [record.getMessage() for record in caplog.records] == result.truncation_warnings()
+
+
+def test_embedded_media_are_labelled_by_content_not_as_bytes():
+    from eval.runner import media_label
+
+    first, again, other = media_label(b"\x89PNG one"), media_label(b"\x89PNG one"), media_label(b"\x89PNG two")
+    assert first.startswith("<bytes sha256:") and first == again != other
+    assert media_label("/data/a.png") == "/data/a.png"

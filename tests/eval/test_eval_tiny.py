@@ -136,3 +136,15 @@ def test_cli_reports_bad_options_without_a_traceback(tiny_qwen25vl, dataset, tmp
     code = main(["eval", "--model", str(tiny_qwen25vl), "--data", str(dataset), "--samples", "4", "--out", str(tmp_path)])
     assert code == 2
     assert "eval.temperature" in capsys.readouterr().err
+
+
+def test_two_datasets_of_one_task_are_reported_apart(tiny_qwen25vl, dataset, tmp_path):
+    other = tmp_path / "other"
+    make_dataset("clevr_count", 8, other, seed=5, test_fraction=0.5)
+    specs = [DatasetConfig(path=str(path), split="test", task="clevr_count", limit=3) for path in (dataset, other)]
+    (result,) = evaluation.run([str(tiny_qwen25vl)], specs, tmp_path / "out", options=OPTIONS,
+                               task=TaskConfig(think=False)).values()
+    by_dataset = result.by_category()["clevr_count"]["dataset"]
+    assert {label: cell["n"] for label, cell in by_dataset.items()} == {str(dataset): 3, str(other): 3}
+    assert result.summary()["clevr_count/n"] == 6
+    assert "| dataset | n |" in (tmp_path / "out" / "report.md").read_text()

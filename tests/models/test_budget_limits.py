@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from mmgrpo.config import ConfigError, load_config
-from mmgrpo.trainer.setup import load_policy, task_model_info
+from mmgrpo.inputs import task_model_info
+from mmgrpo.trainer.setup import load_policy
 
 CPU = torch.device("cpu")
 

@@ -80,3 +80,10 @@ def test_row_without_choices_is_graded_as_free_form_math() -> None:
     assert sample.extra["choices"] is None and "Choices" not in sample.messages[-1]["content"][-1]["text"]
     assert task.metric("<think>x</think><answer>\\sqrt{12}</answer>", sample) == 1.0
     assert task.metric("<think>x</think><answer>3</answer>", sample) == 0.0
+
+
+@pytest.mark.parametrize("text", ["(B) Moved right.", "(B) Moved right", "B. moved right.", "Moved right", "(B)."])
+def test_option_text_reads_with_or_without_its_final_period(text: str) -> None:
+    from tasks.geometry import resolve_choice
+
+    assert resolve_choice(text, ["Moved left.", "Moved right.", "Stayed still."]) == 1

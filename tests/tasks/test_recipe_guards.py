@@ -9,7 +9,7 @@ from PIL import Image
 
 from mmgrpo.config import load_config
 from mmgrpo.config.loading import RECIPES_DIR
-from mmgrpo.trainer.setup import build_task
+from mmgrpo.inputs import build_task
 from tasks.base import ModelInfo
 
 RECIPES = sorted(RECIPES_DIR.glob("*.yaml"))

@@ -15,7 +15,7 @@ from PIL import Image
 
 from mmgrpo.config import load_config
 from mmgrpo.models.loading import load_processor
-from mmgrpo.trainer.setup import build_task, load_samples, media_budgets, task_model_info
+from mmgrpo.inputs import build_task, load_samples, media_budgets, task_model_info
 from processors import ImageBudget, load_image
 from tasks import REWARDS, TASKS, RowError, get_task
 from tasks.base import ModelInfo

@@ -24,7 +24,7 @@ from mmgrpo.config.schema import ModelConfig, TrainConfig
 from mmgrpo.models.batch import build_prompt_batch
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.trainer.backends import OptimizerSpec, build_backend
-from mmgrpo.trainer.setup import media_budgets
+from mmgrpo.inputs import media_budgets
 from mmgrpo.trainer.update import LossSettings, StepBatch, UpdateSettings, build_loss_mask, policy_update
 from mmgrpo.types import Sample
 

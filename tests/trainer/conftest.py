@@ -10,7 +10,8 @@ import pytest
 
 from mmgrpo.config import Config, load_config
 from mmgrpo.trainer.metrics import read_metrics
-from mmgrpo.trainer.setup import load_policy, load_samples, pick_device, task_model_info
+from mmgrpo.inputs import load_samples, pick_device, task_model_info
+from mmgrpo.trainer.setup import load_policy
 
 # A reward that is easy to climb from a random model: the share of completion characters
 # that are the digit "3". A trainer that follows its policy gradient raises it within a

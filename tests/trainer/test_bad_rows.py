@@ -14,7 +14,8 @@ from eval import EvalOptions, evaluate_policy
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.pipeline import run_training
-from mmgrpo.trainer.setup import build_engine, generate_dataset, load_samples, media_budgets, task_model_info
+from mmgrpo.inputs import generate_dataset, load_samples, media_budgets, task_model_info
+from mmgrpo.trainer.setup import build_engine
 from mmgrpo.trainer.sft import SFTExample, reference_examples, run_sft
 from mmgrpo.types import Sample
 

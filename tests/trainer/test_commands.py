@@ -18,7 +18,7 @@ from mmgrpo.config import Config, load_config
 from mmgrpo.models.batch import build_prompt_batch, pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs
 from mmgrpo.trainer.pipeline import run_training
-from mmgrpo.trainer.setup import generate_dataset, load_samples, media_budgets, task_model_info
+from mmgrpo.inputs import generate_dataset, load_samples, media_budgets, task_model_info
 from mmgrpo.trainer.sft import SFTExample, completion_token_ids, load_sft_file, reference_examples
 
 # A reward that about half of a random model's completions earn, decided by the text alone,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mmgrpo.cli import main
-from mmgrpo.trainer.setup import generate_dataset
+from mmgrpo.inputs import generate_dataset
 
 FAULTY_REWARDS_PLUGIN = '''
 import threading, time
@@ -145,19 +145,19 @@ def test_an_audio_run_over_nonfinite_clips_finishes_and_names_each(tmp_path: Pat
 def test_two_processes_generating_one_dataset_at_once_both_get_it(small_config, tmp_path, monkeypatch):
     """Sweep trials in parallel generate the same dataset: while this process generates, another one
     finishes first; this one keeps the other's folder and drops its own copy."""
-    from mmgrpo.trainer import setup
+    from mmgrpo import inputs
 
     config = small_config()
     spec, data_dir = config.data.train[0], tmp_path / "data"
-    real_make = setup.make_dataset
+    real_make = inputs.make_dataset
 
     def make_while_another_finishes_first(recipe, n, out, **kwargs):  # noqa: ANN001, ANN003, ANN202
-        monkeypatch.setattr(setup, "make_dataset", real_make)
-        other = setup.generate_dataset(spec, data_dir, seed=config.data.seed)  # the other process, done first
+        monkeypatch.setattr(inputs, "make_dataset", real_make)
+        other = inputs.generate_dataset(spec, data_dir, seed=config.data.seed)  # the other process, done first
         real_make(recipe, n, out, **kwargs)
         return other
 
-    monkeypatch.setattr(setup, "make_dataset", make_while_another_finishes_first)
-    out = setup.generate_dataset(spec, data_dir, seed=config.data.seed)
+    monkeypatch.setattr(inputs, "make_dataset", make_while_another_finishes_first)
+    out = inputs.generate_dataset(spec, data_dir, seed=config.data.seed)
     assert (out / "dataset_info.json").is_file()
     assert [path.name for path in data_dir.iterdir()] == [out.name]  # no staging folder left behind

@@ -1,0 +1,141 @@
+"""A benchmark in an evaluation: its items as prompts, its scorer as the runner's item scorer,
+saved completions as an engine (``--predictions``), and submission files for hidden answers."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval.benchmarks.base import BENCHMARKS, Ask, Benchmark, Item, PromptStyle
+from eval.results import CompletionRecord, EvalResult, ItemRecord, json_safe
+from mmgrpo.config import BenchmarkConfig
+from mmgrpo.rollout.base import SamplingParams
+from mmgrpo.skipped_rows import SkippedRow
+from mmgrpo.types import Completion, Sample
+
+logger = logging.getLogger(__name__)
+
+PREDICTION_ID_KEYS = ("id", "prompt_id", "pid", "question_id")  # ours, samples.jsonl's, MathVista's, lmms-eval's
+PREDICTION_TEXT_KEYS = ("completion", "response", "prediction")
+NO_PREDICTION = "no prediction"
+
+
+@dataclass
+class BenchmarkSet:
+    """One benchmark's items as prompts in one prompt style, and the rows it could not read."""
+
+    benchmark: Benchmark
+    style: PromptStyle
+    items: dict[str, Item]
+    samples: list[Sample]
+    skipped: list[SkippedRow] = field(default_factory=list)
+    ask: Ask | None = None
+    """The judge model that extracts answers the benchmark's rules cannot read (``eval.judge``), if any."""
+
+    @property
+    def name(self) -> str:
+        return self.benchmark.name
+
+    def score(self, sample: Sample, completions: Sequence[Completion]) -> ItemRecord:
+        """The runner's item scorer: every completion judged by the benchmark's own rules."""
+        item = self.items[sample.id]
+        records = []
+        for completion in completions:
+            verdict = self.benchmark.judge(completion.text, item, self.style, self.ask)
+            records.append(CompletionRecord(
+                text=completion.text, n_tokens=len(completion.token_ids), truncated=completion.truncated,
+                metric=math.nan if verdict.correct is None else float(verdict.correct),
+                parsed_answer=json_safe(verdict.prediction), rewards={}, reward=0.0,
+                extracted=json_safe(verdict.extracted), note=verdict.note,
+            ))
+        return ItemRecord(
+            sample_id=item.id, task=self.name, answer=json_safe(item.answer), media=list(item.media_refs),
+            completions=records, prompt=sample.user_text(), categories=json_safe(dict(item.categories)),
+        )
+
+
+def load_benchmark(
+    spec: BenchmarkConfig, style: PromptStyle, *, think: bool = True, ask: Ask | None = None
+) -> BenchmarkSet:
+    """The items of ``spec`` (at most ``spec.limit``) as prompts: images first, then the prompt text
+    (under the ``task`` style with the think or the answer-only instruction)."""
+    benchmark = BENCHMARKS.get(spec.name)
+    items, skipped = benchmark.read(spec.path, spec.split or benchmark.split)
+    items = items[: spec.limit] if spec.limit is not None else items
+    if not items:
+        raise ValueError(f"benchmark {spec.name}: no usable items in {spec.path} (expected: {benchmark.layout})")
+    samples = [
+        Sample(id=item.id, task=benchmark.name, answer=item.answer, messages=[{"role": "user", "content": [
+            *({"type": "image", "image": image} for image in item.images),
+            {"type": "text", "text": benchmark.prompt(item, style, think=think)},
+        ]}])
+        for item in items
+    ]
+    if skipped:
+        logger.warning("%s: skipped %d of %d rows (first: %s %s)", spec.name, len(skipped), len(skipped) + len(items),
+                       skipped[0].reason, skipped[0].detail)
+    return BenchmarkSet(benchmark, style, {item.id: item for item in items}, samples, skipped, ask)
+
+
+class SavedCompletions:
+    """A rollout engine that answers each prompt with a completion saved earlier (by any system)."""
+
+    def __init__(self, texts: Mapping[str, str]) -> None:
+        self.texts = texts
+
+    def generate(self, samples: Sequence[Sample], params: SamplingParams, group_sizes: Any = None) -> list[list[Completion]]:
+        return [[Completion(self.texts[sample.id], token_ids=[])] for sample in samples]
+
+    def update_weights(self, model_or_state_dict: Any) -> None:
+        raise NotImplementedError("saved completions have no weights")
+
+
+def read_predictions(path: str | Path) -> dict[str, str]:
+    """Item id -> completion, from JSON lines naming the id (``id``/``prompt_id``/``pid``/``question_id``) and
+    the text (``completion``/``response``/``prediction``); a line naming neither is an error with its number."""
+    texts: dict[str, str] = {}
+    for number, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        item_id = next((row[key] for key in PREDICTION_ID_KEYS if row.get(key) is not None), None)
+        text = next((row[key] for key in PREDICTION_TEXT_KEYS if row.get(key) is not None), None)
+        if item_id is None or text is None:
+            raise ValueError(f"{path}:{number}: needs an id ({'/'.join(PREDICTION_ID_KEYS)}) and a completion "
+                             f"({'/'.join(PREDICTION_TEXT_KEYS)}); found keys {sorted(row)}")
+        texts.setdefault(str(item_id), str(text))  # several samples per item: the first one counts
+    return texts
+
+
+def with_predictions(bench: BenchmarkSet, texts: Mapping[str, str], source: str) -> BenchmarkSet:
+    """``bench`` restricted to the items ``texts`` answers; every other item is skipped as ``no prediction``."""
+    kept = [sample for sample in bench.samples if sample.id in texts]
+    missing = [SkippedRow(sample.id, source, NO_PREDICTION, "") for sample in bench.samples if sample.id not in texts]
+    return dataclasses.replace(bench, samples=kept, skipped=[*bench.skipped, *missing])
+
+
+def write_submissions(out_dir: str | Path, result: EvalResult, benches: Sequence[BenchmarkSet]) -> list[Path]:
+    """For each benchmark whose answers are hidden: ``submission-<name>.json`` in the form its leaderboard takes."""
+    written = []
+    for bench in benches:
+        records = [item for item in result.items if item.task == bench.name and item.answer is None]
+        if not records:
+            continue
+        entries = {}
+        for record in records:
+            completion = record.completions[0]
+            item = bench.items[record.sample_id]
+            verdict = bench.benchmark.judge(completion.text, item, bench.style, bench.ask)
+            key, value = bench.benchmark.submission(item, completion.text, verdict)
+            entries[key] = value
+        path = Path(out_dir) / f"submission-{bench.name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(entries, indent=1, default=str))
+        written.append(path)
+    return written
