@@ -9,7 +9,8 @@ child program (:mod:`tasks.sandbox_child`) with:
   installation and the child program; no ``/proc``, no ``/sys``, ``/dev`` with the null, zero,
   random and tty nodes only;
 - one writable place, ``/tmp`` (also its working directory and ``HOME``): a private tmpfs of
-  ``disk_mb``, which exists only in its mount namespace and is gone with its last process;
+  ``disk_mb``, which exists only in its mount namespace and is gone with its last process
+  (and a 1 MiB one at ``/dev/shm`` for POSIX semaphores; ``/dev`` itself is read-only);
 - no capabilities, a new session (no terminal to inject into), ``--die-with-parent``, and the
   seccomp filter of :mod:`tasks.sandbox_seccomp`;
 - the child's rlimits (CPU, memory, file size, open files, processes) and this side's wall
@@ -32,6 +33,7 @@ from tasks.sandbox_local import evaluation, run_process
 
 CHILD_PROGRAM = Path(__file__).with_name("sandbox_child.py")
 CHILD_INSIDE = "/opt/mmgrpo/sandbox_child.py"
+SHM_BYTES = 1 << 20
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), "
                 "or opt into the unsafe in-process sandbox with task.options.sandbox.backend=process")
@@ -60,7 +62,8 @@ def bwrap_command(executable: str, limits: SandboxLimits, seccomp_fd: int) -> li
     return [
         executable, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--hostname", "sandbox", *_folder_arguments(), "--ro-bind", str(CHILD_PROGRAM), CHILD_INSIDE,
-        "--dev", "/dev", "--size", str(limits.disk_mb << 20), "--tmpfs", "/tmp", "--remount-ro", "/",
+        "--dev", "/dev", "--size", str(limits.disk_mb << 20), "--tmpfs", "/tmp", "--size", str(SHM_BYTES),
+        "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/",
         "--chdir", "/tmp", "--seccomp", str(seccomp_fd),
         os.path.realpath(sys.executable), "-I", "-S", "-B", CHILD_INSIDE, "{events_fd}",
     ]

@@ -95,6 +95,18 @@ def test_host_files_cannot_be_written_by_fspath_tricks_dir_fd_or_symlinks(sandbo
         assert not target.exists()
 
 
+def test_its_only_writable_places_are_its_own_size_limited_tmpfs(sandbox, limits):
+    marker = f"mmgrpo-redteam-{os.getpid()}"
+    folders = ["/", "/dev", "/dev/shm", "/tmp", "/usr", "/opt/mmgrpo", os.path.realpath(os.sys.base_prefix)]
+    source = (f"import os\nwritten = []\nfor folder in {folders!r}:\n    try:\n"
+              f"        with open(os.path.join(folder, {marker!r}), 'wb') as handle:\n"
+              f"            for _ in range(16):\n                handle.write(b'x' * 1_000_000)\n"
+              f"        written.append(folder)\n    except OSError:\n        pass\nprint(written)\nraise SystemExit(1)")
+    result = attack(sandbox, limits, source)
+    assert result.stdout == "[]\n"  # 16 MB fits nowhere: read-only, or past disk_mb / 1 MiB of /dev/shm
+    assert not any(os.path.exists(os.path.join(folder, marker)) for folder in ("/tmp", "/dev/shm", "/"))
+
+
 def test_the_python_installation_cannot_be_planted_with_a_pth_file(sandbox, limits):
     import sysconfig
     site = Path(sysconfig.get_paths()["purelib"])
