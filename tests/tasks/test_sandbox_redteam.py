@@ -8,6 +8,7 @@ resource exhaustion, forging the grade, leftovers. Each must end ``forbidden``, 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import resource
 import signal
@@ -37,7 +38,13 @@ def sandbox() -> BwrapSandbox:
 
 @pytest.fixture()
 def limits() -> SandboxLimits:
-    return SandboxLimits(wall_seconds=4, cpu_seconds=2, memory_mb=256, file_size_mb=2, disk_mb=8)
+    """A generous wall clock (the CPU is shared: a start can take seconds); hangs use :func:`short`."""
+    return SandboxLimits(wall_seconds=15, cpu_seconds=2, memory_mb=256, file_size_mb=2, disk_mb=8)
+
+
+def short(limits: SandboxLimits) -> SandboxLimits:
+    """The same limits with a 3 s wall clock, for programs that only end there."""
+    return dataclasses.replace(limits, wall_seconds=3)
 
 
 def attack(sandbox, limits, source: str, tests: list[str] = ADD_TESTS):
@@ -220,6 +227,7 @@ def test_the_trainer_cannot_be_signalled_throttled_or_traced(sandbox, limits):
     "while True:\n    pass",
 ])
 def test_hangs_end_at_the_wall_clock(sandbox, limits, source):
+    limits = short(limits)
     started = time.monotonic()
     attack(sandbox, limits, source)
     assert time.monotonic() - started < limits.wall_seconds + 3
@@ -227,7 +235,7 @@ def test_hangs_end_at_the_wall_clock(sandbox, limits, source):
 
 def test_reward_workers_survive_a_batch_of_hostile_completions(sandbox, limits):
     trainer = os.getpid()
-    hostile = [f"import os, signal\nos.kill({trainer}, signal.SIGKILL)", "import os\nwhile True:\n    os.fork()",
+    hostile = [f"import os, signal\nos.kill({trainer}, signal.SIGKILL)", f"import os\nos.pidfd_open({trainer})",
                "x = bytearray(10 ** 10)", "import os\nos.mkfifo('f')", CORRECT_ADD]
     completions = [f"```python\n{source}\n```" for source in hostile]
     results = sandbox_results(completions, [ADD_TESTS] * len(hostile), sandbox, limits, workers=4)
@@ -244,7 +252,7 @@ def test_memory_disk_file_count_and_fork_bombs_are_contained(sandbox, limits):
     assert "No space left" in disk.error or "File too large" in disk.error
     files = attack(sandbox, limits, "n = 0\nwhile True:\n    open(f'f{n}', 'w').close()\n    n += 1")
     assert files.status in ("cpu_limit", "timeout", "error")
-    bomb = attack(sandbox, limits, "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
+    bomb = attack(sandbox, short(limits), "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
                                    "        pass")
     assert bomb.status in ("timeout", "cpu_limit")
 
