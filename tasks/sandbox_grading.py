@@ -22,6 +22,7 @@ import builtins
 import importlib
 import json
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,9 @@ from tasks.sandbox_child import encode
 
 MAX_ROUNDS = 4
 _MAX_DEPTH = 100
+MAX_SHARED_HASH = 64
+"""Most members of one returned set or dict that may share a hash: many more (ints chosen to collide)
+would make building it here take quadratic time."""
 _TAGS = {"t": tuple, "s": set, "fs": frozenset}
 
 
@@ -54,9 +58,11 @@ def decode(data: Any, depth: int = 0) -> Any:
     (tag, body), = data.items()
     try:
         if tag in _TAGS and type(body) is list:
-            return _TAGS[tag](decode(item, inner) for item in body)
+            return _TAGS[tag](_few_collisions([decode(item, inner) for item in body]))
         if tag == "d" and type(body) is list:
-            return {decode(key, inner): decode(item, inner) for key, item in body}
+            pairs = [(decode(key, inner), decode(item, inner)) for key, item in body]
+            _few_collisions([key for key, _ in pairs])
+            return dict(pairs)
         if tag == "b" and type(body) is str:
             return bytes.fromhex(body)
         if tag == "c" and type(body) is list and len(body) == 2 and all(type(x) is float for x in body):
@@ -64,6 +70,14 @@ def decode(data: Any, depth: int = 0) -> Any:
     except (TypeError, ValueError) as error:  # an unhashable key, bad hex, a pair that is not a pair
         raise ValueError(f"malformed {tag!r} value: {error}") from None
     raise ValueError(f"unknown tag {tag!r}")
+
+
+def _few_collisions(members: list) -> list:
+    """``members``, unless more than :data:`MAX_SHARED_HASH` of them share a hash (``TypeError`` if unhashable)."""
+    counts = Counter(hash(member) for member in members)
+    if counts and max(counts.values()) > MAX_SHARED_HASH:
+        raise ValueError(f"more than {MAX_SHARED_HASH} members share one hash")
+    return members
 
 
 @dataclass

@@ -233,6 +233,20 @@ def test_hangs_end_at_the_wall_clock(sandbox, limits, source):
     assert time.monotonic() - started < limits.wall_seconds + 3
 
 
+def test_a_returned_set_of_colliding_hashes_cannot_stall_the_grader(sandbox, limits):
+    """It writes its answers itself: a set of 50,000 ints that all hash to 0 (quadratic to build here)."""
+    source = (
+        "import sys, json\nframe = sys._getframe()\nwhile 'job' not in frame.f_locals:\n    frame = frame.f_back\n"
+        "job, out = frame.f_locals['job'], frame.f_locals['channel']\n"
+        "members = ','.join(str(k * (2 ** 61 - 1)) for k in range(1, 50_000))\n"
+        "out.write(job['tag'] + '{\"i\": 0, \"value\": {\"s\": [%s]}}\\n' % members)\n"
+        "out.flush()\ndef add(a, b):\n    return None"
+    )
+    started = time.monotonic()
+    result = attack(sandbox, limits, source)
+    assert "share one hash" in result.error and time.monotonic() - started < 10
+
+
 def test_reward_workers_survive_a_batch_of_hostile_completions(sandbox, limits):
     trainer = os.getpid()
     hostile = [f"import os, signal\nos.kill({trainer}, signal.SIGKILL)", f"import os\nos.pidfd_open({trainer})",
