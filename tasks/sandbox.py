@@ -176,7 +176,8 @@ def _outcome(event: dict) -> CallOutcome:
 _NO_ANSWER = CallOutcome(raised=("RuntimeError", "the run ended before this call was answered"))
 
 
-def run_tests(source: str, tests: list[str], sandbox: Sandbox, limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
+def run_tests(source: str, tests: list[str], sandbox: Sandbox,
+              limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
     """Execute ``source`` in ``sandbox`` and grade each test (a Python statement, e.g. ``assert f(2) == 4``)."""
     answers, names = Answers(), defined_names(source)
     runs: list[tuple[Evaluation, Events]] = []

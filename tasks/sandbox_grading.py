@@ -3,7 +3,8 @@
 The untrusted process (:mod:`tasks.sandbox_child`) only answers calls: ``add(1, 2)`` in, an
 encoded return value out. The tests (Python statements from the dataset, e.g.
 ``assert add(1, 2) == 3``) run in this process, each in a fresh namespace where every free name
-that is not a builtin or a standard-library module is a :class:`CandidateFunction`. Calling one
+the code defines at top level, or that is neither a builtin nor a standard-library module, is a
+:class:`CandidateFunction`. Calling one
 looks its arguments up in the answers so far; an unanswered call stops the test, and all of a
 round's unanswered calls go to the sandbox together (one run of the code per round, usually one
 round: a call whose arguments come from another call needs a second). The values that come back
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import importlib
 import json
 import sys
@@ -88,12 +90,17 @@ class CallOutcome:
     raised: tuple[str, str] | None = None
 
     def result(self) -> Any:
+        """A fresh copy of the value (a test may change it), or the exception, as a builtin type when it is one."""
         if self.raised is None:
-            return self.value
+            return copy.deepcopy(self.value)
         name, message = self.raised
         kind = getattr(builtins, name, None)
-        if isinstance(kind, type) and issubclass(kind, Exception) and name != "BaseException":
-            raise kind(message)
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            try:
+                error = kind(message)
+            except TypeError:  # one whose constructor wants more than a message (UnicodeDecodeError)
+                error = CandidateError(f"{name}: {message}")
+            raise error
         raise CandidateError(f"{name}: {message}")
 
 

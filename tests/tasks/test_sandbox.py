@@ -65,7 +65,8 @@ def test_limits_end_runs_with_named_statuses(sandbox, limits):
     short = dataclasses.replace(limits, wall_seconds=3)
     sleeper = run_tests("import time\ntime.sleep(10_000)", ADD_TESTS, sandbox, short)
     assert sleeper.status == "timeout" and short.wall_seconds <= sleeper.seconds < short.wall_seconds + 2
-    spinner = run_tests("while True:\n    pass", [], sandbox, dataclasses.replace(limits, wall_seconds=30, cpu_seconds=1))
+    spinner = run_tests("while True:\n    pass", [], sandbox,
+                        dataclasses.replace(limits, wall_seconds=30, cpu_seconds=1))
     assert spinner.status == "cpu_limit" and spinner.seconds < 30
     flood = run_tests("while True:\n    print('y' * 1_000_000)", ADD_TESTS, sandbox, limits)
     assert flood.status == "output_limit" and len(flood.stdout) <= limits.captured_bytes
@@ -83,12 +84,13 @@ def test_tests_run_here_on_plain_values_rebuilt_from_the_answers():
 
 
 def test_calls_that_need_answers_take_another_round_and_exceptions_keep_their_type(bwrap, limits):
-    tests = ["assert twice(twice(2)) == 8", "try:\n    twice('x' * 3, strict=True)\nexcept ValueError:\n    pass\n"
+    tests = ["assert twice(twice(2)) == 8", "values = twice([1])\nvalues.append(0)\nassert values == [1, 1, 0]",
+             "assert twice([1]) == [1, 1]", "try:\n    twice('x' * 3, strict=True)\nexcept ValueError:\n    pass\n"
              "else:\n    raise AssertionError('no ValueError')", "import math\nassert math.isclose(twice(0.5), 1.0)"]
     source = ("def twice(value, strict=False):\n    if strict and isinstance(value, str):\n"
               "        raise ValueError('numbers only')\n    return value * 2\n")
     result = run_tests(source, tests, bwrap, limits)
-    assert (result.status, result.passed, result.rounds) == ("passed", 3, 2)
+    assert (result.status, result.passed, result.rounds) == ("passed", 5, 2)
 
 
 def test_a_value_that_is_not_plain_data_fails_its_test(bwrap, limits):
