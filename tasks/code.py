@@ -73,6 +73,14 @@ def _sandboxed(source: str, tests: tuple[str, ...], sandbox: Sandbox, limits: Sa
     return run_tests(source, list(tests), sandbox, limits)
 
 
+def _graded(source: str, tests: tuple[str, ...], sandbox: Sandbox, limits: SandboxLimits) -> SandboxResult:
+    """The shared run; one the sandbox could not make (``unavailable``) is forgotten, so the next call retries."""
+    result = _sandboxed(source, tests, sandbox, limits)
+    if result.status == "unavailable":
+        _sandboxed.cache_clear()
+    return result
+
+
 @functools.cache
 def default_sandbox() -> tuple[Sandbox, SandboxLimits]:
     """The default back end and limits, for reward calls made without a task (made once)."""
@@ -88,7 +96,7 @@ def sandbox_results(completions: Sequence[str], tests: Sequence[Sequence[str]], 
 
     def run(index: int) -> SandboxResult | None:
         source = sources[index]
-        return None if source is None else _sandboxed(source, tuple(tests[index]), sandbox, limits)
+        return None if source is None else _graded(source, tuple(tests[index]), sandbox, limits)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(run, range(len(completions))))

@@ -116,6 +116,7 @@ def test_failed_requests_are_retried_then_the_run_is_unavailable_and_scores_no_v
         options = {"sandbox": sandbox, "limits": LIMITS}
         assert code_tests(completions, [ADD_TESTS] * 2, **options) == [None, 0.0]
         assert code_passed(completions, [ADD_TESTS] * 2, **options) == [None, 0.0]
+        assert len(down.requests) == 6  # no verdict is not remembered: each reward asked again
     finally:
         flaky.close()
         down.close()
