@@ -24,7 +24,6 @@ import copy
 import importlib
 import json
 import sys
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,9 +31,8 @@ from tasks.sandbox_child import encode
 
 MAX_ROUNDS = 4
 _MAX_DEPTH = 100
-MAX_SHARED_HASH = 64
-"""Most members of one returned set or dict that may share a hash: many more (ints chosen to collide)
-would make building it here take quadratic time."""
+MAX_SHARED_HASH = 16
+"""Most distinct numbers or tuples in one returned value that may share a hash."""
 _TAGS = {"t": tuple, "s": set, "fs": frozenset}
 
 
@@ -46,40 +44,55 @@ class CandidateError(Exception):
     """The candidate's function raised an exception whose type is not a builtin one."""
 
 
-def decode(data: Any, depth: int = 0) -> Any:
-    """Plain objects of this process from the sandbox's encoded value (``ValueError`` if malformed)."""
+def decode(data: Any) -> Any:
+    """Plain objects of this process from the sandbox's encoded value (``ValueError`` if malformed).
+
+    Refused too: a value holding more than :data:`MAX_SHARED_HASH` distinct numbers or tuples with one
+    hash (chosen to collide, they would make a set or dict of them, built here or by a test, take
+    quadratic time). Strings and bytes need no check: their hashes are salted per process.
+    """
+    return _decode(data, 0, {})
+
+
+def _decode(data: Any, depth: int, seen: dict[int, list]) -> Any:
     if depth > _MAX_DEPTH:
         raise ValueError("nested too deeply")
     inner = depth + 1
     if data is None or type(data) in (bool, int, float, str):
-        return data
+        return _checked(data, seen)
     if type(data) is list:
-        return [decode(item, inner) for item in data]
+        return [_decode(item, inner, seen) for item in data]
     if type(data) is not dict or len(data) != 1:
         raise ValueError("not an encoded value")
     (tag, body), = data.items()
     try:
         if tag in _TAGS and type(body) is list:
-            return _TAGS[tag](_few_collisions([decode(item, inner) for item in body]))
+            return _checked(_TAGS[tag](_decode(item, inner, seen) for item in body), seen)
         if tag == "d" and type(body) is list:
-            pairs = [(decode(key, inner), decode(item, inner)) for key, item in body]
-            _few_collisions([key for key, _ in pairs])
-            return dict(pairs)
+            return {_decode(key, inner, seen): _decode(item, inner, seen) for key, item in body}
         if tag == "b" and type(body) is str:
             return bytes.fromhex(body)
         if tag == "c" and type(body) is list and len(body) == 2 and all(type(x) is float for x in body):
-            return complex(*body)
+            return _checked(complex(*body), seen)
     except (TypeError, ValueError) as error:  # an unhashable key, bad hex, a pair that is not a pair
         raise ValueError(f"malformed {tag!r} value: {error}") from None
     raise ValueError(f"unknown tag {tag!r}")
 
 
-def _few_collisions(members: list) -> list:
-    """``members``, unless more than :data:`MAX_SHARED_HASH` of them share a hash (``TypeError`` if unhashable)."""
-    counts = Counter(hash(member) for member in members)
-    if counts and max(counts.values()) > MAX_SHARED_HASH:
-        raise ValueError(f"more than {MAX_SHARED_HASH} members share one hash")
-    return members
+def _checked(value: Any, seen: dict[int, list]) -> Any:
+    """``value``, counted among the distinct hashable values of its hash (``ValueError`` past the limit)."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        key = hash(value)
+    except TypeError:  # a tuple holding a list
+        return value
+    same = seen.setdefault(key, [])
+    if value not in same:
+        same.append(value)
+        if len(same) > MAX_SHARED_HASH:
+            raise ValueError(f"more than {MAX_SHARED_HASH} distinct members share one hash")
+    return value
 
 
 @dataclass

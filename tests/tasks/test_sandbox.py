@@ -78,8 +78,10 @@ def test_tests_run_here_on_plain_values_rebuilt_from_the_answers():
               frozenset({1})]
     assert [decode(encode(value)) for value in values] == values
     assert type(decode(encode(True))) is bool and type(decode(encode((1,)))) is tuple
+    assert decode(encode((1, [2]))) == (1, [2])  # a tuple that cannot be hashed is still a tuple
     with pytest.raises(ValueError):
         decode({"s": [[1, 2]]})  # an unhashable member: refused, not crashed
+    assert len(decode([k * (2 ** 61 - 1) for k in [1] * 1000])) == 1000  # equal values may share a hash
     assert free_names("def check(candidate):\n    assert candidate(1) == math.pi\ncheck(area)") == {"math", "area"}
 
 
