@@ -13,6 +13,8 @@ import os
 import resource
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -146,6 +148,26 @@ def test_no_process_outlives_the_run_even_a_double_forked_daemon(sandbox, limits
     result = run_tests(source, ADD_TESTS, sandbox, limits)
     assert result.status == "passed"  # harmless here: the daemon dies with the run
     time.sleep(0.2)
+    assert processes_with(marker) == []
+
+
+def test_a_killed_trainer_takes_its_running_sandboxes_with_it(sandbox):
+    marker = "4343.5"
+    trainer = subprocess.Popen([sys.executable, "-c", (
+        "from tasks.sandbox import SandboxLimits, run_tests\nfrom tasks.sandbox_bwrap import BwrapSandbox\n"
+        "run_tests(\"import os\\nos.execv('/bin/sleep', ['sleep', '4343' + '.5'])\", [], BwrapSandbox(), "
+        "SandboxLimits(wall_seconds=60))")])
+    try:
+        deadline = time.monotonic() + 30
+        while not processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert processes_with(marker), "the sandbox never started"
+    finally:
+        trainer.kill()
+        trainer.wait()
+    deadline = time.monotonic() + 5
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert processes_with(marker) == []
 
 
