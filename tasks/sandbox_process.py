@@ -66,7 +66,7 @@ class ProcessSandbox:
             run = run_process([*self.prefix, sys.executable, "-I", "-S", "-B", str(CHILD_PROGRAM), "{events_fd}"],
                               payload, wall_seconds=limits.wall_seconds, output_bytes=limits.file_size_mb << 20,
                               captured_bytes=limits.captured_bytes, cwd=work_dir,
-                              env={"PATH": os.defpath, "HOME": work_dir, "LANG": "C.UTF-8"})
+                              env={"PATH": os.defpath, "HOME": work_dir, "TMPDIR": work_dir, "LANG": "C.UTF-8"})
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)
         return evaluation(run, tag, limits.file_size_mb)

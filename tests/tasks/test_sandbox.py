@@ -50,6 +50,14 @@ def test_a_correct_solution_passes_every_test_and_a_partial_one_a_share(sandbox,
     assert os.listdir(tmp_path) == []
 
 
+def test_tempfile_and_its_own_files_are_innocent(sandbox, limits):
+    source = ("import tempfile\nwith tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as handle:\n"
+              "    handle.write(b'4')\nopen('own.txt', 'w').write('0')\nOFFSET = int(open('own.txt').read())\n"
+              "def add(a, b):\n    return a + b + OFFSET\n")
+    result = run_tests(source, ADD_TESTS, sandbox, limits)
+    assert result.status == "passed", result
+
+
 @pytest.mark.parametrize("source, error", [
     ("def add(a, b:\n    return a", "SyntaxError"),
     ("raise RuntimeError('boom')", "RuntimeError: boom"),
