@@ -50,7 +50,7 @@ REFUSED = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat")
 """Answered EPERM rather than killed: innocent library code tries them and handles the refusal."""
 
 # name -> (x86-64, AArch64); None where the architecture has no such call
-_NUMBERS = {
+NUMBERS = {
     "mknod": (133, None), "mknodat": (259, 33), "ptrace": (101, 117), "process_vm_readv": (310, 270),
     "process_vm_writev": (311, 271), "pidfd_open": (434, 434), "pidfd_send_signal": (424, 424),
     "pidfd_getfd": (438, 438), "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41),
@@ -68,7 +68,7 @@ _NUMBERS = {
     "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
     "prlimit64": (302, 261), "clone": (56, 220), "clone3": (435, 435),
 }
-_ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in _NUMBERS, AUDIT_ARCH_*
+_ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in NUMBERS, AUDIT_ARCH_*
 
 
 def _op(code: int, k: int = 0, jt: int = 0, jf: int = 0) -> bytes:
@@ -86,7 +86,7 @@ def build_filter(machine: str | None = None) -> bytes:
     if machine not in _ARCHES:
         raise RuntimeError(f"no seccomp filter for the {machine} architecture (known: {', '.join(_ARCHES)})")
     column, audit_arch = _ARCHES[machine]
-    number = {name: numbers[column] for name, numbers in _NUMBERS.items() if numbers[column] is not None}
+    number = {name: numbers[column] for name, numbers in NUMBERS.items() if numbers[column] is not None}
     program = [
         _op(_LD_W_ABS, _OFFSET_ARCH),
         _op(_JEQ_K, audit_arch, jt=1),

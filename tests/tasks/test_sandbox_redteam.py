@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import platform
 import resource
 import signal
 import socket
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tasks import sandbox_seccomp
 from tasks.code import sandbox_results
 from tasks.sandbox import STATUSES, SandboxLimits, run_tests
 from tasks.sandbox_bwrap import BwrapSandbox, SandboxUnavailable
@@ -128,6 +130,16 @@ def test_the_python_installation_cannot_be_planted_with_a_pth_file(sandbox, limi
 @pytest.mark.parametrize("call", ["os.mknod('dev', 0o600 | stat.S_IFCHR, os.makedev(1, 3))", "os.mkfifo('fifo')"])
 def test_device_nodes_and_fifos_are_forbidden(sandbox, limits, call):
     result = attack(sandbox, limits, f"import os, stat\n{call}\n{CORRECT_ADD}")
+    assert result.status == "forbidden" and "seccomp" in result.error
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="raw x86-64 system call numbers")
+@pytest.mark.parametrize("name", ["ptrace", "pidfd_send_signal", "pidfd_getfd", "process_vm_writev", "keyctl", "mount",
+                                  "bpf", "io_uring_setup", "perf_event_open", "setns", "init_module"])
+def test_raw_system_calls_past_pythons_wrappers_are_forbidden(sandbox, limits, name):
+    number = sandbox_seccomp.NUMBERS[name][0]
+    source = f"import ctypes\nctypes.CDLL(None).syscall({number}, 1, 0, 0, 0, 0, 0)\n{CORRECT_ADD}"
+    result = attack(sandbox, limits, source)
     assert result.status == "forbidden" and "seccomp" in result.error
 
 
