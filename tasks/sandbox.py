@@ -47,8 +47,8 @@ class SandboxLimits:
     disk_mb: int = 16
     """Size of its private writable folder (``bwrap``: a tmpfs; its files and their count live in it)."""
     open_files: int = 64
-    processes: int = 16
-    """RLIMIT_NPROC: processes it may start (``bwrap``: all of them die with its PID namespace)."""
+    processes: int = 32
+    """RLIMIT_NPROC: processes and threads it may have (``bwrap``: all of them die with its PID namespace)."""
     captured_bytes: int = 4096
     """How much of stdout/stderr comes back in the result."""
 
