@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import tasks.sandbox
 from tasks import get_task
 from tasks.code import sandbox_results
 from tasks.sandbox import SandboxLimits, make_sandbox, run_tests
@@ -124,6 +125,7 @@ def test_the_backend_is_chosen_by_name_and_the_unsafe_one_says_so(caplog, tmp_pa
 
 def test_without_bubblewrap_the_code_task_refuses_to_start_naming_the_install(monkeypatch):
     unavailable_reason.cache_clear()
+    monkeypatch.setattr(tasks.sandbox, "DEFAULT_BACKEND", "bwrap")  # the shipped default, whatever the tests use
     monkeypatch.setenv("PATH", "/nonexistent")
     try:
         with pytest.raises(SandboxUnavailable, match="'bwrap' is not installed.*apt-get install bubblewrap.*"
