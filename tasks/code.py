@@ -8,9 +8,10 @@ and media (a specification in a picture). A completion answers with one fenced c
 Rewards: ``code_format`` (exactly one fenced block and nothing else: a policy that runs on
 past the closing fence loses it), ``code_syntax`` (it parses; checked here
 without running it), ``code_tests`` (share of tests passed) and ``code_passed`` (all passed:
-the eval metric, pass@1), the last two run in :mod:`tasks.sandbox` with the task's
-``sandbox`` limits, ``sandbox_workers`` completions of a group at a time. A run that breaks a
-sandbox rule or limit passes nothing.
+the eval metric, pass@1), the last two run in the sandbox the task's ``sandbox`` option names
+(:mod:`tasks.sandbox`: back end and limits), ``sandbox_workers`` completions of a group at a time.
+A run that breaks a sandbox rule or limit passes nothing; one the sandbox could not run at all
+(``unavailable``: a service down) gets no verdict (None) rather than zero.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from mmgrpo.types import Sample
 from tasks.base import RowError, Task, require
 from tasks.registry import register_reward, register_task
-from tasks.sandbox import SandboxLimits, SandboxResult, run_tests
+from tasks.sandbox import Sandbox, SandboxLimits, SandboxResult, make_sandbox, run_tests
 
 CODE_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL)
 THINK_END = "</think>"
@@ -67,20 +68,35 @@ def parses(source: str) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
-def _sandboxed(source: str, tests: tuple[str, ...], limits: SandboxLimits) -> SandboxResult:
-    """One sandbox run per (code, tests, limits): ``code_tests`` and ``code_passed`` share it."""
-    return run_tests(source, list(tests), limits)
+def _sandboxed(source: str, tests: tuple[str, ...], sandbox: Sandbox, limits: SandboxLimits) -> SandboxResult:
+    """One sandbox run per (code, tests, sandbox, limits): ``code_tests`` and ``code_passed`` share it."""
+    return run_tests(source, list(tests), sandbox, limits)
 
 
-def sandbox_results(
-    completions: Sequence[str], tests: Sequence[Sequence[str]], limits: SandboxLimits, workers: int
-) -> list[SandboxResult | None]:
+def _graded(source: str, tests: tuple[str, ...], sandbox: Sandbox, limits: SandboxLimits) -> SandboxResult:
+    """The shared run; one the sandbox could not make (``unavailable``) is forgotten, so the next call retries."""
+    result = _sandboxed(source, tests, sandbox, limits)
+    if result.status == "unavailable":
+        _sandboxed.cache_clear()
+    return result
+
+
+@functools.cache
+def default_sandbox() -> tuple[Sandbox, SandboxLimits]:
+    """The default back end and limits, for reward calls made without a task (made once)."""
+    return make_sandbox()
+
+
+def sandbox_results(completions: Sequence[str], tests: Sequence[Sequence[str]], sandbox: Sandbox | None,
+                    limits: SandboxLimits | None, workers: int) -> list[SandboxResult | None]:
     """Each completion's sandbox result (None without a single code block), ``workers`` at a time."""
     sources = [single_block(text) for text in completions]
+    sandbox = sandbox or default_sandbox()[0]
+    limits = limits or default_sandbox()[1]
 
     def run(index: int) -> SandboxResult | None:
         source = sources[index]
-        return None if source is None else _sandboxed(source, tuple(tests[index]), limits)
+        return None if source is None else _graded(source, tuple(tests[index]), sandbox, limits)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(run, range(len(completions))))
@@ -96,18 +112,25 @@ def code_syntax(completions: Sequence[str], **_) -> list[float]:
     return [float(source is not None and parses(source)) for source in map(single_block, completions)]
 
 
+def _verdict(result: SandboxResult | None, score: float) -> float | None:
+    """``score``, zero without a code block, None when the sandbox could not run the code at all."""
+    if result is None:
+        return 0.0
+    return None if result.status == "unavailable" else score
+
+
 @register_reward("code_tests")
-def code_tests(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sandbox: SandboxLimits = SandboxLimits(),
-               workers: int = 4, **_) -> list[float]:
-    results = sandbox_results(completions, tests, sandbox, workers)
-    return [0.0 if result is None else result.fraction_passed for result in results]
+def code_tests(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sandbox: Sandbox | None = None,
+               limits: SandboxLimits | None = None, workers: int = 4, **_) -> list[float | None]:
+    results = sandbox_results(completions, tests, sandbox, limits, workers)
+    return [_verdict(result, result.fraction_passed if result else 0.0) for result in results]
 
 
 @register_reward("code_passed")
-def code_passed(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sandbox: SandboxLimits = SandboxLimits(),
-                workers: int = 4, **_) -> list[float]:
-    results = sandbox_results(completions, tests, sandbox, workers)
-    return [float(result is not None and result.status == "passed") for result in results]
+def code_passed(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sandbox: Sandbox | None = None,
+                limits: SandboxLimits | None = None, workers: int = 4, **_) -> list[float | None]:
+    results = sandbox_results(completions, tests, sandbox, limits, workers)
+    return [_verdict(result, float(result is not None and result.status == "passed")) for result in results]
 
 
 @register_task("code")
@@ -119,9 +142,11 @@ class CodeTask(Task):
     def __init__(self, *, sandbox: Mapping[str, Any] | None = None, sandbox_workers: int = 4,
                  think_instruction: str = CODE_THINK_INSTRUCTION, answer_instruction: str = CODE_ANSWER_INSTRUCTION,
                  **options: Any) -> None:
-        """``sandbox``: :class:`tasks.sandbox.SandboxLimits` fields (e.g. ``{wall_seconds: 5}``)."""
+        """``sandbox``: ``backend`` (``bwrap``, the default; ``http``; ``process``, unsafe), the back end's own
+        settings and :class:`tasks.sandbox.SandboxLimits` fields (e.g. ``{wall_seconds: 5}``). A back end that
+        cannot run here refuses to start, saying why."""
         super().__init__(think_instruction=think_instruction, answer_instruction=answer_instruction, **options)
-        self.limits = SandboxLimits(**dict(sandbox or {}))
+        self.sandbox, self.limits = make_sandbox(sandbox)
         if sandbox_workers < 1:
             raise ValueError(f"sandbox_workers must be at least 1, got {sandbox_workers}")
         self.sandbox_workers = sandbox_workers
@@ -157,5 +182,5 @@ class CodeTask(Task):
         options = super().reward_options(names)
         for name in SANDBOX_REWARDS:
             if name in (self.default_rewards if names is None else names):
-                options[name] = {"sandbox": self.limits, "workers": self.sandbox_workers}
+                options[name] = {"sandbox": self.sandbox, "limits": self.limits, "workers": self.sandbox_workers}
         return options

@@ -1,72 +1,97 @@
-"""Run untrusted Python (a model's completion) against unit tests in a separate, limited process.
+"""Run untrusted Python (a model's completion) against unit tests: the sandbox seam and the grading loop.
 
-One process per run (:func:`run_tests`), started by ``python -I -S -B`` (no site packages, no
-user paths, no environment beyond ``PATH``, ``HOME`` = its own directory) in a fresh temporary
-working directory that is deleted afterwards. Limits:
+A :class:`Sandbox` back end runs the code and answers calls (``add(1, 2)`` -> an encoded value),
+nothing more: :func:`run_tests` runs the tests here, on the returned values
+(:mod:`tasks.sandbox_grading`), so the untrusted process never sees a test or an expected
+value and cannot take part in a comparison. Back ends, one file each, registered by name:
 
-- wall clock (``wall_seconds``): the whole process group is killed at the deadline;
-- CPU time, address space, file size, open files, processes (rlimits, set by the child
-  before any untrusted code runs);
-- stdout and stderr go to files in the working directory, so the file-size limit also caps
-  printed output, and at most ``captured_bytes`` of each is read back;
-- network: a fresh network namespace (``unshare -n``; ``unshare -rn`` for a non-root user)
-  where the system allows one, and in every case an audit hook in the child that refuses
-  sockets, process creation, ``ctypes``, and file access outside the working directory
-  (reads of the standard library excepted) — see :mod:`tasks.sandbox_child`.
+- ``bwrap`` (:mod:`tasks.sandbox_bwrap`, the default on Linux): bubblewrap namespaces, a
+  read-only view of the interpreter only, a private size-limited tmpfs, a seccomp filter;
+- ``http`` (:mod:`tasks.sandbox_http`): a SandboxFusion-compatible service, for clusters;
+- ``process`` (:mod:`tasks.sandbox_process`): a plain child process with rlimits and an audit
+  hook. Unsafe, opt-in only: it is labelled as such in the log and every result.
 
-The audit hook is a guard against a policy model's accidents and reward hacking, not a
-security boundary against a determined attacker (Python code can reach the hook's state
-through the interpreter); run hostile code only inside a container or VM.
-
-Every run ends in a :class:`SandboxResult` with a ``status`` naming what happened; a run that
+Every run ends in a :class:`SandboxResult` whose ``status`` names what happened; a run that
 broke a rule (``forbidden``), hit a limit, or crashed scores zero tests.
 """
 
 from __future__ import annotations
 
-import functools
+import importlib
 import json
-import os
+import logging
 import secrets
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import time
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping, Protocol
 
-CHILD_PROGRAM = Path(__file__).with_name("sandbox_child.py")
+from mmgrpo.registry import Registry
+from tasks.sandbox_grading import MAX_ROUNDS, Answers, CallOutcome, decode, defined_names, run_test
 
 STATUSES = ("passed", "failed", "error", "forbidden", "timeout", "cpu_limit", "memory_limit", "output_limit",
-            "no_verdict")
+            "no_verdict", "unavailable")
+BACKEND_MODULES = {"bwrap": "tasks.sandbox_bwrap", "http": "tasks.sandbox_http", "process": "tasks.sandbox_process"}
+DEFAULT_BACKEND = "bwrap"
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """What one run may use; every field is a task option (``task.options.sandbox``)."""
+    """What one run may use, on every back end; each field is a task option (``task.options.sandbox``)."""
 
     wall_seconds: float = 10.0
     cpu_seconds: int = 5
     memory_mb: int = 512
     """Address space of the process (RLIMIT_AS): an allocation past it raises MemoryError."""
     file_size_mb: int = 8
-    """Largest file it may write, stdout and stderr included."""
+    """Largest file it may write, and the most it may print (stdout, stderr and its answers together)."""
+    disk_mb: int = 16
+    """Size of its private writable folder (``bwrap``: a tmpfs; its files and their count live in it)."""
     open_files: int = 64
-    processes: int = 64
-    """RLIMIT_NPROC (not enforced for root; the audit hook refuses process creation anyway)."""
+    processes: int = 32
+    """RLIMIT_NPROC: processes and threads it may have (``bwrap``: all of them die with its PID namespace)."""
     captured_bytes: int = 4096
     """How much of stdout/stderr comes back in the result."""
-    network_namespace: bool = True
-    """Start the process in a new network namespace when the system allows it."""
-    temp_root: str | None = None
-    """Where working directories are made (default: the system temporary directory)."""
 
     def __post_init__(self) -> None:
-        for name in ("wall_seconds", "cpu_seconds", "memory_mb", "file_size_mb", "open_files", "processes"):
+        for name in ("wall_seconds", "cpu_seconds", "memory_mb", "file_size_mb", "disk_mb", "open_files",
+                     "processes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"sandbox {name} must be positive, got {getattr(self, name)}")
+
+    def child_limits(self) -> dict[str, int]:
+        """The rlimits the child program sets on itself."""
+        return {name: getattr(self, name) for name in ("cpu_seconds", "memory_mb", "file_size_mb", "open_files",
+                                                       "processes")}
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One run of the code by a back end: how it ended and the events it reported (not yet trusted)."""
+
+    status: str
+    """``ok`` (it ran to its end), ``timeout``, ``cpu_limit``, ``output_limit``, ``forbidden``, ``no_verdict``,
+    ``unavailable`` (the service could not be reached)."""
+    events: str = ""
+    """The child's event lines (see :mod:`tasks.sandbox_child`), each starting with the run's tag."""
+    tag: str = ""
+    error: str | None = None
+    stdout: str = ""
+    stderr: str = ""
+    seconds: float = 0.0
+
+
+class Sandbox(Protocol):
+    """A back end: runs ``source`` then ``calls`` under ``limits`` (with the child program) and reports."""
+
+    isolation: str
+    """In words, what keeps the code from the host (shown in every result)."""
+    unsafe: bool
+
+    @classmethod
+    def from_options(cls, **settings: Any) -> Sandbox:
+        """The back end from its own task options; raises if it cannot run here, saying why."""
+
+    def evaluate(self, source: str, calls: list[list], limits: SandboxLimits) -> Evaluation: ...
 
 
 @dataclass(frozen=True)
@@ -79,12 +104,13 @@ class SandboxResult:
     error: str | None = None
     """The first exception, refused operation or limit, in words."""
     violations: tuple[str, ...] = ()
-    """Operations the audit hook refused (each ``kind: detail``)."""
+    """Operations the ``process`` back end's audit hook refused (each ``kind: detail``)."""
     stdout: str = ""
     stderr: str = ""
     seconds: float = 0.0
-    isolation: str = "audit hook"
-    """``network namespace + audit hook`` or ``audit hook`` (where no namespace could be made)."""
+    isolation: str = ""
+    rounds: int = 0
+    """Runs of the code it took (a call whose arguments come from another call needs a second)."""
 
     @property
     def fraction_passed(self) -> float:
@@ -97,114 +123,125 @@ class SandboxResult:
         return asdict(self)
 
 
-@functools.cache
-def network_namespace_prefix() -> tuple[str, ...]:
-    """The command prefix that starts a process without network, or () where none works here."""
-    unshare = shutil.which("unshare")
-    if unshare is None:
-        return ()
-    for prefix in ((unshare, "-n", "--"), (unshare, "-rn", "--")):
-        try:
-            probe = subprocess.run([*prefix, sys.executable, "-I", "-S", "-c", "pass"], capture_output=True,
-                                   timeout=10)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if probe.returncode == 0:
-            return prefix
-    return ()
+def job(source: str, calls: list[list], limits: SandboxLimits, *, guard: bool = False) -> tuple[bytes, str]:
+    """The child program's stdin for one run, and the tag its event lines start with."""
+    tag = secrets.token_hex(8) + " "
+    payload = {"source": source, "calls": calls, "limits": limits.child_limits(), "guard": guard, "tag": tag}
+    return json.dumps(payload).encode(), tag
 
 
-def run_tests(source: str, tests: list[str], limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
-    """Execute ``source`` then each test (Python statements, e.g. ``assert f(2) == 4``) in a sandbox."""
-    nonce = secrets.token_hex(16)
-    prefix = network_namespace_prefix() if limits.network_namespace else ()
-    isolation = "network namespace + audit hook" if prefix else "audit hook"
-    work_dir = Path(tempfile.mkdtemp(prefix="mmgrpo-sandbox-", dir=limits.temp_root))
-    job = {"nonce": nonce, "source": source, "tests": tests,
-           "limits": {k: v for k, v in asdict(limits).items() if k not in ("temp_root", "network_namespace")}}
-    try:
-        verdict_path = work_dir.parent / f"{work_dir.name}.verdict"
-        with open(work_dir / "stdout", "wb") as stdout, open(work_dir / "stderr", "wb") as stderr, \
-                open(verdict_path, "wb") as verdict:
-            started = time.monotonic()
-            process = subprocess.Popen(
-                [*prefix, sys.executable, "-I", "-S", "-B", str(CHILD_PROGRAM), str(verdict.fileno())],
-                stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, cwd=work_dir, pass_fds=(verdict.fileno(),),
-                env={"PATH": os.defpath, "HOME": str(work_dir), "LANG": "C.UTF-8"}, start_new_session=True,
-            )
-            timed_out = _wait(process, json.dumps(job).encode(), limits.wall_seconds)
-            seconds = time.monotonic() - started
-        verdict_text = _tail(verdict_path, 1 << 20)
-        verdict_path.unlink(missing_ok=True)
-        return _result(
-            verdict=_last_verdict(verdict_text, nonce), returncode=process.returncode, timed_out=timed_out,
-            total=len(tests), seconds=seconds, isolation=isolation,
-            stdout=_tail(work_dir / "stdout", limits.captured_bytes),
-            stderr=_tail(work_dir / "stderr", limits.captured_bytes),
-        )
-    finally:
-        shutil.rmtree(work_dir, ignore_errors=True)
+@dataclass
+class Events:
+    """The child's event lines, read strictly: the first word on each call counts, later ones are ignored."""
 
+    loaded: bool | None = None
+    error: str | None = None
+    outcomes: dict[int, CallOutcome] = field(default_factory=dict)
+    violations: list[str] = field(default_factory=list)
 
-def _wait(process: subprocess.Popen, job: bytes, wall_seconds: float) -> bool:
-    """Send the job, wait up to ``wall_seconds``; kill the process group on time-out. True if it timed out."""
-    try:
-        process.communicate(job, timeout=wall_seconds)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        timed_out = True
-    except BrokenPipeError:  # it died before reading its job
-        process.wait()
-        timed_out = False
-    try:  # also whatever it started, on time-out or not
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
-    return timed_out
-
-
-def _tail(path: Path, limit: int) -> str:
-    """The last ``limit`` bytes of ``path`` as text ('' if it does not exist)."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, os.fstat(handle.fileno()).st_size - limit))
-            return handle.read(limit).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _last_verdict(text: str, nonce: str) -> dict | None:
-    """The last well-formed verdict line carrying ``nonce`` (lines without it are the code's own)."""
-    for line in reversed(text.splitlines()):
-        if line.startswith(nonce + " "):
-            try:
-                return json.loads(line[len(nonce) + 1:])
-            except json.JSONDecodeError:
+    @classmethod
+    def parse(cls, text: str, tag: str, n_calls: int) -> Events:
+        events = cls()
+        for line in text.splitlines():
+            if not line.startswith(tag):
                 continue
-    return None
+            try:
+                event = json.loads(line[len(tag):])
+            except (ValueError, RecursionError):
+                continue
+            if type(event) is dict:
+                events._take(event, n_calls)
+        return events
+
+    def _take(self, event: dict, n_calls: int) -> None:
+        if "violation" in event:
+            self.violations.append(str(event["violation"])[:300])
+        elif self.loaded is None and ("loaded" in event or "error" in event):
+            self.loaded = "loaded" in event
+            self.error = None if self.loaded else str(event["error"])[:300]
+        elif type(event.get("i")) is int and 0 <= event["i"] < n_calls and event["i"] not in self.outcomes:
+            self.outcomes[event["i"]] = _outcome(event)
 
 
-def _result(*, verdict: dict | None, returncode: int, timed_out: bool, total: int, seconds: float,
-            isolation: str, stdout: str, stderr: str) -> SandboxResult:
-    """Classify one finished run."""
-    common = {"total": total, "seconds": seconds, "isolation": isolation, "stdout": stdout, "stderr": stderr}
-    violations = tuple(verdict.get("violations", ())) if verdict else ()
-    error = verdict.get("error") if verdict else None
-    passed = int(verdict.get("passed", 0)) if verdict else 0
+def _outcome(event: dict) -> CallOutcome:
+    raised = event.get("raised")
+    if type(raised) is list and len(raised) == 2:
+        return CallOutcome(raised=(str(raised[0])[:100], str(raised[1])[:300]))
+    try:
+        return CallOutcome(value=decode(event.get("value")))
+    except (ValueError, RecursionError) as error:
+        return CallOutcome(raised=("TypeError", f"the sandbox answered an unreadable value: {error}"))
+
+
+_NO_ANSWER = CallOutcome(raised=("RuntimeError", "the run ended before this call was answered"))
+
+
+def run_tests(source: str, tests: list[str], sandbox: Sandbox,
+              limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
+    """Execute ``source`` in ``sandbox`` and grade each test (a Python statement, e.g. ``assert f(2) == 4``)."""
+    answers, names = Answers(), defined_names(source)
+    runs: list[tuple[Evaluation, Events]] = []
+    while True:
+        outcomes = [run_test(index, test, answers, names) for index, test in enumerate(tests)]
+        if runs and (not answers.asked or len(runs) == MAX_ROUNDS or runs[-1][1].loaded is not True
+                     or runs[-1][0].status != "ok"):
+            break
+        keys, calls = list(answers.asked), list(answers.asked.values())
+        answers.asked = {}
+        evaluation = sandbox.evaluate(source, calls, limits)
+        events = Events.parse(evaluation.events, evaluation.tag, len(calls))
+        answers.known.update((key, events.outcomes.get(index, _NO_ANSWER)) for index, key in enumerate(keys))
+        runs.append((evaluation, events))
+    return _result(runs, outcomes, len(tests), sandbox.isolation)
+
+
+def _result(runs: list[tuple[Evaluation, Events]], outcomes: list, total: int, isolation: str) -> SandboxResult:
+    """Classify the finished runs: the first one that did not end well names the status."""
+    evaluation, events = next(((e, v) for e, v in runs if e.status != "ok" or v.violations or not v.loaded),
+                              runs[-1])
+    passed = sum(outcome.passed for outcome in outcomes)
+    first_error = next((outcome.error for outcome in outcomes if not outcome.passed), None)
+    raised = [outcome.raised[0] for _, v in runs for outcome in v.outcomes.values() if outcome.raised]
+    common = {"total": total, "seconds": sum(e.seconds for e, _ in runs), "isolation": isolation,
+              "stdout": evaluation.stdout, "stderr": evaluation.stderr, "rounds": len(runs)}
+    violations = tuple(v for _, events_ in runs for v in events_.violations)
     if violations:
         return SandboxResult("forbidden", 0, error=f"refused {violations[0]}", violations=violations, **common)
-    if timed_out:
-        return SandboxResult("timeout", passed, error="wall-clock limit reached", **common)
-    if returncode in (-signal.SIGXCPU, -signal.SIGKILL):
-        return SandboxResult("cpu_limit", passed, error="CPU time limit reached", **common)
-    if error and "MemoryError" in error:
-        return SandboxResult("memory_limit", passed, error=error, **common)
-    if error and "File too large" in error:
+    if evaluation.status != "ok":
+        return SandboxResult(evaluation.status, passed, error=evaluation.error, **common)
+    error = events.error or ""
+    if "MemoryError" in error or "MemoryError" in raised:
+        return SandboxResult("memory_limit", passed, error=error or "MemoryError in a call", **common)
+    if "File too large" in error:
         return SandboxResult("output_limit", passed, error=error, **common)
-    if verdict is None:
-        reason = f"the process ended (exit status {returncode}) without reporting"
-        return SandboxResult("no_verdict", 0, error=reason, **common)
-    if error and not error.startswith("test "):  # the code itself did not run to its end
-        return SandboxResult("error", 0, error=error, **common)
-    return SandboxResult("passed" if passed == total else "failed", passed, error=error, **common)
+    if events.loaded is None:
+        return SandboxResult("no_verdict", 0, error="the process ended without reporting", **common)
+    if not events.loaded:
+        return SandboxResult("error", 0, error=events.error, **common)
+    return SandboxResult("passed" if passed == total else "failed", passed, error=first_error, **common)
+
+
+def make_sandbox(options: Mapping[str, Any] | None = None) -> tuple[Sandbox, SandboxLimits]:
+    """The back end and limits ``task.options.sandbox`` names: ``{backend: bwrap, wall_seconds: 5, ...}``.
+
+    Limit fields go to :class:`SandboxLimits`, the rest to the back end's own settings.
+    """
+    options = dict(options or {})
+    name = str(options.pop("backend", DEFAULT_BACKEND))
+    backend = get_backend(name)
+    limit_names = {item.name for item in fields(SandboxLimits)}
+    limits = SandboxLimits(**{key: value for key, value in options.items() if key in limit_names})
+    sandbox = backend.from_options(**{key: value for key, value in options.items() if key not in limit_names})
+    if sandbox.unsafe:
+        log.warning("UNSAFE sandbox: %s. Model-written code runs with access to this machine.", sandbox.isolation)
+    return sandbox, limits
+
+
+BACKENDS: Registry[type] = Registry("sandbox back end")
+
+
+def get_backend(name: str) -> type:
+    """The back-end class registered as ``name`` (its module is imported on first use)."""
+    if name in BACKEND_MODULES and name not in BACKENDS.names():
+        importlib.import_module(BACKEND_MODULES[name])
+    return BACKENDS.get(name)

@@ -1,14 +1,23 @@
-"""The program :mod:`tasks.sandbox` runs in the sandboxed process (``python -I -S -B``, stdlib only).
+"""The program every sandbox back end runs around the untrusted code (``python -I -S -B``, stdlib only).
 
-It reads one job from stdin (JSON: ``nonce``, ``source``, ``tests``, ``limits``), lowers its own
-resource limits, installs an audit hook that refuses network, process creation, native code
-(``ctypes``) and file access outside its working directory (reads of the standard library
-excepted), then executes ``source`` and each test in one namespace. After every test it
-appends a verdict line ``<nonce> <json>`` to the file descriptor it was given, so a run killed
-at its time limit still reports the tests it passed. Any refused operation is recorded even if
-the code catches the error: a run that tried one scores zero.
+It reads one job from stdin (JSON: ``source``, ``calls``, ``limits``, ``guard``, ``tag``), lowers its own
+resource limits, executes ``source``, then makes each call ``[name, args, kwargs]`` (arguments
+in the value encoding below) and writes one JSON line per event to the file descriptor it was
+given (``argv[1]``; stdout when it is ``-`` or absent: a service that only returns stdout), each line starting
+with ``tag`` (so the code's own prints are told apart):
 
-Deliberately self-contained: it may import nothing but the standard library.
+- ``{"loaded": true}`` once ``source`` ran, or ``{"error": "..."}`` when it raised;
+- ``{"i": k, "value": ...}`` or ``{"i": k, "raised": [type name, message]}`` per call;
+- ``{"violation": "..."}`` when the audit hook (``guard``) refused an operation.
+
+It never sees the tests or their expected values, and it decides nothing: the caller decodes
+the values into plain data of its own and runs the tests on them (:mod:`tasks.sandbox_grading`),
+so whatever this process does (patched builtins, objects whose ``__eq__`` is always true,
+forged lines) can at most claim return values for the calls it was asked to make.
+
+The audit hook is the unsafe ``process`` back end's only guard (the ``bwrap`` and ``http``
+back ends isolate the process from outside): it refuses network, process creation, native
+code and file access outside the working directory, a policy's accidents rather than an attack.
 """
 
 import json
@@ -21,29 +30,18 @@ import threading
 _PATH_EVENTS = {
     # event -> positions of path arguments, and whether the event only reads
     "open": ((0,), None),  # mode decides: see _opens_for_writing
-    "os.listdir": ((0,), True),
-    "os.scandir": ((0,), True),
-    "os.chdir": ((0,), True),
-    "glob.glob": ((0,), True),
-    "os.mkdir": ((0,), False),
-    "os.remove": ((0,), False),
-    "os.rmdir": ((0,), False),
-    "os.rename": ((0, 1), False),
-    "os.link": ((0, 1), False),
-    "os.symlink": ((0, 1), False),
-    "os.truncate": ((0,), False),
-    "os.chmod": ((0,), False),
-    "os.chown": ((0,), False),
-    "os.utime": ((0,), False),
-    "shutil.rmtree": ((0,), False),
-    "shutil.copyfile": ((0, 1), False),
-    "shutil.move": ((0, 1), False),
+    "os.listdir": ((0,), True), "os.scandir": ((0,), True), "os.chdir": ((0,), True), "glob.glob": ((0,), True),
+    "os.mkdir": ((0,), False), "os.remove": ((0,), False), "os.rmdir": ((0,), False), "os.rename": ((0, 1), False),
+    "os.link": ((0, 1), False), "os.symlink": ((0, 1), False), "os.truncate": ((0,), False),
+    "os.chmod": ((0,), False), "os.chown": ((0,), False), "os.utime": ((0,), False),
+    "shutil.rmtree": ((0,), False), "shutil.copyfile": ((0, 1), False), "shutil.move": ((0, 1), False),
 }
 _NETWORK_EVENTS = ("socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo",
                    "socket.gethostbyname", "socket.gethostbyaddr", "socket.sendto")
 _PROCESS_EVENTS = ("os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn",
                    "subprocess.Popen", "os.kill", "os.killpg", "pty.spawn", "os.startfile")
 _FORBIDDEN_MODULES = {"ctypes", "_ctypes", "_posixsubprocess", "cffi"}
+_MAX_DEPTH = 100
 
 
 def _opens_for_writing(mode: object, flags: object) -> bool:
@@ -53,22 +51,21 @@ def _opens_for_writing(mode: object, flags: object) -> bool:
 
 
 class Guard:
-    """The audit hook: refuses what the sandbox forbids and remembers every refusal."""
+    """The audit hook: refuses what the ``process`` back end forbids and reports each refusal at once."""
 
-    def __init__(self, work_dir: str, readable_roots: list[str]) -> None:
+    def __init__(self, work_dir: str, readable_roots: list, emit) -> None:
         self.work_dir = os.path.realpath(work_dir)
         self.readable_roots = [os.path.realpath(root) for root in readable_roots]
-        self.violations: list[str] = []
+        self.emit = emit
         self._busy = threading.local()
 
-    def _inside(self, path: str, roots: list[str]) -> bool:
+    def _inside(self, path: str, roots: list) -> bool:
         real = os.path.realpath(path)
         return any(real == root or real.startswith(root + os.sep) for root in roots)
 
     def _refuse(self, kind: str, detail: str) -> None:
         message = f"{kind}: {detail}"
-        if message not in self.violations:
-            self.violations.append(message)
+        self.emit({"violation": message})
         raise PermissionError(f"sandbox refused {message}")
 
     def __call__(self, event: str, args: tuple) -> None:
@@ -101,6 +98,52 @@ class Guard:
                 self._refuse("file access", f"{event} {path!r}")
 
 
+def encode(value, depth: int = 0):
+    """``value`` as JSON-safe data that keeps its kind (tuple, set, dict with any keys, bytes)."""
+    if depth > _MAX_DEPTH:
+        raise ValueError("the value is nested too deeply to return")
+    inner = depth + 1
+    if value is None or isinstance(value, bool):
+        return None if value is None else bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return {"b": bytes(value).hex()}
+    if isinstance(value, complex):
+        return {"c": [value.real, value.imag]}
+    if isinstance(value, list):
+        return [encode(item, inner) for item in value]
+    if isinstance(value, tuple):
+        return {"t": [encode(item, inner) for item in value]}
+    if isinstance(value, frozenset):
+        return {"fs": [encode(item, inner) for item in value]}
+    if isinstance(value, set):
+        return {"s": [encode(item, inner) for item in value]}
+    if isinstance(value, dict):
+        return {"d": [[encode(key, inner), encode(item, inner)] for key, item in value.items()]}
+    raise TypeError(f"a value of type {type(value).__name__} cannot be returned out of the sandbox (plain data only)")
+
+
+def decode(data, depth: int = 0):
+    """The arguments' inverse of :func:`encode` (the caller has its own, see tasks.sandbox_grading)."""
+    inner = depth + 1
+    if isinstance(data, list):
+        return [decode(item, inner) for item in data]
+    if not isinstance(data, dict):
+        return data
+    (tag, body), = data.items()
+    kinds = {"t": tuple, "s": set, "fs": frozenset}
+    if tag in kinds:
+        return kinds[tag](decode(item, inner) for item in body)
+    if tag == "d":
+        return {decode(key, inner): decode(item, inner) for key, item in body}
+    return bytes.fromhex(body) if tag == "b" else complex(*body)
+
+
 def _limit(kind: int, value: int) -> None:
     soft, hard = resource.getrlimit(kind)
     wanted_hard = value if hard == resource.RLIM_INFINITY else min(hard, value)
@@ -124,33 +167,35 @@ def _error_name(error: BaseException) -> str:
 
 def main() -> None:
     job = json.loads(sys.stdin.read())
-    verdicts = os.fdopen(int(sys.argv[1]), "w", buffering=1)
-    nonce = job.pop("nonce")
-    readable = sorted({path for path in sysconfig.get_paths().values() if os.path.isdir(path)} | set(sys.path) - {""})
-    guard = Guard(os.getcwd(), [path for path in readable if os.path.isdir(path)])
+    target = sys.argv[1] if len(sys.argv) > 1 else "-"
+    channel = sys.stdout if target == "-" else os.fdopen(int(target), "w", buffering=1)
+    lock, tag = threading.Lock(), job.get("tag", "")
+
+    def emit(event: dict) -> None:
+        with lock:
+            channel.write(tag + json.dumps(event) + "\n")
+            channel.flush()
+
     _lower_limits(job["limits"])
-    sys.addaudithook(guard)
-    state = {"passed": 0, "total": len(job["tests"]), "error": None}
-
-    def report() -> None:
-        verdicts.write(f"{nonce} {json.dumps({**state, 'violations': guard.violations})}\n")
-
+    if job.get("guard"):
+        readable = {path for path in sysconfig.get_paths().values() if os.path.isdir(path)} | set(sys.path) - {""}
+        sys.addaudithook(Guard(os.getcwd(), [path for path in readable if os.path.isdir(path)], emit))
     namespace = {"__name__": "__main__"}
     try:
         exec(compile(job["source"], "<solution>", "exec"), namespace)
     except BaseException as error:  # noqa: BLE001 - whatever the code raises is its result
-        state["error"] = _error_name(error)
-        report()
+        emit({"error": _error_name(error)})
         return
-    for index, test in enumerate(job["tests"]):
+    emit({"loaded": True})
+    for index, (name, args, kwargs) in enumerate(job["calls"]):
         try:
-            exec(compile(test, f"<test {index}>", "exec"), namespace)
-            state["passed"] += 1
+            if name not in namespace:
+                raise NameError(f"name {name!r} is not defined")
+            value = encode(namespace[name](*decode(args), **decode(kwargs)))
         except BaseException as error:  # noqa: BLE001
-            state["error"] = state["error"] or f"test {index}: {_error_name(error)}"
-        report()
-    if not job["tests"]:
-        report()
+            emit({"i": index, "raised": [type(error).__name__, str(error)[:300]]})
+            continue
+        emit({"i": index, "value": value})
 
 
 if __name__ == "__main__":

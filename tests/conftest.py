@@ -31,6 +31,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session", autouse=True)
+def code_sandbox_where_bubblewrap_cannot_run() -> Iterator[None]:
+    """Where bubblewrap cannot run, tests that only need some code sandbox opt into the unsafe ``process``
+    back end (the red-team tests skip, naming why); outside the tests the code task refuses to start."""
+    from tasks import sandbox
+    from tasks.sandbox_bwrap import unavailable_reason
+
+    if unavailable_reason("bwrap") is None:
+        yield
+        return
+    sandbox.DEFAULT_BACKEND = "process"
+    try:
+        yield
+    finally:
+        sandbox.DEFAULT_BACKEND = "bwrap"
+
+
+@pytest.fixture(scope="session", autouse=True)
 def close_vllm_engines() -> Iterator[None]:
     """vLLM engines built by the tests shut down while pytest still owns the output streams (their
     exit-time finalizers would log into closed streams)."""

@@ -3,6 +3,7 @@ varying, completions at the length cap, NaN loss or gradients.
 
 ``StepMonitor`` sees one step at a time (the trainer warns in its log as they happen);
 ``find_alerts`` replays a whole run (the report's banner). Both apply the same rules.
+``config_alerts`` adds what the config alone says (an unsafe code sandbox).
 """
 
 from __future__ import annotations
@@ -69,6 +70,16 @@ def find_alerts(rows: Sequence[dict[str, Any]], rules: AlertsConfig) -> list[Ale
     """Every alert a run's metrics rows raise, in step order (each kind once)."""
     monitor = StepMonitor(rules)
     return [alert for row in rows for alert in monitor.observe(int(row.get("step", 0)), row)]
+
+
+def config_alerts(config: dict[str, Any]) -> list[str]:
+    """Warnings a run's resolved config raises by itself: the code sandbox in its unsafe ``process`` mode."""
+    options = (config.get("task") or {}).get("options") or {}
+    sandbox = options.get("sandbox") if isinstance(options, dict) else None
+    if isinstance(sandbox, dict) and sandbox.get("backend") == "process":
+        return ["UNSAFE code sandbox (task.options.sandbox.backend=process): model-written code ran as a plain "
+                "process with access to this machine"]
+    return []
 
 
 def _not_finite(value: Any) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from mmgrpo.config.schema import AlertsConfig
-from mmgrpo.reports.alerts import find_alerts
+from mmgrpo.reports.alerts import config_alerts, find_alerts
 from mmgrpo.reports.curves import PANELS, ema, panel_keys, series, smoothing_weight
 from mmgrpo.reports.gallery import GalleryGroup, changed_answers, gallery_groups
 from mmgrpo.reports.run_data import RunData
@@ -115,8 +115,11 @@ def _failures(runs: Sequence[RunData]) -> list[str]:
 
 def _alerts(runs: Sequence[RunData], rules: AlertsConfig) -> list[str]:
     found = [(run.name, alert) for run in runs for alert in find_alerts(run.rows, rules)]
-    return [f'<div class="alert"><b>{html.escape(name)}, step {alert.step}:</b> {html.escape(alert.message)}</div>'
-            for name, alert in found]
+    configured = [(run.name, message) for run in runs for message in config_alerts(run.config)]
+    return [f'<div class="alert"><b>{html.escape(name)}:</b> {html.escape(message)}</div>'
+            for name, message in configured] + [
+        f'<div class="alert"><b>{html.escape(name)}, step {alert.step}:</b> {html.escape(alert.message)}</div>'
+        for name, alert in found]
 
 
 def _summary(runs: Sequence[RunData]) -> list[str]:

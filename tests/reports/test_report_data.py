@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from mmgrpo.config.schema import AlertsConfig
-from mmgrpo.reports.alerts import StepMonitor, find_alerts
+from mmgrpo.reports.alerts import StepMonitor, config_alerts, find_alerts
 from mmgrpo.reports.curves import Panel, ema, panel_keys, series, smoothing_weight
 from mmgrpo.reports.gallery import changed_answers, gallery_groups
 from mmgrpo.reports.run_data import config_diff, flatten
@@ -56,6 +56,16 @@ def test_each_alert_fires_once_at_the_step_its_rule_is_met():
     assert fired == [(2, "kl"), (3, "entropy"), (4, "nan"), (4, "zero_variance"), (4, "truncation")]
     monitor = StepMonitor(rules)
     assert monitor.observe(1, {"grad_norm": math.inf}) and not monitor.observe(2, {"grad_norm": math.inf})
+
+
+def test_a_run_with_the_unsafe_code_sandbox_carries_a_banner(tmp_path):
+    from mmgrpo.reports.html import render
+    from mmgrpo.reports.run_data import RunData
+
+    unsafe = {"task": {"name": "code", "options": {"sandbox": {"backend": "process"}}}}
+    assert config_alerts({"task": {"name": "code", "options": {"sandbox": {"wall_seconds": 5}}}}) == []
+    run = RunData(name="r", path=tmp_path, config=unsafe, summary={}, rows=[], completions=[])
+    assert '<div class="alert"><b>r:</b> UNSAFE code sandbox' in render([run])
 
 
 def _record(step: int, sample: str, reward: float, correct: bool, **extra) -> dict:

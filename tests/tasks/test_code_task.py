@@ -33,14 +33,14 @@ def test_format_syntax_and_test_rewards_score_what_they_name():
         block("def add(a, b):\n    return a * b"),  # passes add(2, 2) only
         block("def add(a, b):\n    return a +"),  # does not parse
         "def add(a, b): return a + b",  # no block
-        block("import os\nos.listdir('/')\ndef add(a, b):\n    return a + b"),  # right, but looks around
+        block("import socket\nsocket.create_connection(('127.0.0.1', 9), 1)\ndef add(a, b):\n    return a + b"),  # phones out
         block("def add(a, b):\n    return a + b") + "``````` and more",  # right, but runs on past the block
     ]
     tests = [ADD_TESTS] * len(completions)
     assert REWARDS.get("code_format")(completions) == [1, 1, 1, 0, 1, 0]
     assert REWARDS.get("code_syntax")(completions) == [1, 1, 0, 0, 1, 1]
-    assert REWARDS.get("code_tests")(completions, tests, sandbox=LIMITS) == [1.0, 0.5, 0.0, 0.0, 0.0, 1.0]
-    assert REWARDS.get("code_passed")(completions, tests, sandbox=LIMITS) == [1, 0, 0, 0, 0, 1]
+    assert REWARDS.get("code_tests")(completions, tests, limits=LIMITS) == [1.0, 0.5, 0.0, 0.0, 0.0, 1.0]
+    assert REWARDS.get("code_passed")(completions, tests, limits=LIMITS) == [1, 0, 0, 0, 0, 1]
 
 
 def test_every_generated_reference_earns_full_reward_and_a_wrong_one_does_not():

@@ -1,0 +1,117 @@
+"""The ``bwrap`` sandbox back end (the default on Linux): the code runs in bubblewrap's namespaces.
+
+Each run is a fresh ``bwrap`` process (Debian/Ubuntu package ``bubblewrap``) that starts the
+child program (:mod:`tasks.sandbox_child`) with:
+
+- new user, mount, PID, network, IPC, UTS and cgroup namespaces: no other process is visible or
+  reachable (the trainer included), the network is an empty loopback of its own;
+- a root that is read-only and holds only ``/usr``, the ``/lib*`` folders, the interpreter's
+  installation and the child program; no ``/proc``, no ``/sys``, ``/dev`` with the null, zero,
+  random and tty nodes only;
+- one writable place, ``/tmp`` (also its working directory and ``HOME``): a private tmpfs of
+  ``disk_mb``, which exists only in its mount namespace and is gone with its last process
+  (and a 1 MiB one at ``/dev/shm`` for POSIX semaphores; ``/dev`` itself is read-only);
+- no capabilities, a new session (no terminal to inject into), ``--die-with-parent``, and the
+  seccomp filter of :mod:`tasks.sandbox_seccomp`;
+- the child's rlimits (CPU, memory, file size, open files, processes) and this side's wall
+  clock and output cap (:mod:`tasks.sandbox_local`): killing ``bwrap`` kills its PID namespace,
+  so no process outlives the run.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tasks import sandbox_seccomp
+from tasks.sandbox import BACKENDS, Evaluation, SandboxLimits, job
+from tasks.sandbox_local import evaluation, run_process
+
+CHILD_PROGRAM = Path(__file__).with_name("sandbox_child.py")
+CHILD_INSIDE = "/opt/mmgrpo/sandbox_child.py"
+SHM_BYTES = 1 << 20
+SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
+INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), "
+                "or opt into the unsafe in-process sandbox with task.options.sandbox.backend=process")
+
+
+class SandboxUnavailable(RuntimeError):
+    """The back end cannot run on this machine; the message says why and what to do."""
+
+
+def _folder_arguments() -> list[str]:
+    """Read-only binds of the system folders and the interpreter's installation (symlinks kept as links)."""
+    arguments: list[str] = []
+    for folder in SYSTEM_FOLDERS:
+        if os.path.islink(folder):
+            arguments += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            arguments += ["--ro-bind", folder, folder]
+    prefix = os.path.realpath(sys.base_prefix)
+    if not any(prefix == folder or prefix.startswith(folder + "/") for folder in SYSTEM_FOLDERS):
+        arguments += ["--ro-bind", prefix, prefix]
+    return arguments
+
+
+def bwrap_command(executable: str, limits: SandboxLimits, seccomp_fd: int) -> list[str]:
+    """The full command line of one run (``{events_fd}`` is filled in by :func:`run_process`)."""
+    return [
+        executable, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--hostname", "sandbox", *_folder_arguments(), "--ro-bind", str(CHILD_PROGRAM), CHILD_INSIDE,
+        "--dev", "/dev", "--size", str(limits.disk_mb << 20), "--tmpfs", "/tmp", "--size", str(SHM_BYTES),
+        "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/",
+        "--chdir", "/tmp", "--seccomp", str(seccomp_fd),
+        os.path.realpath(sys.executable), "-I", "-S", "-B", CHILD_INSIDE, "{events_fd}",
+    ]
+
+
+@functools.cache
+def unavailable_reason(executable: str) -> str | None:
+    """Why ``bwrap`` cannot sandbox here (None when it can): probed once per process with a real run."""
+    if not sandbox_seccomp.supported():
+        return "no seccomp filter for this machine's architecture (known: x86_64, aarch64)"
+    path = shutil.which(executable)
+    if path is None:
+        return f"{executable!r} is not installed"
+    probe = BwrapSandbox(path).evaluate("", [], SandboxLimits(wall_seconds=20))
+    if probe.status != "ok" or "loaded" not in probe.events:
+        return f"{path} cannot make its namespaces here: {(probe.stderr or probe.error or probe.status).strip()}"
+    return None
+
+
+@BACKENDS.register("bwrap")
+class BwrapSandbox:
+    """Runs each program in a fresh bubblewrap sandbox; refuses to be made where bubblewrap cannot run."""
+
+    unsafe = False
+
+    def __init__(self, executable: str = "bwrap") -> None:
+        """``executable``: the bubblewrap program (a name on ``PATH`` or a path)."""
+        self.executable = executable
+        self.isolation = "bwrap (namespaces, read-only root, private tmpfs, seccomp)"
+
+    @classmethod
+    def from_options(cls, executable: str = "bwrap") -> BwrapSandbox:
+        """The back end, or :class:`SandboxUnavailable` naming why not and how to install bubblewrap."""
+        reason = unavailable_reason(executable)
+        if reason is not None:
+            raise SandboxUnavailable(f"the bwrap sandbox cannot run: {reason}. To grade code, {INSTALL_HINT}.")
+        return cls(shutil.which(executable) or executable)
+
+    def evaluate(self, source: str, calls: list[list], limits: SandboxLimits) -> Evaluation:
+        payload, tag = job(source, calls, limits)
+        seccomp_read, seccomp_write = os.pipe()
+        try:
+            os.write(seccomp_write, sandbox_seccomp.build_filter())
+            os.close(seccomp_write)
+            run = run_process(bwrap_command(self.executable, limits, seccomp_read), payload,
+                              wall_seconds=limits.wall_seconds, output_bytes=limits.file_size_mb << 20,
+                              captured_bytes=limits.captured_bytes, pass_fds=(seccomp_read,),
+                              env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
+        finally:
+            os.close(seccomp_read)
+        return evaluation(run, tag, limits.file_size_mb)

@@ -1,0 +1,214 @@
+"""Grading outside the untrusted process: the tests run here, on plain data, never beside the code.
+
+The untrusted process (:mod:`tasks.sandbox_child`) only answers calls: ``add(1, 2)`` in, an
+encoded return value out. The tests (Python statements from the dataset, e.g.
+``assert add(1, 2) == 3``) run in this process, each in a fresh namespace where every free name
+the code defines at top level, or that is neither a builtin nor a standard-library module, is a
+:class:`CandidateFunction`. Calling one
+looks its arguments up in the answers so far; an unanswered call stops the test, and all of a
+round's unanswered calls go to the sandbox together (one run of the code per round, usually one
+round: a call whose arguments come from another call needs a second). The values that come back
+are rebuilt here as fresh ``int``/``str``/``list``/... objects, so nothing the code defines (an
+``__eq__`` that is always true, a patched builtin, a forged line) takes part in a comparison, and
+the expected values never enter the untrusted process.
+
+The tests are dataset content and are trusted like the rest of the dataset; they do only cheap
+work on returned values, the candidate's calls run in the sandbox under its limits.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+import importlib
+import json
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from tasks.sandbox_child import encode
+
+MAX_ROUNDS = 4
+_MAX_DEPTH = 100
+MAX_SHARED_HASH = 16
+"""Most distinct numbers or tuples in one returned value that may share a hash."""
+_TAGS = {"t": tuple, "s": set, "fs": frozenset}
+
+
+class Unanswered(BaseException):
+    """A call the sandbox has not answered yet (BaseException: a test's ``except Exception`` cannot swallow it)."""
+
+
+class CandidateError(Exception):
+    """The candidate's function raised an exception whose type is not a builtin one."""
+
+
+def decode(data: Any) -> Any:
+    """Plain objects of this process from the sandbox's encoded value (``ValueError`` if malformed).
+
+    Refused too: a value holding more than :data:`MAX_SHARED_HASH` distinct numbers or tuples with one
+    hash (chosen to collide, they would make a set or dict of them, built here or by a test, take
+    quadratic time). Strings and bytes need no check: their hashes are salted per process.
+    """
+    return _decode(data, 0, {})
+
+
+def _decode(data: Any, depth: int, seen: dict[int, list]) -> Any:
+    if depth > _MAX_DEPTH:
+        raise ValueError("nested too deeply")
+    inner = depth + 1
+    if data is None or type(data) in (bool, int, float, str):
+        return _checked(data, seen)
+    if type(data) is list:
+        return [_decode(item, inner, seen) for item in data]
+    if type(data) is not dict or len(data) != 1:
+        raise ValueError("not an encoded value")
+    (tag, body), = data.items()
+    try:
+        if tag in _TAGS and type(body) is list:
+            return _checked(_TAGS[tag](_decode(item, inner, seen) for item in body), seen)
+        if tag == "d" and type(body) is list:
+            return {_decode(key, inner, seen): _decode(item, inner, seen) for key, item in body}
+        if tag == "b" and type(body) is str:
+            return bytes.fromhex(body)
+        if tag == "c" and type(body) is list and len(body) == 2 and all(type(x) is float for x in body):
+            return _checked(complex(*body), seen)
+    except (TypeError, ValueError) as error:  # an unhashable key, bad hex, a pair that is not a pair
+        raise ValueError(f"malformed {tag!r} value: {error}") from None
+    raise ValueError(f"unknown tag {tag!r}")
+
+
+def _checked(value: Any, seen: dict[int, list]) -> Any:
+    """``value``, counted among the distinct hashable values of its hash (``ValueError`` past the limit)."""
+    if value is None or isinstance(value, str):
+        return value
+    try:
+        key = hash(value)
+    except TypeError:  # a tuple holding a list
+        return value
+    same = seen.setdefault(key, [])
+    if value not in same:
+        same.append(value)
+        if len(same) > MAX_SHARED_HASH:
+            raise ValueError(f"more than {MAX_SHARED_HASH} distinct members share one hash")
+    return value
+
+
+@dataclass
+class CallOutcome:
+    """What one call gave: a decoded value, or the exception it raised (type name and message)."""
+
+    value: Any = None
+    raised: tuple[str, str] | None = None
+
+    def result(self) -> Any:
+        """A fresh copy of the value (a test may change it), or the exception, as a builtin type when it is one."""
+        if self.raised is None:
+            return copy.deepcopy(self.value)
+        name, message = self.raised
+        kind = getattr(builtins, name, None)
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            try:
+                error = kind(message)
+            except TypeError:  # one whose constructor wants more than a message (UnicodeDecodeError)
+                error = CandidateError(f"{name}: {message}")
+            raise error
+        raise CandidateError(f"{name}: {message}")
+
+
+@dataclass
+class Answers:
+    """The sandbox's answers so far, keyed by the encoded call, and the calls still to ask."""
+
+    known: dict[str, CallOutcome] = field(default_factory=dict)
+    asked: dict[str, list] = field(default_factory=dict)
+
+    def lookup(self, name: str, args: tuple, kwargs: dict) -> Any:
+        try:
+            call = [name, encode(list(args)), encode(dict(kwargs))]
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"{name}() can only be called with plain data here: {error}") from None
+        key = json.dumps(call, sort_keys=True)
+        if key in self.known:
+            return self.known[key].result()
+        self.asked.setdefault(key, call)
+        raise Unanswered(key)
+
+
+class CandidateFunction:
+    """Stands for the candidate's top-level ``name`` in the tests: a call is asked of the sandbox."""
+
+    def __init__(self, name: str, answers: Answers) -> None:
+        self.name, self.answers = name, answers
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.answers.lookup(self.name, args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"<candidate {self.name}>"
+
+
+def free_names(test: str) -> set[str]:
+    """Names a test reads but never binds itself (an over-approximation is harmless: unused proxies)."""
+    tree = ast.parse(test)
+    loaded, bound = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return loaded - bound
+
+
+def defined_names(source: str) -> set[str]:
+    """Top-level functions, classes and variables of the candidate's source, from its syntax tree (never run)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        names.update(name.id for target in targets if target is not None for name in ast.walk(target)
+                     if isinstance(name, ast.Name))
+    return names
+
+
+def test_namespace(test: str, answers: Answers, candidate_names: set[str]) -> dict[str, Any]:
+    """A fresh namespace for one test: the candidate's names proxied, standard modules it names imported."""
+    namespace: dict[str, Any] = {"__name__": "__test__"}
+    for name in free_names(test):
+        if name in candidate_names or not (hasattr(builtins, name) or name in sys.stdlib_module_names):
+            namespace[name] = CandidateFunction(name, answers)
+        elif name in sys.stdlib_module_names:
+            namespace[name] = importlib.import_module(name)
+    return namespace
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """One test: passed, failed with an error, or waiting for an answer (``unanswered``)."""
+
+    passed: bool
+    error: str | None = None
+    unanswered: bool = False
+
+
+def run_test(index: int, test: str, answers: Answers, candidate_names: set[str]) -> TestOutcome:
+    """Execute one test statement against the answers so far."""
+    try:
+        exec(compile(test, f"<test {index}>", "exec"), test_namespace(test, answers, candidate_names))
+    except Unanswered:
+        return TestOutcome(False, f"test {index}: a call was not answered", unanswered=True)
+    except Exception as error:  # noqa: BLE001 - a failing test is a result
+        return TestOutcome(False, f"test {index}: {type(error).__name__}: {error}"[:300])
+    return TestOutcome(True)

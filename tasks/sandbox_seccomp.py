@@ -1,0 +1,118 @@
+"""The seccomp filter the ``bwrap`` sandbox installs: a classic BPF program built here, in pure Python.
+
+Why here and not a library: the program is a straight list of comparisons (check the
+architecture, load the system call number, compare, return), and building it needs no native
+binding. bubblewrap loads it with ``--seccomp FD`` before it starts the interpreter, so every
+process of the sandbox runs under it.
+
+What it does, on x86-64 and AArch64:
+
+- kills the process (``SECCOMP_RET_KILL_PROCESS``, seen by the parent as SIGSYS: the run is
+  ``forbidden``) on system calls that only an escape or an attack on other processes needs:
+  device nodes and FIFOs (``mknod``), tracing and other processes' memory, pid file descriptors,
+  ``prlimit`` on another process, mounts, namespaces (``unshare``, ``setns``, ``clone`` with a
+  namespace flag), keyrings, kernel modules, BPF, perf, ``userfaultfd``, ``io_uring`` (its
+  operations bypass seccomp), the clock, swap, reboot, file handles;
+- answers ``EPERM`` to extended attributes (``shutil.copy2`` tries them and carries on) and
+  ``ENOSYS`` to ``clone3`` (whose flags a filter cannot read: the C library falls back to ``clone``);
+- kills a process of any other architecture (32-bit or x32 system calls) outright.
+"""
+
+from __future__ import annotations
+
+import errno
+import platform
+import struct
+
+# <linux/filter.h>, <linux/seccomp.h>, <linux/audit.h>
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_JGE_K = 0x35
+_JSET_K = 0x45
+_RET_K = 0x06
+RET_ALLOW = 0x7FFF0000
+RET_KILL_PROCESS = 0x80000000
+RET_ERRNO = 0x00050000
+_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0 = 0, 4, 16  # struct seccomp_data (little-endian)
+_X32_BIT = 0x40000000
+CLONE_NAMESPACE_FLAGS = 0x7E020000 | 0x00000080  # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET + NEWTIME
+
+KILLED = (
+    "mknod", "mknodat", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_send_signal",
+    "pidfd_getfd", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig",
+    "fsmount", "fspick", "mount_setattr", "unshare", "setns", "keyctl", "add_key", "request_key", "kexec_load",
+    "kexec_file_load", "init_module", "finit_module", "delete_module", "bpf", "perf_event_open", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "swapon", "swapoff", "reboot", "acct", "quotactl",
+    "quotactl_fd", "open_by_handle_at", "name_to_handle_at", "syslog", "settimeofday", "clock_settime",
+    "clock_adjtime", "adjtimex", "personality", "lookup_dcookie", "vhangup",
+)
+REFUSED = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat")
+"""Answered EPERM rather than killed: innocent library code tries them and handles the refusal."""
+
+# name -> (x86-64, AArch64); None where the architecture has no such call
+NUMBERS = {
+    "mknod": (133, None), "mknodat": (259, 33), "ptrace": (101, 117), "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271), "pidfd_open": (434, 434), "pidfd_send_signal": (424, 424),
+    "pidfd_getfd": (438, 438), "mount": (165, 40), "umount2": (166, 39), "pivot_root": (155, 41),
+    "chroot": (161, 51), "move_mount": (429, 429), "open_tree": (428, 428), "fsopen": (430, 430),
+    "fsconfig": (431, 431), "fsmount": (432, 432), "fspick": (433, 433), "mount_setattr": (442, 442),
+    "unshare": (272, 97), "setns": (308, 268), "keyctl": (250, 219), "add_key": (248, 217),
+    "request_key": (249, 218), "kexec_load": (246, 104), "kexec_file_load": (320, 294),
+    "init_module": (175, 105), "finit_module": (313, 273), "delete_module": (176, 106), "bpf": (321, 280),
+    "perf_event_open": (298, 241), "userfaultfd": (323, 282), "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426), "io_uring_register": (427, 427), "swapon": (167, 224), "swapoff": (168, 225),
+    "reboot": (169, 142), "acct": (163, 89), "quotactl": (179, 60), "quotactl_fd": (443, 443),
+    "open_by_handle_at": (304, 265), "name_to_handle_at": (303, 264), "syslog": (103, 116),
+    "settimeofday": (164, 170), "clock_settime": (227, 112), "clock_adjtime": (305, 266), "adjtimex": (159, 171),
+    "personality": (135, 92), "lookup_dcookie": (212, 18), "vhangup": (153, 58),
+    "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
+    "prlimit64": (302, 261), "clone": (56, 220), "clone3": (435, 435),
+}
+_ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in NUMBERS, AUDIT_ARCH_*
+
+
+def _op(code: int, k: int = 0, jt: int = 0, jf: int = 0) -> bytes:
+    return struct.pack("<HBBI", code, jt, jf, k)
+
+
+def supported(machine: str | None = None) -> bool:
+    """Whether a filter can be built for ``machine`` (default: this one)."""
+    return (machine or platform.machine()) in _ARCHES
+
+
+def build_filter(machine: str | None = None) -> bytes:
+    """The BPF program (``struct sock_filter[]`` bytes) for ``machine`` (default: this one)."""
+    machine = machine or platform.machine()
+    if machine not in _ARCHES:
+        raise RuntimeError(f"no seccomp filter for the {machine} architecture (known: {', '.join(_ARCHES)})")
+    column, audit_arch = _ARCHES[machine]
+    number = {name: numbers[column] for name, numbers in NUMBERS.items() if numbers[column] is not None}
+    program = [
+        _op(_LD_W_ABS, _OFFSET_ARCH),
+        _op(_JEQ_K, audit_arch, jt=1),
+        _op(_RET_K, RET_KILL_PROCESS),
+        _op(_LD_W_ABS, _OFFSET_NR),
+    ]
+    if machine == "x86_64":  # x32 system calls share the architecture value
+        program += [_op(_JGE_K, _X32_BIT, jf=1), _op(_RET_K, RET_KILL_PROCESS)]
+    for name in KILLED:
+        if name in number:
+            program += [_op(_JEQ_K, number[name], jf=1), _op(_RET_K, RET_KILL_PROCESS)]
+    for name in REFUSED:
+        program += [_op(_JEQ_K, number[name], jf=1), _op(_RET_K, RET_ERRNO | errno.EPERM)]
+    program += [_op(_JEQ_K, number["clone3"], jf=1), _op(_RET_K, RET_ERRNO | errno.ENOSYS)]
+    # clone with a namespace flag, and prlimit64 on a process other than itself (pid 0), are killed
+    program += [
+        _op(_JEQ_K, number["clone"], jf=4),
+        _op(_LD_W_ABS, _OFFSET_ARG0),
+        _op(_JSET_K, CLONE_NAMESPACE_FLAGS, jf=1),
+        _op(_RET_K, RET_KILL_PROCESS),
+        _op(_RET_K, RET_ALLOW),
+        _op(_JEQ_K, number["prlimit64"], jf=4),
+        _op(_LD_W_ABS, _OFFSET_ARG0),
+        _op(_JEQ_K, 0, jt=1),
+        _op(_RET_K, RET_KILL_PROCESS),
+        _op(_RET_K, RET_ALLOW),
+        _op(_RET_K, RET_ALLOW),
+    ]
+    return b"".join(program)

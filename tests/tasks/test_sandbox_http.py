@@ -1,0 +1,131 @@
+"""The ``http`` sandbox back end against a local fake of the SandboxFusion ``/run_code`` API (never the network)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from tasks import get_task
+from tasks.code import code_passed, code_tests
+from tasks.sandbox import SandboxLimits, make_sandbox, run_tests
+from tasks.sandbox_http import HttpSandbox
+
+ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(10, 5) == 15"]
+CORRECT_ADD = "def add(a, b):\n    return a + b\n"
+
+
+class FakeSandboxFusion:
+    """``POST /run_code``: runs ``code`` with ``stdin`` in a local process, answers as SandboxFusion does.
+
+    ``failures``: how many requests first get HTTP 503; ``sandbox_error``: answer every request with
+    ``status: SandboxError``.
+    """
+
+    def __init__(self, failures: int = 0, sandbox_error: bool = False) -> None:
+        self.failures, self.sandbox_error, self.requests = failures, sandbox_error, []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.requests.append((self.path, request))
+                if fake.failures > 0:
+                    fake.failures -= 1
+                    self.send_error(503)
+                    return
+                self._answer(fake.run(request))
+
+            def _answer(self, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, request: dict) -> dict:
+        if self.sandbox_error:
+            return {"status": "SandboxError", "message": "no runner free", "run_result": None}
+        try:
+            done = subprocess.run([sys.executable, "-I", "-S", "-c", request["code"]], input=request["stdin"],
+                                  capture_output=True, text=True, timeout=request["run_timeout"])
+        except subprocess.TimeoutExpired as expired:
+            run = {"status": "TimeLimitExceeded", "stdout": expired.stdout or "", "stderr": "", "return_code": None}
+        else:
+            run = {"status": "Finished", "stdout": done.stdout, "stderr": done.stderr, "return_code": done.returncode}
+        return {"status": "Success" if run.get("return_code") == 0 else "Failed", "compile_result": None,
+                "run_result": {**run, "execution_time": 0.1}, "files": {}}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture()
+def service():
+    fake = FakeSandboxFusion()
+    yield fake
+    fake.close()
+
+
+LIMITS = SandboxLimits(wall_seconds=3, cpu_seconds=2, memory_mb=256)
+
+
+def test_a_run_is_one_run_code_request_with_the_runs_limits(service):
+    sandbox, limits = make_sandbox({"backend": "http", "url": service.url, "wall_seconds": 3, "memory_mb": 256})
+    result = run_tests(CORRECT_ADD + "print('hello')", ADD_TESTS, sandbox, limits)
+    assert (result.status, result.passed, result.stdout) == ("passed", 3, "hello")
+    (path, request), = service.requests
+    assert path == "/run_code" and request["language"] == "python"
+    assert (request["run_timeout"], request["memory_limit_MB"]) == (3, 256)
+    assert "assert" not in request["stdin"]  # the tests stay here
+    wrong = run_tests("class Yes:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n"
+                      "    return Yes()", ADD_TESTS, sandbox, limits)
+    assert (wrong.status, wrong.passed) == ("failed", 0)
+
+
+def test_the_services_time_limit_is_a_timeout(service):
+    result = run_tests("import time\ntime.sleep(100)", ADD_TESTS, HttpSandbox(service.url), LIMITS)
+    assert result.status == "timeout" and result.fraction_passed == 0
+
+
+def test_failed_requests_are_retried_then_the_run_is_unavailable_and_scores_no_verdict():
+    flaky = FakeSandboxFusion(failures=2)
+    down = FakeSandboxFusion(sandbox_error=True)
+    try:
+        retried = run_tests(CORRECT_ADD, ADD_TESTS, HttpSandbox(flaky.url, retries=2, backoff_seconds=0.01), LIMITS)
+        assert retried.status == "passed" and len(flaky.requests) == 3
+        sandbox = HttpSandbox(down.url, retries=1, backoff_seconds=0.01)
+        unavailable = run_tests(CORRECT_ADD, ADD_TESTS, sandbox, LIMITS)
+        assert unavailable.status == "unavailable" and "no runner free" in unavailable.error
+        assert len(down.requests) == 2 and "2 attempts" in unavailable.error
+        completions = ["```python\n" + CORRECT_ADD + "```", "no code block"]
+        options = {"sandbox": sandbox, "limits": LIMITS}
+        assert code_tests(completions, [ADD_TESTS] * 2, **options) == [None, 0.0]
+        assert code_passed(completions, [ADD_TESTS] * 2, **options) == [None, 0.0]
+        assert len(down.requests) == 6  # no verdict is not remembered: each reward asked again
+    finally:
+        flaky.close()
+        down.close()
+
+
+def test_an_unreachable_service_is_unavailable_and_a_task_without_url_is_refused():
+    result = run_tests(CORRECT_ADD, ADD_TESTS, HttpSandbox("http://127.0.0.1:9", retries=0), LIMITS)
+    assert result.status == "unavailable" and "Connection refused" in result.error
+    with pytest.raises(ValueError, match="needs task.options.sandbox.url"):
+        get_task("code", sandbox={"backend": "http"})
+    with pytest.raises(ValueError, match="http:// or https://"):
+        HttpSandbox("sandbox:8080")

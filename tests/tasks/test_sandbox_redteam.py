@@ -1,0 +1,372 @@
+"""Red team: hostile programs submitted as completions, run on the default back end (bwrap).
+
+Each attack class of the sandbox's threat model: reading or writing host files by every route,
+processes that outlive the run, the network, signals and limits on the trainer, hangs,
+resource exhaustion, forging the grade, leftovers. Each must end ``forbidden``, ``failed``,
+``error``, ``timeout`` or a named limit, with no effect on this process (the trainer) or the host.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tasks import sandbox_seccomp
+from tasks.code import sandbox_results
+from tasks.sandbox import STATUSES, SandboxLimits, run_tests
+from tasks.sandbox_bwrap import BwrapSandbox, SandboxUnavailable
+
+ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(10, 5) == 15"]
+CORRECT_ADD = "def add(a, b):\n    return a + b\n"
+BAD = set(STATUSES) - {"passed", "unavailable"}
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> BwrapSandbox:
+    try:
+        return BwrapSandbox.from_options()
+    except SandboxUnavailable as reason:
+        pytest.skip(str(reason))
+
+
+@pytest.fixture()
+def limits() -> SandboxLimits:
+    """A generous wall clock (the CPU is shared: a start can take seconds); hangs use :func:`short`."""
+    return SandboxLimits(wall_seconds=15, cpu_seconds=2, memory_mb=256, file_size_mb=2, disk_mb=8)
+
+
+def short(limits: SandboxLimits) -> SandboxLimits:
+    """The same limits with a 3 s wall clock, for programs that only end there."""
+    return dataclasses.replace(limits, wall_seconds=3)
+
+
+def attack(sandbox, limits, source: str, tests: list[str] = ADD_TESTS):
+    """Run ``source`` as a completion; it must score nothing."""
+    result = run_tests(source, tests, sandbox, limits)
+    assert result.status in BAD and result.fraction_passed == 0, result
+    return result
+
+
+def processes_with(marker: str) -> list[int]:
+    """Host processes whose command line contains ``marker``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if marker.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+# --- file read/write, by every route ---------------------------------------------------------------------------
+
+def test_host_files_cannot_be_read_by_path_fd_or_proc(sandbox, limits, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the-secret-value")
+    routes = [
+        f"print(open({str(secret)!r}).read())",
+        f"import os\nprint(os.listdir({str(tmp_path)!r}))",
+        "print(open('/proc/self/environ').read())",
+        "import os\nfor fd in range(3, 64):\n    try:\n        print(os.readlink(f'/proc/self/fd/{fd}'))\n"
+        "    except OSError:\n        pass\nraise SystemExit(1)",
+        "print(open('/etc/passwd').read())",
+    ]
+    for source in routes:
+        result = attack(sandbox, limits, source)
+        assert "the-secret-value" not in result.stdout + result.stderr
+        assert "root:" not in result.stdout
+
+
+def test_host_files_cannot_be_written_by_fspath_tricks_dir_fd_or_symlinks(sandbox, limits, tmp_path):
+    target = tmp_path / "planted.txt"
+    routes = [
+        f"open({str(target)!r}, 'w').write('x')",
+        # a path object that answers an innocent name first, the target second
+        f"class P:\n    n = 0\n    def __fspath__(self):\n        P.n += 1\n        return 'ok.txt' if P.n == 1 else "
+        f"{str(target)!r}\nopen(P(), 'w').write('x')\nopen(P(), 'w').write('x')\nraise SystemExit(1)",
+        # dir_fd plus a symlink inside its own folder
+        f"import os\nos.symlink({str(tmp_path)!r}, 'link')\nfd = os.open('.', os.O_RDONLY)\n"
+        "os.open('link/planted.txt', os.O_CREAT | os.O_WRONLY, dir_fd=fd)",
+        f"import os\nos.link({str(Path(os.__file__))!r}, 'hard')",
+    ]
+    for source in routes:
+        attack(sandbox, limits, source)
+        assert not target.exists()
+
+
+def test_its_only_writable_places_are_its_own_size_limited_tmpfs(sandbox, limits):
+    marker = f"mmgrpo-redteam-{os.getpid()}"
+    folders = ["/", "/dev", "/dev/shm", "/tmp", "/usr", "/opt/mmgrpo", os.path.realpath(os.sys.base_prefix)]
+    source = (f"import os\nwritten = []\nfor folder in {folders!r}:\n    try:\n"
+              f"        with open(os.path.join(folder, {marker!r}), 'wb') as handle:\n"
+              f"            for _ in range(16):\n                handle.write(b'x' * 1_000_000)\n"
+              f"        written.append(folder)\n    except OSError:\n        pass\nprint(written)\nraise SystemExit(1)")
+    result = attack(sandbox, limits, source)
+    assert result.stdout == "[]\n"  # 16 MB fits nowhere: read-only, or past disk_mb / 1 MiB of /dev/shm
+    assert not any(os.path.exists(os.path.join(folder, marker)) for folder in ("/tmp", "/dev/shm", "/"))
+
+
+def test_the_python_installation_cannot_be_planted_with_a_pth_file(sandbox, limits):
+    import sysconfig
+    site = Path(sysconfig.get_paths()["purelib"])
+    planted = site / "zz_mmgrpo_redteam.pth"
+    source = f"open({str(planted)!r}, 'w').write('import os; os.system(\"touch /tmp/pwned\")')"
+    result = attack(sandbox, limits, source)
+    assert not planted.exists() and ("Read-only" in result.error or "No such file" in result.error)
+
+
+@pytest.mark.parametrize("call", ["os.mknod('dev', 0o600 | stat.S_IFCHR, os.makedev(1, 3))", "os.mkfifo('fifo')"])
+def test_device_nodes_and_fifos_are_forbidden(sandbox, limits, call):
+    result = attack(sandbox, limits, f"import os, stat\n{call}\n{CORRECT_ADD}")
+    assert result.status == "forbidden" and "seccomp" in result.error
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="raw x86-64 system call numbers")
+@pytest.mark.parametrize("name", ["ptrace", "pidfd_send_signal", "pidfd_getfd", "process_vm_writev", "keyctl", "mount",
+                                  "bpf", "io_uring_setup", "perf_event_open", "setns", "init_module"])
+def test_raw_system_calls_past_pythons_wrappers_are_forbidden(sandbox, limits, name):
+    number = sandbox_seccomp.NUMBERS[name][0]
+    source = f"import ctypes\nctypes.CDLL(None).syscall({number}, 1, 0, 0, 0, 0, 0)\n{CORRECT_ADD}"
+    result = attack(sandbox, limits, source)
+    assert result.status == "forbidden" and "seccomp" in result.error
+
+
+def test_extended_attributes_are_refused_and_setuid_bits_mean_nothing(sandbox, limits):
+    source = ("import os\nopen('f', 'w').close()\nos.chmod('f', 0o4755)\n"
+              "os.setxattr('f', 'security.capability', b'\\x01' * 20)")
+    result = attack(sandbox, limits, source)
+    assert result.status == "error" and "PermissionError" in result.error
+
+
+# --- processes that outlive the run, the network --------------------------------------------------------------
+
+def test_no_process_outlives_the_run_even_a_double_forked_daemon(sandbox, limits):
+    marker = "4242.123"
+    source = (f"import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+              f"        os.execv('/bin/sleep', ['sleep', '{marker}'])\n    os._exit(0)\nimport time\ntime.sleep(0.5)\n"
+              f"{CORRECT_ADD}")
+    result = run_tests(source, ADD_TESTS, sandbox, limits)
+    assert result.status == "passed"  # harmless here: the daemon dies with the run
+    time.sleep(0.2)
+    assert processes_with(marker) == []
+
+
+def test_a_killed_trainer_takes_its_running_sandboxes_with_it(sandbox):
+    marker = "4343.5"
+    trainer = subprocess.Popen([sys.executable, "-c", (
+        "from tasks.sandbox import SandboxLimits, run_tests\nfrom tasks.sandbox_bwrap import BwrapSandbox\n"
+        "run_tests(\"import os\\nos.execv('/bin/sleep', ['sleep', '4343' + '.5'])\", [], BwrapSandbox(), "
+        "SandboxLimits(wall_seconds=60))")])
+    try:
+        deadline = time.monotonic() + 30
+        while not processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert processes_with(marker), "the sandbox never started"
+    finally:
+        trainer.kill()
+        trainer.wait()
+    deadline = time.monotonic() + 5
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_with(marker) == []
+
+
+def test_namespaces_and_tracing_are_forbidden(sandbox, limits):
+    for source in ["import os\nos.unshare(os.CLONE_NEWUSER)", "import os\nos.setns(os.open('/proc/1/ns/net', 0))",
+                   "import os\nos.unshare(os.CLONE_NEWNET)"]:
+        result = attack(sandbox, limits, source)
+        assert result.status in ("forbidden", "error")
+
+
+class Listener:
+    """A host socket (TCP on 127.0.0.1, or an abstract Unix socket) counting the connections it accepts."""
+
+    def __init__(self, family: int = socket.AF_INET) -> None:
+        self.server = socket.socket(family, socket.SOCK_STREAM)
+        self.address = ("127.0.0.1", 0) if family == socket.AF_INET else f"\0mmgrpo-redteam-{os.getpid()}"
+        self.server.bind(self.address)
+        self.server.listen()
+        self.server.settimeout(0.2)
+        self.address = self.server.getsockname()
+        self.accepted, self.running = 0, True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while self.running:
+            try:
+                connection, _ = self.server.accept()
+            except (TimeoutError, OSError):
+                continue
+            self.accepted += 1
+            connection.close()
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join()
+        self.server.close()
+
+
+def test_nothing_reaches_the_hosts_network_tcp_or_abstract_unix_sockets(sandbox, limits):
+    tcp, unix = Listener(), Listener(socket.AF_UNIX)
+    try:
+        port = tcp.address[1]
+        for source in [f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=1)",
+                       f"import socket\ns = socket.socket(socket.AF_UNIX)\ns.connect({unix.address!r})",
+                       "import socket\nsocket.create_connection(('example.com', 80), timeout=1)"]:
+            attack(sandbox, limits, source)
+    finally:
+        tcp.close()
+        unix.close()
+    assert tcp.accepted == 0 and unix.accepted == 0
+
+
+# --- the trainer: signals, limits, hangs ------------------------------------------------------------------------
+
+def test_the_trainer_cannot_be_signalled_throttled_or_traced(sandbox, limits):
+    trainer = os.getpid()
+    own_limit = resource.getrlimit(resource.RLIMIT_NOFILE)
+    attacks = [
+        f"import os, signal\nos.kill({trainer}, signal.SIGKILL)",
+        f"import os, signal\nos.kill({trainer}, signal.SIGSTOP)",
+        "import os, signal\nfor pid in range(1, 4096):\n    try:\n        os.kill(pid, signal.SIGKILL)\n"
+        "    except OSError:\n        pass\nraise SystemExit(1)",
+        f"import os\nos.pidfd_open({trainer})",
+        "import os\nos.pidfd_open(1)",
+        f"import resource\nresource.prlimit({trainer}, resource.RLIMIT_NOFILE, (3, 3))",
+        "import resource\nresource.prlimit(1, resource.RLIMIT_NOFILE, (3, 3))",
+    ]
+    for source in attacks:
+        attack(sandbox, limits, source)
+    assert resource.getrlimit(resource.RLIMIT_NOFILE) == own_limit  # and we are still here
+
+
+@pytest.mark.parametrize("source", [
+    "import os, time\nr, w = os.pipe()\nfor fd in (0, 1, 2, 3, 4, 5):\n    try:\n        os.dup2(r, fd)\n"
+    "    except OSError:\n        pass\ntime.sleep(100)",
+    "import os, time\nif os.fork() == 0:\n    time.sleep(100)\nos._exit(0)",  # a child holding the pipes open
+    "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "signal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
+    "while True:\n    pass",
+])
+def test_hangs_end_at_the_wall_clock(sandbox, limits, source):
+    limits = short(limits)
+    started = time.monotonic()
+    attack(sandbox, limits, source)
+    assert time.monotonic() - started < limits.wall_seconds + 3
+
+
+@pytest.mark.parametrize("kind, tests", [("s", ADD_TESTS), ("t", ["assert set(add(1, 2)) == {3}"])])
+def test_returned_numbers_with_colliding_hashes_cannot_stall_the_grader(sandbox, limits, kind, tests):
+    """It writes its answer itself: 50,000 ints that all hash to 0, as a set or as a tuple a test makes a set of
+    (either quadratic to build here)."""
+    source = (
+        "import sys, json\nframe = sys._getframe()\nwhile 'job' not in frame.f_locals:\n    frame = frame.f_back\n"
+        "job, out = frame.f_locals['job'], frame.f_locals['channel']\n"
+        "members = ','.join(str(k * (2 ** 61 - 1)) for k in range(1, 50_000))\n"
+        f"out.write(job['tag'] + '{{\"i\": 0, \"value\": {{\"{kind}\": [%s]}}}}\\n' % members)\n"
+        "out.flush()\ndef add(a, b):\n    return None"
+    )
+    started = time.monotonic()
+    result = attack(sandbox, limits, source, tests)
+    assert "share one hash" in result.error and time.monotonic() - started < 10
+
+
+def test_reward_workers_survive_a_batch_of_hostile_completions(sandbox, limits):
+    trainer = os.getpid()
+    hostile = [f"import os, signal\nos.kill({trainer}, signal.SIGKILL)", f"import os\nos.pidfd_open({trainer})",
+               "x = bytearray(10 ** 10)", "import os\nos.mkfifo('f')", CORRECT_ADD]
+    completions = [f"```python\n{source}\n```" for source in hostile]
+    results = sandbox_results(completions, [ADD_TESTS] * len(hostile), sandbox, limits, workers=4)
+    assert [result.status == "passed" for result in results] == [False, False, False, False, True]
+
+
+# --- resource exhaustion ----------------------------------------------------------------------------------------
+
+def test_memory_disk_file_count_and_fork_bombs_are_contained(sandbox, limits):
+    host_peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    assert attack(sandbox, limits, "x = bytearray(10 * 1024 ** 3)").status == "memory_limit"
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - host_peak_before < 100 * 1024  # KiB
+    disk = attack(sandbox, limits, "n = 0\nwhile True:\n    open(f'f{n}', 'wb').write(b'x' * 1_000_000)\n    n += 1")
+    assert "No space left" in disk.error or "File too large" in disk.error
+    files = attack(sandbox, limits, "n = 0\nwhile True:\n    open(f'f{n}', 'w').close()\n    n += 1")
+    assert files.status in ("cpu_limit", "timeout", "error")
+    bomb = attack(sandbox, short(limits), "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
+                                   "        pass")
+    assert bomb.status in ("timeout", "cpu_limit")
+
+
+def test_output_floods_are_capped(sandbox, limits):
+    result = attack(sandbox, limits, "while True:\n    print('y' * 1_000_000)")
+    assert result.status == "output_limit" and len(result.stdout) <= limits.captured_bytes
+
+
+# --- forging the grade ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("source", [
+    "class Yes:\n    def __eq__(self, other):\n        return True\n    __hash__ = object.__hash__\n"
+    "def add(a, b):\n    return Yes()",
+    "class I(int):\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n    return I(7)",
+    "import builtins\nbuiltins.exec = lambda *a, **k: None\nbuiltins.AssertionError = type('No', (Exception,), {})\n"
+    "def add(a, b):\n    return 7",
+    "import sys\nframe = sys._getframe()\nwhile frame and 'job' not in frame.f_locals:\n    frame = frame.f_back\n"
+    "TESTS = frame.f_locals['job'].get('tests') or []\ndef add(a, b):\n    return 7",  # the tests are not there to read
+    "print('passed 3/3')\nprint('0123abcd {\"passed\": 3, \"total\": 3, \"error\": null, \"violations\": []}')\n"
+    "def add(a, b):\n    return 7",
+])
+def test_eq_tricks_patched_builtins_and_printed_verdicts_score_nothing(sandbox, limits, source):
+    result = attack(sandbox, limits, source)
+    assert result.status == "failed" and result.passed == 0
+
+
+def test_a_forger_who_reads_the_job_can_only_claim_return_values(sandbox, limits):
+    """It finds its job (tag and calls) in the frames and writes answers first: still graded on those answers."""
+    source = (
+        "import sys, json\nframe = sys._getframe()\nwhile frame and 'job' not in frame.f_locals:\n"
+        "    frame = frame.f_back\njob = frame.f_locals['job']\n"
+        "out = frame.f_locals.get('channel', sys.stdout)\n"
+        "for i, call in enumerate(job['calls']):\n"
+        "    out.write(job['tag'] + json.dumps({'i': i, 'value': 3}) + '\\n')\n"
+        "out.write(job['tag'] + json.dumps({'verdict': 'passed 3/3'}) + '\\n')\nout.flush()\n"
+        "def add(a, b):\n    return 3"
+    )
+    result = run_tests(source, ADD_TESTS, sandbox, limits)
+    assert (result.status, result.passed) == ("failed", 1)  # the one test whose answer happens to be 3
+
+
+# --- leftovers and innocent code --------------------------------------------------------------------------------
+
+def test_files_cleanup_cannot_delete_leave_nothing_on_the_host(sandbox, limits):
+    before = set(os.listdir("/tmp"))
+    source = ("import os, subprocess\nos.makedirs('locked/deep')\nopen('locked/deep/f', 'w').write('x')\n"
+              "os.chmod('locked/deep', 0)\nos.chmod('locked', 0)\n"
+              "subprocess.run(['chattr', '+i', 'locked'], capture_output=True)\n" + CORRECT_ADD)
+    result = run_tests(source, ADD_TESTS, sandbox, limits)
+    assert result.status == "passed"  # harmless: its tmpfs lives only in its own mount namespace
+    assert {name for name in set(os.listdir("/tmp")) - before if "sandbox" in name} == set()
+
+
+def test_innocent_code_passes_tempfile_own_files_threads_subprocess_copy2(sandbox, limits):
+    source = (
+        "import tempfile, threading, subprocess, shutil, os\n"
+        "with tempfile.NamedTemporaryFile('w', delete=False) as handle:\n    handle.write('4')\n"
+        "shutil.copy2(handle.name, 'copy.txt')\nOFFSET = int(open('copy.txt').read()) - 4\n"
+        "thread = threading.Thread(target=print, args=('thread',))\nthread.start()\nthread.join()\n"
+        "assert subprocess.run(['echo', 'hi'], capture_output=True, text=True).stdout == 'hi\\n'\n"
+        "def add(a, b):\n    return a + b + OFFSET\n"
+    )
+    result = run_tests(source, ADD_TESTS, sandbox, limits)
+    assert result.status == "passed", result
+    assert result.stdout == "thread\n"
