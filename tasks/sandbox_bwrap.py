@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 

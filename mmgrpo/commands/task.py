@@ -62,7 +62,7 @@ def _check(args: argparse.Namespace) -> int:
     config = config_from_args("task", args.recipe, [*args.overrides, *plugins, f"task.name={args.name}"],
                               check_names=False)
     from data_recipes.loading import load_rows  # heavy imports once the config is known good
-    from mmgrpo.trainer.setup import build_task, generate_dataset
+    from mmgrpo.inputs import build_task, generate_dataset
     from tasks.base import ModelInfo
     from tasks.check import check_dataset
 

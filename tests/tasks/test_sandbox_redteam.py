@@ -12,7 +12,6 @@ import dataclasses
 import os
 import platform
 import resource
-import signal
 import socket
 import subprocess
 import sys

@@ -17,7 +17,8 @@ from mmgrpo.failures import FAILURE_FILE
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.nonfinite import NonFiniteTrainingError
 from mmgrpo.trainer.pipeline import run_training
-from mmgrpo.trainer.setup import build_engine, generate_dataset, media_budgets
+from mmgrpo.inputs import generate_dataset, media_budgets
+from mmgrpo.trainer.setup import build_engine
 from mmgrpo.trainer.sft import reference_examples, run_sft
 
 from .conftest import DENSE_REWARD, build_trainer_inputs
