@@ -73,13 +73,15 @@ class Registry(Generic[T]):
 
 def _origin(obj: object) -> tuple | None:
     """Where ``obj`` was defined: (source file, qualified name) of a function or class; for a
-    dataclass instance (e.g. an adapter holding its converter) its class and fields' origins;
-    None for other objects (never the same origin as anything)."""
+    dataclass instance (e.g. an adapter holding its converter) its class and fields' origins; for
+    another instance (e.g. a benchmark split) its class and attributes; None for built-in objects
+    (never the same origin as anything)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         parts = tuple(_origin(value) or repr(value) for value in (getattr(obj, f.name) for f in dataclasses.fields(obj)))
         return (type(obj).__qualname__, parts)
     if not (inspect.isfunction(obj) or inspect.isclass(obj)):
-        return None
+        kind = _origin(type(obj)) if type(obj).__module__ != "builtins" else None
+        return None if kind is None or not hasattr(obj, "__dict__") else (kind, repr(sorted(vars(obj).items())))
     try:
         return inspect.getsourcefile(obj) or "", obj.__qualname__
     except TypeError:  # built-in
