@@ -156,5 +156,6 @@ def test_an_adapter_file_loaded_under_two_names_registers_once(tmp_path: Path, m
         "def convert(raw):\n    return {'problem': raw['prompt_text'], 'answer': raw['gold']}\n"
     )
     monkeypatch.syspath_prepend(str(folder))
+    monkeypatch.setattr(ADAPTERS, "_items", dict(ADAPTERS._items))  # other tests list the known adapters
     load_plugins(["twice_adapter", folder / "twice_adapter.py"])
     assert ADAPTERS.get("plugin_twice_adapter").columns == {"prompt_text", "gold"}

@@ -246,7 +246,7 @@ def normalize(extraction: Any, fields: Mapping[str, Any]) -> str | None:
             return str(int(float(extraction)))
         if answer_type == "float":
             return str(round(float(extraction), int(fields["precision"])))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # the reference catches every error: no prediction, wrong
         return None
     return str(extraction) if answer_type == "list" else extraction
 

@@ -39,9 +39,11 @@ def run(args: argparse.Namespace) -> int:
     overrides = [*args.overrides, *([f"checkpoint.resume={resume}"] if resume else [])]
     if args.nproc:  # the config is checked as the N ranks will read it, before anything starts
         os.environ["WORLD_SIZE"] = str(args.nproc)
-    config = config_from_args("train", args.recipe, overrides)
-    if args.nproc:
-        del os.environ["WORLD_SIZE"]
+    try:
+        config = config_from_args("train", args.recipe, overrides)
+    finally:
+        if args.nproc:
+            del os.environ["WORLD_SIZE"]
     if args.nproc:
         return _launch(args.nproc, [*([args.recipe] if args.recipe else []), *overrides])
     from mmgrpo.trainer.interrupts import exit_code, signal_name  # heavy imports once the config is known good

@@ -62,6 +62,9 @@ TABLE = [
     ("[1, 2, 3]", HEIGHTS, "[1, 2, 3]", True),
     ("The heights are [1, 2, 3].", HEIGHTS, "[1, 2, 3]", True),
     ("[1,2,3]", HEIGHTS, "[1,2,3]", False),  # lists compare as written
+    ('The answer is "inf".', COUNT, "inf", False),  # int(float("inf")) overflows: no prediction, wrong (not a crash)
+    ('The answer is "1e400".', COUNT, "1e400", False),
+    ('The answer is "nan".', COUNT, "nan", False),
 ]
 
 
