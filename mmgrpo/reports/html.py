@@ -139,7 +139,7 @@ def _summary(runs: Sequence[RunData]) -> list[str]:
                 label = f"{run.name}: {tag.split()[0]}" if len(runs) > 1 else tag
                 bars.append((label, numbers["accuracy"], numbers.get("accuracy_ci_low"), numbers.get("accuracy_ci_high"),
                              COLORS[(2 * index + (tag == EVAL_TAGS[1])) % len(COLORS)]))
-    chart = interval_bars("Held-out accuracy (interval: bootstrap CI)", bars)
+    chart = interval_bars("Held-out accuracy (interval: 95% Wilson)", bars)
     return [f"<h2>Summary</h2><table><tr><th></th>{header}</tr>{rows}</table>", chart]
 
 

@@ -445,11 +445,11 @@ class GRPOTrainer:
             self.group_sizes.record(group.sample.id, group.successes())
 
     def _maybe_log_completions(self, rollouts: Rollouts, advantages: torch.Tensor) -> None:
-        """Every ``log.log_completions_every`` steps, the first ``log.completions_per_log`` completions
-        (whole groups first) with what a report shows of them: the prompt's text and media references,
-        the answer, each reward component and the advantage."""
-        every = self.config.log.log_completions_every
-        if not every or (self.step_index + 1) % every:
+        """At step 1 and every ``log.log_completions_every`` steps, the first ``log.completions_per_log``
+        completions (whole groups first) with what a report shows of them: the prompt's text and media
+        references, the answer, each reward component and the advantage."""
+        every, step = self.config.log.log_completions_every, self.step_index + 1
+        if not every or (step % every and step != 1):  # a run shorter than `every` still shows samples
             return
         records, position, advantages = [], 0, advantages.tolist()
         for group in rollouts.groups:
