@@ -12,6 +12,7 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from data_recipes.adapters.base import BadRow
 from eval.benchmarks.base import Benchmark, Item, Verdict
 from eval.scoring.choice import option_letters
 
@@ -22,6 +23,14 @@ UNREAD = "unread"
 def lettered(options: Sequence[Any]) -> dict[str, str]:
     """Options in the order published, keyed ``A``, ``B``, ..."""
     return dict(zip(option_letters(len(options)), (str(option) for option in options)))
+
+
+def answer_letter(index: Any, options: dict[str, str]) -> str:
+    """The letter of the right option from its published index (0-based; an int or its string)."""
+    try:
+        return list(options)[int(index)]
+    except (TypeError, ValueError, IndexError):
+        raise BadRow("bad field", f"answer index {index!r} for {len(options)} options") from None
 
 
 class LetterChoice(Benchmark):
