@@ -4,7 +4,9 @@ A benchmark is one module here plus one registry line per split; importing this 
 the built-in ones.
 """
 
-from eval.benchmarks import ai2d, mathvista, mmmu, mmstar, scienceqa  # noqa: F401  (registration)
+from eval.benchmarks import (  # noqa: F401  (registration)
+    ai2d, chartqa, docvqa, mathvista, mmmu, mmstar, scienceqa, textvqa,
+)
 from eval.benchmarks.base import BENCHMARKS, Benchmark, Item, PromptStyle, Verdict
 
 __all__ = ["BENCHMARKS", "Benchmark", "Item", "PromptStyle", "Verdict"]
