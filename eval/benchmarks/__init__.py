@@ -5,7 +5,16 @@ the built-in ones.
 """
 
 from eval.benchmarks import (  # noqa: F401  (registration)
-    ai2d, chartqa, docvqa, mathvista, mme, mmmu, mmstar, pope, scienceqa, textvqa,
+    ai2d,
+    chartqa,
+    docvqa,
+    mathvista,
+    mme,
+    mmmu,
+    mmstar,
+    pope,
+    scienceqa,
+    textvqa,
 )
 from eval.benchmarks.base import BENCHMARKS, Benchmark, Item, PromptStyle, Verdict
 

@@ -11,8 +11,9 @@ Results: accuracy over all questions (AI2D reports no categories).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from data_recipes.adapters.base import BadRow
 from eval.benchmarks import files

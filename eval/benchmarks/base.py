@@ -87,7 +87,7 @@ class Verdict:
         return float(self.correct) if self.score is None else self.score
 
 
-Scored = tuple["Item", Any, float]
+Scored = tuple[Item, Any, float]
 """One scored item: the item, the prediction read from its first completion (``Verdict.prediction`` as
 JSON data) and its metric -- what :meth:`Benchmark.aggregate` reads."""
 

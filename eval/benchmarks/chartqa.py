@@ -12,8 +12,9 @@ Results: overall and per ``type`` (the paper's human and augmented splits).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from eval.benchmarks.base import BENCHMARKS, Item, category_labels, hidden
 from eval.benchmarks.short_answer import ShortAnswer

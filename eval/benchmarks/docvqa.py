@@ -13,8 +13,9 @@ competition's leaderboard reports them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from data_recipes.adapters.base import BadRow
 from eval.benchmarks.base import BENCHMARKS, Item, category_labels

@@ -20,14 +20,21 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from data_recipes.adapters.base import BadRow
 from eval.benchmarks.base import BENCHMARKS, Item, Scored
 from eval.benchmarks.short_answer import ShortAnswer
-from eval.scoring.binary import MME_COGNITION, MME_PERCEPTION, MME_QUESTIONS_PER_IMAGE, MmeAnswer, mme_answer, mme_scores
+from eval.scoring.binary import (
+    MME_COGNITION,
+    MME_PERCEPTION,
+    MME_QUESTIONS_PER_IMAGE,
+    MmeAnswer,
+    mme_answer,
+    mme_scores,
+)
 
 SUBTASK_KEY = "category"
 LABELS = ("yes", "no")

@@ -16,8 +16,9 @@ reports them.
 from __future__ import annotations
 
 import string
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from data_recipes.adapters.base import BadRow
 from eval.benchmarks import files

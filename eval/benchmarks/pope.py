@@ -16,9 +16,9 @@ yes-ratio ("yes" the positive class; :func:`eval.scoring.binary.pope_by_split`),
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from data_recipes.adapters.base import BadRow
 from eval.benchmarks.base import BENCHMARKS, Item, Scored, category_labels

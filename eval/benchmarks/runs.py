@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from eval.benchmarks.base import BENCHMARKS, Ask, Benchmark, Item, PromptStyle
-from eval.results import CompletionRecord, EvalOptions, EvalResult, ItemRecord, json_safe
+from eval.results import (
+    CompletionRecord,
+    EvalOptions,
+    EvalResult,
+    ItemRecord,
+    json_safe,
+)
 from eval.runner import evaluate_policy
 from mmgrpo.config import BenchmarkConfig
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams

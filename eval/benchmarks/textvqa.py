@@ -14,8 +14,9 @@ Results: mean accuracy over all questions (TextVQA reports no categories).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from data_recipes.adapters.base import BadRow
 from eval.benchmarks.base import BENCHMARKS, Item
