@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+import eval as evaluation
+from eval import EvalOptions
 from eval.benchmark import score_predictions
 from eval.benchmarks import BENCHMARKS
 from eval.results import EvalResult
@@ -69,3 +71,15 @@ def test_the_numbers_pope_reports_survive_a_saved_result(pope_folder, tmp_path):
     assert reloaded.summary()["pope/random/recall"] == result.summary()["pope/random/recall"] == 0.0
     assert json.dumps(reloaded.reported) == json.dumps(result.reported)
     assert math.isnan(reloaded.summary()["pope/random/precision"])  # nothing answered yes: undefined, as published
+
+
+def test_a_model_run_reports_popes_numbers_too(pope_folder, tiny_qwen25vl, tmp_path):
+    """The images embedded in the parquet reach a model, and its run carries the per-split numbers."""
+    results = evaluation.run([str(tiny_qwen25vl)], [], tmp_path, options=EvalOptions(batch_size=8, progress=False),
+                             benchmarks=[BenchmarkConfig("pope", str(pope_folder))], benchmark_max_new_tokens=4)
+    (result,) = results.values()
+    summary = result.summary()
+    assert summary["pope/n"] == len(ROWS)
+    for split in ("random", "adversarial"):
+        parsed = [item.completions[0].parsed_answer for item in result.items if item.categories["category"] == split]
+        assert summary[f"pope/{split}/yes_ratio"] == pytest.approx(parsed.count("yes") / len(parsed))
