@@ -142,8 +142,7 @@ def score_predictions(
     engine = SavedCompletions(texts)
     benches = [with_predictions(load_benchmark(spec, prompt_style, think=think, ask=judge), texts, str(predictions))
                for spec in benchmarks]
-    parts = [evaluate_policy(engine, bench.samples, {bench.name: bench.score}, options, skipped=bench.skipped)
-             for bench in benches]
+    parts = [bench.evaluate(engine, options) for bench in benches]
     name = Path(predictions).name
     results = {name: EvalResult.merged(parts)}
     write_outputs(out_dir, results, config={"predictions": str(predictions), "prompt_style": prompt_style,
@@ -180,8 +179,7 @@ def _evaluate_model(
         parts.append(part)
     for bench in benches:
         limit = benchmark_max_new_tokens or bench.benchmark.generation_limit(bench.style)
-        part = evaluate_policy(rollout, bench.samples, {bench.name: bench.score},
-                               dataclasses.replace(options, max_new_tokens=limit), skipped=bench.skipped)
+        part = bench.evaluate(rollout, dataclasses.replace(options, max_new_tokens=limit))
         part.limits[bench.name] = limit
         parts.append(part)
     result = EvalResult.merged(parts)

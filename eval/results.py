@@ -19,6 +19,8 @@ Summary definitions (per task under ``"<task>/..."`` and over all items without 
 - ``notes/<note>`` (benchmarks): share of completions a benchmark read other than plainly: by its
   fallback where it found no answer (``random choice``: MMMU's seeded letter; ``closest option``:
   MathVista's nearest option text) or by a judge model (``judge-extracted``, ``eval.judge``);
+- ``<benchmark>/<name>`` beyond these: what a benchmark reports of its own (``Benchmark.aggregate``:
+  POPE's precision/recall/F1/yes-ratio per split, MME's acc, acc+ per subtask and its totals);
 - ``n``: items evaluated; ``skipped``: rows left out (bad data, prompts too long);
 - ``<metric>_ci_low`` / ``<metric>_ci_high``: the confidence interval of a mean.
 """
@@ -137,6 +139,8 @@ class EvalResult:
     timings: dict[str, float] = field(default_factory=dict)
     limits: dict[str, int] = field(default_factory=dict)
     """Task or benchmark -> the max_new_tokens its completions were generated under (when not ``options``')."""
+    reported: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Benchmark -> the numbers it reports of its own beyond means of item scores (``Benchmark.aggregate``)."""
 
     @classmethod
     def merged(cls, parts: Sequence[EvalResult]) -> EvalResult:
@@ -150,6 +154,7 @@ class EvalResult:
             skipped=[row for part in parts for row in part.skipped],
             timings=dict(timings),
             limits={task: limit for part in parts for task, limit in part.limits.items()},
+            reported={task: numbers for part in parts for task, numbers in part.reported.items()},
         )
 
     def limit_of(self, task: str) -> int:
@@ -198,6 +203,7 @@ class EvalResult:
         for task in self.tasks():
             task_items = [item for item in self.items if item.task == task]
             numbers |= {f"{task}/{key}": value for key, value in summarize_items(task_items, self.options).items()}
+            numbers |= {f"{task}/{key}": value for key, value in self.reported.get(task, {}).items()}
         return numbers
 
     def skipped_by_reason(self) -> dict[str, int]:
@@ -229,6 +235,7 @@ class EvalResult:
             skipped=[SkippedRow(**row) for row in data.get("skipped", [])],
             timings=dict(data.get("timings", {})),
             limits=dict(data.get("limits", {})),
+            reported={task: dict(numbers) for task, numbers in data.get("reported", {}).items()},
         )
 
     def write(self, out_dir: str | Path, model_name: str) -> dict[str, Path]:

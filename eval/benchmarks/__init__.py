@@ -4,7 +4,18 @@ A benchmark is one module here plus one registry line per split; importing this 
 the built-in ones.
 """
 
-from eval.benchmarks import mathvista, mmmu  # noqa: F401  (registration)
+from eval.benchmarks import (  # noqa: F401  (registration)
+    ai2d,
+    chartqa,
+    docvqa,
+    mathvista,
+    mme,
+    mmmu,
+    mmstar,
+    pope,
+    scienceqa,
+    textvqa,
+)
 from eval.benchmarks.base import BENCHMARKS, Benchmark, Item, PromptStyle, Verdict
 
 __all__ = ["BENCHMARKS", "Benchmark", "Item", "PromptStyle", "Verdict"]

@@ -10,17 +10,22 @@ The pieces follow the benchmark's own evaluation code, in the order it runs them
 - ``official_prompt(item)``: the prompt its paper/code sends to a model;
 - ``extract(completion, item)``: what the completion answers, as its code reads it;
 - ``score(extracted, item)``: :class:`Verdict` (the normalised prediction and whether it is right);
-- ``submission(...)``: the file a leaderboard takes when the split's answers are hidden.
+- ``submission(...)``: the file a leaderboard takes when the split's answers are hidden;
+- ``aggregate(scored)``: numbers the benchmark reports beyond means of item scores (POPE's
+  precision/recall/F1 per split, MME's acc+ and perception/cognition totals); none by default.
 
 Categories (subject, skill, ...) are labels on each item; results are aggregated over all items
-and per label value, micro-averaged as the papers report them.
+and per label value, micro-averaged as the papers report them. An item scores its ``Verdict``'s
+``metric``: 1/0 for right/wrong, or the benchmark's partial credit (ANLS, VQA accuracy).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from abc import ABC, abstractmethod
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +75,21 @@ class Verdict:
     """None when the answer is hidden."""
     note: str = ""
     """How the answer was read when not plainly (e.g. ``random choice``: nothing parseable)."""
+    score: float | None = None
+    """Partial credit in [0, 1] where the benchmark gives it (ANLS, VQA accuracy; ``correct`` is then
+    full credit); None: the score is 1 or 0 by ``correct``."""
+
+    @property
+    def metric(self) -> float:
+        """The item's score: partial credit, else 1.0/0.0 by ``correct``; NaN when the answer is hidden."""
+        if self.correct is None:
+            return math.nan
+        return float(self.correct) if self.score is None else self.score
+
+
+Scored = tuple[Item, Any, float]
+"""One scored item: the item, the prediction read from its first completion (``Verdict.prediction`` as
+JSON data) and its metric -- what :meth:`Benchmark.aggregate` reads."""
 
 
 class Benchmark(ABC):
@@ -85,15 +105,22 @@ class Benchmark(ABC):
     def __init__(self, name: str, split: str) -> None:
         self.name, self.split = name, split
 
-    id_column: ClassVar[str]
-    """The column holding the benchmark's own item id."""
+    id_column: ClassVar[str | None]
+    """The column holding the benchmark's own item id; None where it publishes none (the row number is the id)."""
 
     def read(self, path: str, split: str) -> tuple[list[Item], list[SkippedRow]]:
-        """The items of ``split`` under ``path`` and the rows skipped (with the reason), in file order."""
+        """The items of ``split`` under ``path`` and the rows skipped (with the reason), in file order.
+
+        An id the file repeats (MME names both questions of an image by the image) is ``<id>#<k>`` at its
+        k-th occurrence (k >= 2), so every item has its own id in predictions and samples."""
         rows, folder = files.records(path, split)
         items, skipped = [], []
+        seen: Counter[str] = Counter()
         for index, raw in enumerate(rows):
-            item_id = str(raw.get(self.id_column) or index)
+            value = raw.get(self.id_column) if self.id_column else None
+            published = str(index if value in (None, "") else value)
+            seen[published] += 1
+            item_id = published if seen[published] == 1 else f"{published}#{seen[published]}"
             try:
                 items.append(self.item(raw, item_id, folder, path))
             except BadRow as error:
@@ -128,6 +155,11 @@ class Benchmark(ABC):
     @abstractmethod
     def submission(self, item: Item, completion: str, verdict: Verdict) -> tuple[str, Any]:
         """One entry (key, value) of the file the benchmark's leaderboard takes."""
+
+    def aggregate(self, scored: Sequence[Scored]) -> dict[str, float]:
+        """Numbers the benchmark reports beyond the mean score overall and per category label (which every
+        benchmark gets), by name; reported as ``<benchmark>/<name>``. None by default."""
+        return {}
 
     # -- shared behaviour -------------------------------------------------------------
     def prompt(self, item: Item, style: PromptStyle = "official", *, think: bool = True) -> str:

@@ -6,16 +6,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from eval.benchmarks.base import BENCHMARKS, Ask, Benchmark, Item, PromptStyle
-from eval.results import CompletionRecord, EvalResult, ItemRecord, json_safe
+from eval.results import (
+    CompletionRecord,
+    EvalOptions,
+    EvalResult,
+    ItemRecord,
+    json_safe,
+)
+from eval.runner import evaluate_policy
 from mmgrpo.config import BenchmarkConfig
-from mmgrpo.rollout.base import SamplingParams
+from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
 
@@ -42,6 +48,17 @@ class BenchmarkSet:
     def name(self) -> str:
         return self.benchmark.name
 
+    def evaluate(self, engine: RolloutEngine, options: EvalOptions) -> EvalResult:
+        """Every item answered by ``engine`` and scored by the benchmark's rules, with what it reports of its own
+        (:meth:`~eval.benchmarks.base.Benchmark.aggregate` over first completions)."""
+        result = evaluate_policy(engine, self.samples, {self.name: self.score}, options, skipped=self.skipped)
+        scored = [(self.items[record.sample_id], record.completions[0].parsed_answer, record.completions[0].metric)
+                  for record in result.items]
+        numbers = self.benchmark.aggregate(scored)
+        if numbers:
+            result.reported[self.name] = numbers
+        return result
+
     def score(self, sample: Sample, completions: Sequence[Completion]) -> ItemRecord:
         """The runner's item scorer: every completion judged by the benchmark's own rules."""
         item = self.items[sample.id]
@@ -50,7 +67,7 @@ class BenchmarkSet:
             verdict = self.benchmark.judge(completion.text, item, self.style, self.ask)
             records.append(CompletionRecord(
                 text=completion.text, n_tokens=len(completion.token_ids), truncated=completion.truncated,
-                metric=math.nan if verdict.correct is None else float(verdict.correct),
+                metric=verdict.metric,
                 parsed_answer=json_safe(verdict.prediction), rewards={}, reward=0.0,
                 extracted=json_safe(verdict.extracted), note=verdict.note,
             ))

@@ -3,7 +3,8 @@
 MathVista: the Hub parquet (``data/testmini-00000-of-00001.parquet``, images as bytes in
 ``decoded_image``) or the GitHub json (``data/testmini.json`` keyed by pid + ``data/images/``).
 MMMU: the Hub parquet, one folder per subject (``<Subject>/validation-00000-of-00001.parquet``,
-``image_1``..``image_7`` as bytes).
+``image_1``..``image_7`` as bytes). The others (MMStar, AI2D, ...): :func:`write_parquet` of rows with
+the Hub's columns, each benchmark's test saying where its file goes.
 """
 
 from __future__ import annotations
@@ -114,3 +115,17 @@ def write_mmmu(folder: Path, rows: dict[str, list[dict]] = MMMU_ROWS, split: str
         path.parent.mkdir(parents=True, exist_ok=True)
         dataset.to_parquet(str(path))
     return folder
+
+
+def write_parquet(path: Path, rows: list[dict], image_columns: tuple[str, ...] = ("image",)) -> Path:
+    """``rows`` as one Hub-style parquet file at ``path``, ``image_columns`` stored as image bytes
+    (a row gives the PNG's seed there)."""
+    columns: dict[str, list[Any]] = {key: [row[key] for row in rows] for key in rows[0]}
+    for column in image_columns:
+        columns[column] = [{"bytes": png(seed), "path": None} for seed in columns[column]]
+    dataset = datasets.Dataset.from_dict(columns)
+    for column in image_columns:
+        dataset = dataset.cast_column(column, datasets.Image())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    dataset.to_parquet(str(path))
+    return path
