@@ -10,7 +10,7 @@ Prompt: lmms-eval's ``scienceqa_img`` task (its default format, LLaVA's): "Conte
 line when there is a hint, the question, the choices as ``A. text`` lines, then "Answer with the
 option's letter from the given choices directly."
 Reading: LLaVA's ``eval_science_qa.py`` (:func:`eval.scoring.choice.scienceqa_choice`; an unread
-answer is wrong, where the script guesses at random).
+answer is wrong, as the script scores it today).
 Results: overall, per subject (natural/social/language science) and per grade band (G1-6, G7-12), as
 the ScienceQA paper reports them.
 """

@@ -89,8 +89,9 @@ def scienceqa_choice(prediction: str, n_choices: int) -> str | None:
     ``model_vqa_science.py`` writes it: the output is a letter A-E; or starts with a
     letter A-E, a period and a space (``"B. text"``); or holds exactly one
     ``"The answer is X"`` followed by any one character (the regex's unescaped ``.``).
-    The letter must be one of the ``n_choices`` options. The published code guesses a
-    random option for anything else; here that is no answer (scored wrong, deterministic).
+    The letter must be one of the ``n_choices`` options. Anything else is no answer, scored
+    wrong, as LLaVA's script does today (its ``return -1`` comes before the random guess of its
+    first version).
     """
     text = prediction.strip()
     if text in SCIENCEQA_LETTERS:
