@@ -3,8 +3,8 @@
 The untrusted process (:mod:`tasks.sandbox_child`) only answers calls: ``add(1, 2)`` in, an
 encoded return value out. The tests (Python statements from the dataset, e.g.
 ``assert add(1, 2) == 3``) run in this process, each in a fresh namespace where every free name
-the code defines at top level, or that is neither a builtin nor a standard-library module, is a
-:class:`CandidateFunction`. Calling one
+that is not a builtin (never the candidate's, whatever it defines) nor a standard-library module
+it does not define is a :class:`CandidateFunction`. Calling one
 looks its arguments up in the answers so far; an unanswered call stops the test, and all of a
 round's unanswered calls go to the sandbox together (one run of the code per round, usually one
 round: a call whose arguments come from another call needs a second). The values that come back
@@ -184,13 +184,15 @@ def defined_names(source: str) -> set[str]:
 
 
 def test_namespace(test: str, answers: Answers, candidate_names: set[str]) -> dict[str, Any]:
-    """A fresh namespace for one test: the candidate's names proxied, standard modules it names imported."""
-    namespace: dict[str, Any] = {"__name__": "__test__"}
-    for name in free_names(test):
-        if name in candidate_names or not (hasattr(builtins, name) or name in sys.stdlib_module_names):
-            namespace[name] = CandidateFunction(name, answers)
-        elif name in sys.stdlib_module_names:
+    """A fresh namespace for one test: the builtins are this process's own, whatever the candidate defines (a
+    top-level ``set = ...`` changes nothing a test sees); a standard module it names is imported unless the
+    candidate defines that name; every other free name is the candidate's and proxied."""
+    namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": builtins}
+    for name in free_names(test) - set(dir(builtins)):
+        if name in sys.stdlib_module_names and name not in candidate_names:
             namespace[name] = importlib.import_module(name)
+        else:
+            namespace[name] = CandidateFunction(name, answers)
     return namespace
 
 

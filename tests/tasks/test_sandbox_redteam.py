@@ -330,6 +330,27 @@ def test_eq_tricks_patched_builtins_and_printed_verdicts_score_nothing(sandbox, 
     assert result.status == "failed" and result.passed == 0
 
 
+SET_TESTS = ["assert set(similar_elements((3, 4, 5, 6), (5, 7, 4, 10))) == set((4, 5))",
+             "assert set(similar_elements((1, 2, 3, 4), (5, 4, 3, 7))) == set((3, 4))"]
+
+
+@pytest.mark.parametrize("source, tests", [
+    ("def similar_elements(a, b):\n    return None\nset = lambda *a, **k: 0\n", SET_TESTS),
+    ("def f(x):\n    return 12345.0\nabs = lambda *a: 0\nround = lambda *a: 0\n",
+     ["def check(candidate):\n    assert abs(candidate(3.5) - 0.5) < 1e-6\n    assert round(candidate(1.0)) == 0\n"
+      "check(f)"]),
+    ("def f(x):\n    return 'garbage'\nsorted = lambda *a, **k: 0\nall = lambda *a: True\n"
+     "isinstance = lambda *a: True\nlen = lambda *a: 3\n",
+     ["assert sorted(f([3, 1, 2])) == sorted([1, 2, 3])", "assert all(x > 0 for x in f([1]))",
+      "assert isinstance(f([1]), list)", "assert len(f([1])) == 3"]),
+])
+def test_builtins_redefined_at_top_level_are_not_what_the_tests_call(sandbox, limits, source, tests):
+    """A candidate's ``set = lambda ...`` is its own business: the tests keep the real builtins, and their
+    expected values (``set((4, 5))``) never become calls into the sandbox."""
+    result = attack(sandbox, limits, source, tests)
+    assert result.status == "failed" and result.passed == 0
+
+
 def test_a_forger_who_reads_the_job_can_only_claim_return_values(sandbox, limits):
     """It finds its job (tag and calls) in the frames and writes answers first: still graded on those answers."""
     source = (
