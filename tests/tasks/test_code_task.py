@@ -99,8 +99,17 @@ HUMANEVAL_ROW = {
             "    assert candidate([1.0, 2.0, 3.0], 0.5) is False\n",
 }
 
+HUMANEVAL_LONG_ROW = {  # eight sequential asserts and a loop of ten calls, as real HumanEval checks have
+    "task_id": "HumanEval/2", "entry_point": "truncate_number",
+    "prompt": "def truncate_number(number: float) -> float:\n    \"\"\" The decimal part of a positive number. \"\"\"\n",
+    "canonical_solution": "    return number % 1.0\n",
+    "test": "def check(candidate):\n" + "".join(f"    assert abs(candidate({n}.5) - 0.5) < 1e-6\n" for n in range(8))
+            + "    for n in range(10):\n        assert candidate(n + 0.25) == 0.25\n",
+}
 
-@pytest.mark.parametrize("name, raw", [("mbpp", MBPP_ROW), ("humaneval", HUMANEVAL_ROW)])
+
+@pytest.mark.parametrize("name, raw", [("mbpp", MBPP_ROW), ("humaneval", HUMANEVAL_ROW),
+                                       ("humaneval", HUMANEVAL_LONG_ROW)])
 def test_public_code_rows_become_samples_whose_reference_passes(name, raw):
     adapter = ADAPTERS.get(name)
     assert adapter.matches(raw)

@@ -267,16 +267,17 @@ def test_hangs_end_at_the_wall_clock(sandbox, limits, source):
     assert time.monotonic() - started < limits.wall_seconds + 3
 
 
-@pytest.mark.parametrize("kind, tests", [("s", ADD_TESTS), ("t", ["assert set(add(1, 2)) == {3}"])])
+@pytest.mark.parametrize("kind, tests", [("s", ["assert add(1, 2) == {3}"]), ("t", ["assert set(add(1, 2)) == {3}"])])
 def test_returned_numbers_with_colliding_hashes_cannot_stall_the_grader(sandbox, limits, kind, tests):
-    """It writes its answer itself: 50,000 ints that all hash to 0, as a set or as a tuple a test makes a set of
-    (either quadratic to build here)."""
+    """Asked its first call, it writes the answer itself: 40,000 ints that all hash to 0 (under the 1 MB answer
+    line), as a set or as a tuple a test makes a set of (either quadratic to build here)."""
     source = (
         "import sys, json\nframe = sys._getframe()\nwhile 'job' not in frame.f_locals:\n    frame = frame.f_back\n"
         "job, out = frame.f_locals['job'], frame.f_locals['channel']\n"
-        "members = ','.join(str(k * (2 ** 61 - 1)) for k in range(1, 50_000))\n"
-        f"out.write(job['tag'] + '{{\"i\": 0, \"value\": {{\"{kind}\": [%s]}}}}\\n' % members)\n"
-        "out.flush()\ndef add(a, b):\n    return None"
+        "members = ','.join(str(k * (2 ** 61 - 1)) for k in range(1, 40_000))\n"
+        "def add(a, b):\n"
+        f"    out.write(job['tag'] + '{{\"i\": 0, \"value\": {{\"{kind}\": [%s]}}}}\\n' % members)\n"
+        "    out.flush()"
     )
     started = time.monotonic()
     result = attack(sandbox, limits, source, tests)
