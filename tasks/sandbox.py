@@ -50,7 +50,8 @@ class SandboxLimits:
     """Size of its private writable folder (``bwrap``: a tmpfs; its files and their count live in it)."""
     open_files: int = 64
     processes: int = 32
-    """RLIMIT_NPROC: processes and threads it may have (``bwrap``: all of them die with its PID namespace)."""
+    """RLIMIT_NPROC: processes and threads it may have. It does not hold back root (``bwrap`` runs the code as root
+    in its user namespace): there the seccomp filter forbids new processes, and threads share ``memory_mb``."""
     captured_bytes: int = 4096
     """How much of stdout/stderr comes back in the result."""
 

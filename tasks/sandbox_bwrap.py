@@ -13,9 +13,9 @@ child program (:mod:`tasks.sandbox_child`) with:
   (and a 1 MiB one at ``/dev/shm`` for POSIX semaphores; ``/dev`` itself is read-only);
 - no capabilities, a new session (no terminal to inject into), ``--die-with-parent``, and the
   seccomp filter of :mod:`tasks.sandbox_seccomp`;
-- the child's rlimits (CPU, memory, file size, open files, processes) and this side's wall
-  clock and output cap (:mod:`tasks.sandbox_local`): killing ``bwrap`` kills its PID namespace,
-  so no process outlives the run.
+- the child's rlimits (CPU, memory, file size, open files; per process, so the seccomp filter
+  forbids creating processes: threads only) and this side's wall clock and output cap
+  (:mod:`tasks.sandbox_local`): killing ``bwrap`` kills its PID namespace, so nothing outlives the run.
 """
 
 from __future__ import annotations

@@ -156,10 +156,37 @@ def test_no_process_outlives_the_run_even_a_double_forked_daemon(sandbox, limits
     source = (f"import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
               f"        os.execv('/bin/sleep', ['sleep', '{marker}'])\n    os._exit(0)\nimport time\ntime.sleep(0.5)\n"
               f"{CORRECT_ADD}")
-    result = run_tests(source, ADD_TESTS, sandbox, limits)
-    assert result.status == "passed"  # harmless here: the daemon dies with the run
+    result = attack(sandbox, limits, source)
+    assert result.status == "forbidden"  # it may not even fork
     time.sleep(0.2)
     assert processes_with(marker) == []
+
+
+CHILD_MEMORY = ("import os\nfor _ in range(16):\n    if os.fork() == 0:\n        data = bytearray(200 * 2 ** 20)\n"
+                "        data[::4096] = b'x' * len(data[::4096])\n        import time\n        time.sleep(30)\n")
+CHILD_CPU = ("import multiprocessing\ndef burn():\n    while True:\n        pass\n"
+             "for _ in range(3):\n    multiprocessing.Process(target=burn).start()\n")
+
+
+@pytest.mark.parametrize("source", [
+    "import os\nwhile True:\n    os.fork()",  # a fork bomb: RLIMIT_NPROC does not hold root back
+    CHILD_MEMORY,  # 16 children of 200 MB each: the memory limit is per process
+    CHILD_CPU,  # three children burning CPU: so is the CPU limit
+    "import subprocess\nsubprocess.run(['true'])",
+    "import os\nos.posix_spawn('/bin/true', ['true'], {})",
+    "import os\nos.memfd_create('anonymous')",  # memory outside the tmpfs's size
+    "import ctypes\nctypes.CDLL(None).inotify_init1(0)",  # a per-user quota shared with the trainer
+    "import ctypes\nctypes.CDLL(None).inotify_init()",
+    "import socket\nsocket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)",  # a virtual machine's host
+    "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
+    "import socket\nsocket.socket(socket.AF_INET6, socket.SOCK_STREAM)",
+    "import socket\nsocket.socket(socket.AF_NETLINK, socket.SOCK_RAW)",
+])
+def test_processes_memfd_inotify_and_sockets_but_unix_ones_are_forbidden(sandbox, limits, source):
+    started = time.monotonic()
+    result = attack(sandbox, limits, f"{source}\n{CORRECT_ADD}")
+    assert result.status == "forbidden" and "seccomp" in result.error, result
+    assert time.monotonic() - started < limits.wall_seconds
 
 
 def test_a_killed_trainer_takes_its_running_sandboxes_with_it(sandbox):
@@ -305,7 +332,7 @@ def test_memory_disk_file_count_and_fork_bombs_are_contained(sandbox, limits):
     assert files.status in ("cpu_limit", "timeout", "error")
     bomb = attack(sandbox, short(limits), "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
                                    "        pass")
-    assert bomb.status in ("timeout", "cpu_limit")
+    assert bomb.status == "forbidden"
 
 
 def test_output_floods_are_capped(sandbox, limits):
@@ -371,21 +398,26 @@ def test_a_forger_who_reads_the_job_can_only_claim_return_values(sandbox, limits
 
 def test_files_cleanup_cannot_delete_leave_nothing_on_the_host(sandbox, limits):
     before = set(os.listdir("/tmp"))
-    source = ("import os, subprocess\nos.makedirs('locked/deep')\nopen('locked/deep/f', 'w').write('x')\n"
-              "os.chmod('locked/deep', 0)\nos.chmod('locked', 0)\n"
-              "subprocess.run(['chattr', '+i', 'locked'], capture_output=True)\n" + CORRECT_ADD)
+    source = ("import os, fcntl, struct\nos.makedirs('locked/deep')\nopen('locked/deep/f', 'w').write('x')\n"
+              "fd = os.open('locked', os.O_RDONLY)\nos.chmod('locked/deep', 0)\nos.chmod('locked', 0)\ntry:\n"
+              "    fcntl.ioctl(fd, 0x40086602, struct.pack('l', 0x10))\nexcept OSError:\n    pass\n"  # chattr +i
+              + CORRECT_ADD)
     result = run_tests(source, ADD_TESTS, sandbox, limits)
     assert result.status == "passed"  # harmless: its tmpfs lives only in its own mount namespace
     assert {name for name in set(os.listdir("/tmp")) - before if "sandbox" in name} == set()
 
 
-def test_innocent_code_passes_tempfile_own_files_threads_subprocess_copy2(sandbox, limits):
+def test_innocent_code_passes_tempfile_own_files_threads_unix_sockets_copy2(sandbox, limits):
+    """Threads (a pool of 8 too) and Unix socket pairs are allowed; ``sysinfo`` is refused (EPERM), not killed."""
     source = (
-        "import tempfile, threading, subprocess, shutil, os\n"
+        "import tempfile, threading, shutil, os, socket, ctypes\nfrom concurrent.futures import ThreadPoolExecutor\n"
         "with tempfile.NamedTemporaryFile('w', delete=False) as handle:\n    handle.write('4')\n"
         "shutil.copy2(handle.name, 'copy.txt')\nOFFSET = int(open('copy.txt').read()) - 4\n"
         "thread = threading.Thread(target=print, args=('thread',))\nthread.start()\nthread.join()\n"
-        "assert subprocess.run(['echo', 'hi'], capture_output=True, text=True).stdout == 'hi\\n'\n"
+        "assert list(ThreadPoolExecutor(8).map(abs, range(-8, 0))) == list(range(8, 0, -1))\n"
+        "left, right = socket.socketpair()\nleft.sendall(b'x')\nassert right.recv(1) == b'x'\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "assert libc.sysinfo(ctypes.create_string_buffer(256)) == -1 and ctypes.get_errno() == 1\n"
         "def add(a, b):\n    return a + b + OFFSET\n"
     )
     result = run_tests(source, ADD_TESTS, sandbox, limits)
