@@ -29,6 +29,8 @@ from typing import Any, Callable
 from tasks.sandbox_child import encode
 
 _MAX_DEPTH = 100
+MAX_ELEMENTS = 100_000
+"""Most values (containers included) one answer may hold; its line is also at most ``MAX_EVENT_BYTES``."""
 MAX_SHARED_HASH = 16
 """Most distinct numbers or tuples in one returned value that may share a hash."""
 _TAGS = {"t": tuple, "s": set, "fs": frozenset}
@@ -44,13 +46,29 @@ class CandidateError(Exception):
 
 
 def decode(data: Any) -> Any:
-    """Plain objects of this process from the sandbox's encoded value (``ValueError`` if malformed).
+    """Plain objects of this process from the sandbox's encoded value (``ValueError`` if malformed, or larger than
+    :data:`MAX_ELEMENTS` values or nested deeper than 100).
 
     Refused too: a value holding more than :data:`MAX_SHARED_HASH` distinct numbers or tuples with one
     hash (chosen to collide, they would make a set or dict of them, built here or by a test, take
     quadratic time). Strings and bytes need no check: their hashes are salted per process.
     """
+    _count(data)
     return _decode(data, 0, {})
+
+
+def _count(data: Any) -> None:
+    """``ValueError`` when ``data`` holds more than :data:`MAX_ELEMENTS` values (its containers included)."""
+    stack, count = [data], 0
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > MAX_ELEMENTS:
+            raise ValueError(f"more than {MAX_ELEMENTS} values")
+        if type(item) is list:
+            stack.extend(item)
+        elif type(item) is dict:
+            stack.extend(item.values())
 
 
 def _decode(data: Any, depth: int, seen: dict[int, list]) -> Any:

@@ -294,6 +294,28 @@ def test_hangs_end_at_the_wall_clock(sandbox, limits, source):
     assert time.monotonic() - started < limits.wall_seconds + 3
 
 
+def test_huge_answers_cost_the_grader_little_and_score_nothing(sandbox, limits):
+    """Answers it writes itself, 2 MB of ``[[],[],...]`` per call, to a check of six calls: the run ends at the
+    1 MB answer line (``output_limit``); a value of more than 100,000 elements fails its test; the grader's CPU
+    time and memory stay small (they were more than a minute and a gigabyte)."""
+    forger = (
+        "import sys\nframe = sys._getframe()\nwhile 'job' not in frame.f_locals:\n    frame = frame.f_back\n"
+        "job, out = frame.f_locals['job'], frame.f_locals['channel']\nVALUE = '[' + ','.join(['[]'] * 700_000) + ']'\n"
+        "CALLS = [0]\ndef f(x):\n    out.write(job['tag'] + '{\"i\": %d, \"value\": %s}\\n' % (CALLS[0], VALUE))\n"
+        "    out.flush()\n    CALLS[0] += 1\n")
+    check = ["def check(candidate):\n" + "".join(f"    assert candidate({n}) != {n}\n" for n in range(6)) + "check(f)"]
+    memory_before, cpu_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.process_time()
+    big = attack(sandbox, dataclasses.replace(limits, file_size_mb=8), forger, check)
+    assert big.status == "output_limit" and "answer line" in big.error
+    wide = attack(sandbox, limits, "def f(x):\n    return [[]] * 150_000", check)
+    assert wide.status == "failed" and "more than 100000 values" in wide.error
+    assert time.process_time() - cpu_before < 3
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - memory_before < 200 * 1024  # KiB
+    fine = run_tests("def f(x):\n    return list(range(50_000))", ["assert f(0) == list(range(50_000))"], sandbox,
+                     limits)
+    assert fine.status == "passed"
+
+
 @pytest.mark.parametrize("kind, tests", [("s", ["assert add(1, 2) == {3}"]), ("t", ["assert set(add(1, 2)) == {3}"])])
 def test_returned_numbers_with_colliding_hashes_cannot_stall_the_grader(sandbox, limits, kind, tests):
     """Asked its first call, it writes the answer itself: 40,000 ints that all hash to 0 (under the 1 MB answer
