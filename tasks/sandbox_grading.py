@@ -33,6 +33,7 @@ MAX_ELEMENTS = 100_000
 """Most values (containers included) one answer may hold; its line is also at most ``MAX_EVENT_BYTES``."""
 MAX_SHARED_HASH = 16
 """Most distinct numbers or tuples in one returned value that may share a hash."""
+ITERATION_ENDS = (StopIteration, StopAsyncIteration)
 _TAGS = {"t": tuple, "s": set, "fs": frozenset}
 
 
@@ -120,12 +121,14 @@ class CallOutcome:
     raised: tuple[str, str] | None = None
 
     def result(self) -> Any:
-        """A fresh copy of the value (a test may change it), or the exception, as a builtin type when it is one."""
+        """A fresh copy of the value (a test may change it), or the exception, as a builtin type when it is one
+        (never :data:`ITERATION_ENDS`: raised inside ``map`` or a generator, it would end the test's loop early and
+        ``all(map(f, ...))`` would hold for any ``f``)."""
         if self.raised is None:
             return copy.deepcopy(self.value)
         name, message = self.raised
         kind = getattr(builtins, name, None)
-        if isinstance(kind, type) and issubclass(kind, Exception):
+        if isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, ITERATION_ENDS):
             try:
                 error = kind(message)
             except TypeError:  # one whose constructor wants more than a message (UnicodeDecodeError)

@@ -401,6 +401,14 @@ def test_builtins_redefined_at_top_level_are_not_what_the_tests_call(sandbox, li
     assert result.status == "failed" and result.passed == 0
 
 
+def test_a_stop_iteration_raised_by_the_candidate_does_not_end_the_tests_loops_early(sandbox, limits):
+    """Re-raised as StopIteration here, it would end ``map`` at once: ``all(map(is_prime, ...))`` held for any code."""
+    tests = ["assert all(map(is_prime, [2, 3, 5, 7]))", "assert not any(map(is_prime, [4, 6, 8]))",
+             "for n in map(is_prime, [11, 13]):\n    assert n"]
+    result = attack(sandbox, limits, "def is_prime(n):\n    raise StopIteration('wrong on purpose')\n", tests)
+    assert result.status == "failed" and result.passed == 0 and "StopIteration" in result.error
+
+
 def test_a_forger_who_reads_the_job_can_only_claim_return_values(sandbox, limits):
     """It finds its job (tag and calls) in the frames and writes answers first: still graded on those answers."""
     source = (
