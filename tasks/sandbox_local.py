@@ -19,7 +19,7 @@ import selectors
 import signal
 import subprocess
 import time
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from tasks.sandbox import MAX_EVENT_BYTES, Evaluation, Events
 from tasks.sandbox_grading import CallOutcome
@@ -74,7 +74,7 @@ class LocalSession:
         self._pump(lambda: index in self.events.outcomes)
         return self.events.outcomes.get(index)
 
-    def _pump(self, done) -> None:
+    def _pump(self, done: Callable[[], bool]) -> None:
         """Feed stdin and read every pipe until ``done()``, the run ends or the wall clock runs out."""
         while not done() and not self.over:
             if self.pending and self.stdin_fd not in self.selector.get_map():
