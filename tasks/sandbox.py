@@ -1,7 +1,7 @@
 """Run untrusted Python (a model's completion) against unit tests: the sandbox seam and the grading loop.
 
 A :class:`Sandbox` back end runs the code and answers calls (``add(1, 2)`` -> an encoded value),
-nothing more: :func:`run_tests` runs the tests here, on the returned values
+one at a time through a :class:`Session` (one process per graded program), nothing more: :func:`run_tests` runs the tests here, on the returned values
 (:mod:`tasks.sandbox_grading`), so the untrusted process never sees a test or an expected
 value and cannot take part in a comparison. Back ends, one file each, registered by name:
 
@@ -72,10 +72,11 @@ class Evaluation:
     """One run of the code by a back end: how it ended and the events it reported (not yet trusted)."""
 
     status: str
-    """``ok`` (it ran to its end), ``timeout``, ``cpu_limit``, ``output_limit``, ``forbidden``, ``no_verdict``,
+    """``ok`` (it ran to its end, or was ended once every call was answered), ``timeout``, ``cpu_limit``, ``output_limit``, ``forbidden``, ``no_verdict``,
     ``unavailable`` (the service could not be reached)."""
     events: str = ""
-    """The child's event lines (see :mod:`tasks.sandbox_child`), each starting with the run's tag."""
+    """The child's event lines (see :mod:`tasks.sandbox_child`), each starting with the run's tag, from a back end
+    that returns them at the end (a local session reads them as they come: :class:`Events`)."""
     tag: str = ""
     error: str | None = None
     stdout: str = ""
