@@ -199,14 +199,17 @@ def _outcome(event: dict) -> CallOutcome:
         return CallOutcome(raised=("TypeError", f"the sandbox answered an unreadable value: {error}"))
 
 
-def run_tests(source: str, tests: list[str], sandbox: Sandbox,
-              limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
-    """Execute ``source`` in ``sandbox`` and grade each test (a Python statement, e.g. ``assert f(2) == 4``)."""
+def run_tests(source: str, tests: list[str], sandbox: Sandbox, limits: SandboxLimits = SandboxLimits(),
+              entry_points: frozenset[str] = frozenset()) -> SandboxResult:
+    """Execute ``source`` in ``sandbox`` and grade each test (a Python statement, e.g. ``assert f(2) == 4``).
+
+    ``entry_points``: the functions under test, as the task names them; only these may shadow a builtin.
+    """
     names = defined_names(source)
     session = sandbox.start(source, limits)
     try:
         caller = Caller(session.call)
-        outcomes = [run_test(index, test, caller, names) for index, test in enumerate(tests)]
+        outcomes = [run_test(index, test, caller, names, entry_points) for index, test in enumerate(tests)]
     finally:
         runs = session.close()
     return _result(runs, outcomes, len(tests), sandbox.isolation)

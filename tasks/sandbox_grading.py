@@ -201,12 +201,14 @@ def defined_names(source: str) -> set[str]:
     return names
 
 
-def test_namespace(test: str, caller: Caller, candidate_names: set[str]) -> dict[str, Any]:
+def test_namespace(test: str, caller: Caller, candidate_names: set[str],
+                   entry_points: frozenset[str] = frozenset()) -> dict[str, Any]:
     """A fresh namespace for one test: the builtins are this process's own, whatever the candidate defines (a
-    top-level ``set = ...`` changes nothing a test sees); a standard module it names is imported unless the
-    candidate defines that name; every other free name is the candidate's and proxied."""
+    top-level ``set = ...`` changes nothing a test sees), except the ``entry_points`` the task names as the
+    functions under test; a standard module it names is imported unless the candidate defines that name; every
+    other free name is the candidate's and proxied."""
     namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": builtins}
-    for name in free_names(test) - set(dir(builtins)):
+    for name in free_names(test) - (set(dir(builtins)) - entry_points):
         if name in sys.stdlib_module_names and name not in candidate_names:
             namespace[name] = importlib.import_module(name)
         else:
@@ -222,10 +224,11 @@ class TestOutcome:
     error: str | None = None
 
 
-def run_test(index: int, test: str, caller: Caller, candidate_names: set[str]) -> TestOutcome:
-    """Execute one test statement against the answers so far."""
+def run_test(index: int, test: str, caller: Caller, candidate_names: set[str],
+             entry_points: frozenset[str] = frozenset()) -> TestOutcome:
+    """Execute one test statement, its calls asked of the sandbox."""
     try:
-        exec(compile(test, f"<test {index}>", "exec"), test_namespace(test, caller, candidate_names))
+        exec(compile(test, f"<test {index}>", "exec"), test_namespace(test, caller, candidate_names, entry_points))
     except Unanswered:
         return TestOutcome(False, f"test {index}: a call was not answered (the run ended)")
     except Exception as error:  # noqa: BLE001 - a failing test is a result
