@@ -68,14 +68,16 @@ def parses(source: str) -> bool:
 
 
 @functools.lru_cache(maxsize=4096)
-def _sandboxed(source: str, tests: tuple[str, ...], sandbox: Sandbox, limits: SandboxLimits) -> SandboxResult:
-    """One sandbox run per (code, tests, sandbox, limits): ``code_tests`` and ``code_passed`` share it."""
-    return run_tests(source, list(tests), sandbox, limits)
+def _sandboxed(source: str, tests: tuple[str, ...], entry_points: frozenset[str], sandbox: Sandbox,
+               limits: SandboxLimits) -> SandboxResult:
+    """One sandbox run per (code, tests, entry points, sandbox, limits): ``code_tests`` and ``code_passed`` share it."""
+    return run_tests(source, list(tests), sandbox, limits, entry_points)
 
 
-def _graded(source: str, tests: tuple[str, ...], sandbox: Sandbox, limits: SandboxLimits) -> SandboxResult:
+def _graded(source: str, tests: tuple[str, ...], entry_points: frozenset[str], sandbox: Sandbox,
+            limits: SandboxLimits) -> SandboxResult:
     """The shared run; one the sandbox could not make (``unavailable``) is forgotten, so the next call retries."""
-    result = _sandboxed(source, tests, sandbox, limits)
+    result = _sandboxed(source, tests, entry_points, sandbox, limits)
     if result.status == "unavailable":
         _sandboxed.cache_clear()
     return result
@@ -88,15 +90,18 @@ def default_sandbox() -> tuple[Sandbox, SandboxLimits]:
 
 
 def sandbox_results(completions: Sequence[str], tests: Sequence[Sequence[str]], sandbox: Sandbox | None,
-                    limits: SandboxLimits | None, workers: int) -> list[SandboxResult | None]:
-    """Each completion's sandbox result (None without a single code block), ``workers`` at a time."""
+                    limits: SandboxLimits | None, workers: int,
+                    entry_point: Sequence[str | None] | None = None) -> list[SandboxResult | None]:
+    """Each completion's sandbox result (None without a single code block), ``workers`` at a time; a row's
+    ``entry_point`` names the function under test (the only name that may shadow a builtin in its tests)."""
     sources = [single_block(text) for text in completions]
+    entry_points = [frozenset({name} if name else ()) for name in (entry_point or [None] * len(completions))]
     sandbox = sandbox or default_sandbox()[0]
     limits = limits or default_sandbox()[1]
 
     def run(index: int) -> SandboxResult | None:
         source = sources[index]
-        return None if source is None else _graded(source, tuple(tests[index]), sandbox, limits)
+        return None if source is None else _graded(source, tuple(tests[index]), entry_points[index], sandbox, limits)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(run, range(len(completions))))
@@ -121,15 +126,17 @@ def _verdict(result: SandboxResult | None, score: float) -> float | None:
 
 @register_reward("code_tests")
 def code_tests(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sandbox: Sandbox | None = None,
-               limits: SandboxLimits | None = None, workers: int = 4, **_) -> list[float | None]:
-    results = sandbox_results(completions, tests, sandbox, limits, workers)
+               limits: SandboxLimits | None = None, workers: int = 4,
+               entry_point: Sequence[str | None] | None = None, **_) -> list[float | None]:
+    results = sandbox_results(completions, tests, sandbox, limits, workers, entry_point)
     return [_verdict(result, result.fraction_passed if result else 0.0) for result in results]
 
 
 @register_reward("code_passed")
 def code_passed(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sandbox: Sandbox | None = None,
-                limits: SandboxLimits | None = None, workers: int = 4, **_) -> list[float | None]:
-    results = sandbox_results(completions, tests, sandbox, limits, workers)
+                limits: SandboxLimits | None = None, workers: int = 4,
+                entry_point: Sequence[str | None] | None = None, **_) -> list[float | None]:
+    results = sandbox_results(completions, tests, sandbox, limits, workers, entry_point)
     return [_verdict(result, float(result is not None and result.status == "passed")) for result in results]
 
 

@@ -1,7 +1,7 @@
 """Run untrusted Python (a model's completion) against unit tests: the sandbox seam and the grading loop.
 
 A :class:`Sandbox` back end runs the code and answers calls (``add(1, 2)`` -> an encoded value),
-nothing more: :func:`run_tests` runs the tests here, on the returned values
+one at a time through a :class:`Session` (one process per graded program), nothing more: :func:`run_tests` runs the tests here, on the returned values
 (:mod:`tasks.sandbox_grading`), so the untrusted process never sees a test or an expected
 value and cannot take part in a comparison. Back ends, one file each, registered by name:
 
@@ -21,16 +21,18 @@ import importlib
 import json
 import logging
 import secrets
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping, Protocol
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Callable, Mapping, Protocol
 
 from mmgrpo.registry import Registry
-from tasks.sandbox_grading import MAX_ROUNDS, Answers, CallOutcome, decode, defined_names, run_test
+from tasks.sandbox_grading import Caller, CallOutcome, decode, defined_names, run_test
 
 STATUSES = ("passed", "failed", "error", "forbidden", "timeout", "cpu_limit", "memory_limit", "output_limit",
             "no_verdict", "unavailable")
 BACKEND_MODULES = {"bwrap": "tasks.sandbox_bwrap", "http": "tasks.sandbox_http", "process": "tasks.sandbox_process"}
 DEFAULT_BACKEND = "bwrap"
+MAX_EVENT_BYTES = 1 << 20
+"""Longest event line (one call's answer) read; a longer one ends a local run as ``output_limit``."""
 log = logging.getLogger(__name__)
 
 
@@ -48,7 +50,8 @@ class SandboxLimits:
     """Size of its private writable folder (``bwrap``: a tmpfs; its files and their count live in it)."""
     open_files: int = 64
     processes: int = 32
-    """RLIMIT_NPROC: processes and threads it may have (``bwrap``: all of them die with its PID namespace)."""
+    """RLIMIT_NPROC: processes and threads it may have. It does not hold back root (``bwrap`` runs the code as root
+    in its user namespace): there the seccomp filter forbids new processes, and threads share ``memory_mb``."""
     captured_bytes: int = 4096
     """How much of stdout/stderr comes back in the result."""
 
@@ -69,10 +72,11 @@ class Evaluation:
     """One run of the code by a back end: how it ended and the events it reported (not yet trusted)."""
 
     status: str
-    """``ok`` (it ran to its end), ``timeout``, ``cpu_limit``, ``output_limit``, ``forbidden``, ``no_verdict``,
+    """``ok`` (it ran to its end, or was ended once every call was answered), ``timeout``, ``cpu_limit``, ``output_limit``, ``forbidden``, ``no_verdict``,
     ``unavailable`` (the service could not be reached)."""
     events: str = ""
-    """The child's event lines (see :mod:`tasks.sandbox_child`), each starting with the run's tag."""
+    """The child's event lines (see :mod:`tasks.sandbox_child`), each starting with the run's tag, from a back end
+    that returns them at the end (a local session reads them as they come: :class:`Events`)."""
     tag: str = ""
     error: str | None = None
     stdout: str = ""
@@ -80,8 +84,21 @@ class Evaluation:
     seconds: float = 0.0
 
 
+class Session(Protocol):
+    """One program, loaded once, answering calls one at a time until :meth:`close`."""
+
+    events: Events
+    """What it reported so far (``loaded`` is set once :meth:`Sandbox.start` returns)."""
+
+    def call(self, call: list) -> CallOutcome | None:
+        """The answer to ``[name, args, kwargs]`` (encoded), or None when the run ended before giving it."""
+
+    def close(self) -> list[tuple[Evaluation, Events]]:
+        """End the run: the runs of the program it took, how each ended and what each reported."""
+
+
 class Sandbox(Protocol):
-    """A back end: runs ``source`` then ``calls`` under ``limits`` (with the child program) and reports."""
+    """A back end: starts the child program on ``source`` under ``limits`` and asks it the tests' calls."""
 
     isolation: str
     """In words, what keeps the code from the host (shown in every result)."""
@@ -91,7 +108,8 @@ class Sandbox(Protocol):
     def from_options(cls, **settings: Any) -> Sandbox:
         """The back end from its own task options; raises if it cannot run here, saying why."""
 
-    def evaluate(self, source: str, calls: list[list], limits: SandboxLimits) -> Evaluation: ...
+    def start(self, source: str, limits: SandboxLimits) -> Session:
+        """A running program, its source executed (or its load error reported)."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +128,7 @@ class SandboxResult:
     seconds: float = 0.0
     isolation: str = ""
     rounds: int = 0
-    """Runs of the code it took (a call whose arguments come from another call needs a second)."""
+    """Runs of the code it took: one with a local back end; one per new call with a service (each a replay)."""
 
     @property
     def fraction_passed(self) -> float:
@@ -127,39 +145,47 @@ def job(source: str, calls: list[list], limits: SandboxLimits, *, guard: bool = 
     """The child program's stdin for one run, and the tag its event lines start with."""
     tag = secrets.token_hex(8) + " "
     payload = {"source": source, "calls": calls, "limits": limits.child_limits(), "guard": guard, "tag": tag}
-    return json.dumps(payload).encode(), tag
+    return json.dumps(payload).encode() + b"\n", tag
 
 
 @dataclass
 class Events:
-    """The child's event lines, read strictly: the first word on each call counts, later ones are ignored."""
+    """The child's event lines, read strictly: the first word on each call counts, later ones are ignored, and so
+    is an answer to a call not yet asked (``expected``: how many have been)."""
 
     loaded: bool | None = None
     error: str | None = None
     outcomes: dict[int, CallOutcome] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
+    expected: int = 0
 
     @classmethod
     def parse(cls, text: str, tag: str, n_calls: int) -> Events:
-        events = cls()
+        events = cls(expected=n_calls)
         for line in text.splitlines():
-            if not line.startswith(tag):
-                continue
-            try:
-                event = json.loads(line[len(tag):])
-            except (ValueError, RecursionError):
-                continue
-            if type(event) is dict:
-                events._take(event, n_calls)
+            events.take_line(line, tag)
         return events
 
-    def _take(self, event: dict, n_calls: int) -> None:
+    def expect(self, n_calls: int) -> None:
+        self.expected = n_calls
+
+    def take_line(self, line: str, tag: str) -> None:
+        if not line.startswith(tag) or len(line) > MAX_EVENT_BYTES:
+            return
+        try:
+            event = json.loads(line[len(tag):])
+        except (ValueError, RecursionError):
+            return
+        if type(event) is dict:
+            self._take(event)
+
+    def _take(self, event: dict) -> None:
         if "violation" in event:
             self.violations.append(str(event["violation"])[:300])
         elif self.loaded is None and ("loaded" in event or "error" in event):
             self.loaded = "loaded" in event
             self.error = None if self.loaded else str(event["error"])[:300]
-        elif type(event.get("i")) is int and 0 <= event["i"] < n_calls and event["i"] not in self.outcomes:
+        elif type(event.get("i")) is int and 0 <= event["i"] < self.expected and event["i"] not in self.outcomes:
             self.outcomes[event["i"]] = _outcome(event)
 
 
@@ -173,26 +199,63 @@ def _outcome(event: dict) -> CallOutcome:
         return CallOutcome(raised=("TypeError", f"the sandbox answered an unreadable value: {error}"))
 
 
-_NO_ANSWER = CallOutcome(raised=("RuntimeError", "the run ended before this call was answered"))
+def run_tests(source: str, tests: list[str], sandbox: Sandbox, limits: SandboxLimits = SandboxLimits(),
+              entry_points: frozenset[str] = frozenset()) -> SandboxResult:
+    """Execute ``source`` in ``sandbox`` and grade each test (a Python statement, e.g. ``assert f(2) == 4``).
 
-
-def run_tests(source: str, tests: list[str], sandbox: Sandbox,
-              limits: SandboxLimits = SandboxLimits()) -> SandboxResult:
-    """Execute ``source`` in ``sandbox`` and grade each test (a Python statement, e.g. ``assert f(2) == 4``)."""
-    answers, names = Answers(), defined_names(source)
-    runs: list[tuple[Evaluation, Events]] = []
-    while True:
-        outcomes = [run_test(index, test, answers, names) for index, test in enumerate(tests)]
-        if runs and (not answers.asked or len(runs) == MAX_ROUNDS or runs[-1][1].loaded is not True
-                     or runs[-1][0].status != "ok"):
-            break
-        keys, calls = list(answers.asked), list(answers.asked.values())
-        answers.asked = {}
-        evaluation = sandbox.evaluate(source, calls, limits)
-        events = Events.parse(evaluation.events, evaluation.tag, len(calls))
-        answers.known.update((key, events.outcomes.get(index, _NO_ANSWER)) for index, key in enumerate(keys))
-        runs.append((evaluation, events))
+    ``entry_points``: the functions under test, as the task names them; only these may shadow a builtin.
+    """
+    names = defined_names(source)
+    session = sandbox.start(source, limits)
+    try:
+        caller = Caller(session.call)
+        outcomes = [run_test(index, test, caller, names, entry_points) for index, test in enumerate(tests)]
+    finally:
+        runs = session.close()
     return _result(runs, outcomes, len(tests), sandbox.isolation)
+
+
+class ReplaySession:
+    """A session over a back end that takes all of a run's calls at once (a service's one-shot stdin): each new
+    call is one more run of the program with every call so far (none before the first call; one without calls
+    when the tests make none); the runs' seconds share one wall clock."""
+
+    def __init__(self, evaluate: Callable[[str, list[list], SandboxLimits], Evaluation], source: str,
+                 limits: SandboxLimits) -> None:
+        self.evaluate, self.source, self.limits = evaluate, source, limits
+        self.calls: list[list] = []
+        self.known: dict[str, CallOutcome] = {}
+        self.history: list[tuple[Evaluation, Events]] = []
+
+    @property
+    def events(self) -> Events:
+        return self.history[-1][1] if self.history else Events()
+
+    def _run(self) -> None:
+        spent = sum(evaluation.seconds for evaluation, _ in self.history)
+        limits = replace(self.limits, wall_seconds=max(self.limits.wall_seconds - spent, 0.001))
+        evaluation = self.evaluate(self.source, self.calls, limits)
+        self.history.append((evaluation, Events.parse(evaluation.events, evaluation.tag, len(self.calls))))
+
+    def call(self, call: list) -> CallOutcome | None:
+        key = json.dumps(call, sort_keys=True)
+        if key not in self.known:
+            if self.history:
+                last, events = self.history[-1]
+                spent = sum(evaluation.seconds for evaluation, _ in self.history)
+                if last.status != "ok" or not events.loaded or events.violations or spent >= self.limits.wall_seconds:
+                    return None
+            self.calls.append(call)
+            self._run()
+            outcomes = self.events.outcomes
+            self.known.update((json.dumps(asked, sort_keys=True), outcomes[index])
+                              for index, asked in enumerate(self.calls) if index in outcomes)
+        return self.known.get(key)
+
+    def close(self) -> list[tuple[Evaluation, Events]]:
+        if not self.history:
+            self._run()
+        return self.history
 
 
 def _result(runs: list[tuple[Evaluation, Events]], outcomes: list, total: int, isolation: str) -> SandboxResult:

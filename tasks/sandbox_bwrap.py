@@ -13,9 +13,9 @@ child program (:mod:`tasks.sandbox_child`) with:
   (and a 1 MiB one at ``/dev/shm`` for POSIX semaphores; ``/dev`` itself is read-only);
 - no capabilities, a new session (no terminal to inject into), ``--die-with-parent``, and the
   seccomp filter of :mod:`tasks.sandbox_seccomp`;
-- the child's rlimits (CPU, memory, file size, open files, processes) and this side's wall
-  clock and output cap (:mod:`tasks.sandbox_local`): killing ``bwrap`` kills its PID namespace,
-  so no process outlives the run.
+- the child's rlimits (CPU, memory, file size, open files; per process, so the seccomp filter
+  forbids creating processes: threads only) and this side's wall clock and output cap
+  (:mod:`tasks.sandbox_local`): killing ``bwrap`` kills its PID namespace, so nothing outlives the run.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 from tasks import sandbox_seccomp
-from tasks.sandbox import BACKENDS, Evaluation, SandboxLimits, job
-from tasks.sandbox_local import evaluation, run_process
+from tasks.sandbox import BACKENDS, SandboxLimits, job
+from tasks.sandbox_local import LocalSession
 
 CHILD_PROGRAM = Path(__file__).with_name("sandbox_child.py")
 CHILD_INSIDE = "/opt/mmgrpo/sandbox_child.py"
@@ -57,7 +57,7 @@ def _folder_arguments() -> list[str]:
 
 
 def bwrap_command(executable: str, limits: SandboxLimits, seccomp_fd: int) -> list[str]:
-    """The full command line of one run (``{events_fd}`` is filled in by :func:`run_process`)."""
+    """The full command line of one run (``{events_fd}`` is filled in by :class:`LocalSession`)."""
     return [
         executable, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--hostname", "sandbox", *_folder_arguments(), "--ro-bind", str(CHILD_PROGRAM), CHILD_INSIDE,
@@ -76,8 +76,10 @@ def unavailable_reason(executable: str) -> str | None:
     path = shutil.which(executable)
     if path is None:
         return f"{executable!r} is not installed"
-    probe = BwrapSandbox(path).evaluate("", [], SandboxLimits(wall_seconds=20))
-    if probe.status != "ok" or "loaded" not in probe.events:
+    session = BwrapSandbox(path).start("", SandboxLimits(wall_seconds=20))
+    loaded = session.events.loaded
+    (probe, _), = session.close()
+    if probe.status != "ok" or not loaded:
         return f"{path} cannot make its namespaces here: {(probe.stderr or probe.error or probe.status).strip()}"
     return None
 
@@ -101,16 +103,15 @@ class BwrapSandbox:
             raise SandboxUnavailable(f"the bwrap sandbox cannot run: {reason}. To grade code, {INSTALL_HINT}.")
         return cls(shutil.which(executable) or executable)
 
-    def evaluate(self, source: str, calls: list[list], limits: SandboxLimits) -> Evaluation:
-        payload, tag = job(source, calls, limits)
+    def start(self, source: str, limits: SandboxLimits) -> LocalSession:
+        payload, tag = job(source, [], limits)
         seccomp_read, seccomp_write = os.pipe()
         try:
             os.write(seccomp_write, sandbox_seccomp.build_filter())
             os.close(seccomp_write)
-            run = run_process(bwrap_command(self.executable, limits, seccomp_read), payload,
-                              wall_seconds=limits.wall_seconds, output_bytes=limits.file_size_mb << 20,
-                              captured_bytes=limits.captured_bytes, pass_fds=(seccomp_read,),
-                              env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
+            return LocalSession(bwrap_command(self.executable, limits, seccomp_read), payload, tag,
+                                wall_seconds=limits.wall_seconds, output_bytes=limits.file_size_mb << 20,
+                                captured_bytes=limits.captured_bytes, pass_fds=(seccomp_read,),
+                                env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
         finally:
             os.close(seccomp_read)
-        return evaluation(run, tag, limits.file_size_mb)

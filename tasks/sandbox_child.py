@@ -1,8 +1,9 @@
 """The program every sandbox back end runs around the untrusted code (``python -I -S -B``, stdlib only).
 
-It reads one job from stdin (JSON: ``source``, ``calls``, ``limits``, ``guard``, ``tag``), lowers its own
-resource limits, executes ``source``, then makes each call ``[name, args, kwargs]`` (arguments
-in the value encoding below) and writes one JSON line per event to the file descriptor it was
+It reads one job, a JSON line, from stdin (``source``, ``calls``, ``limits``, ``guard``, ``tag``), lowers
+its own resource limits, executes ``source``, then makes each call ``[name, args, kwargs]`` (arguments
+in the value encoding below): the job's ``calls``, then one per further stdin line until stdin closes,
+each answered before the next is read. It writes one JSON line per event to the file descriptor it was
 given (``argv[1]``; stdout when it is ``-`` or absent: a service that only returns stdout), each line starting
 with ``tag`` (so the code's own prints are told apart):
 
@@ -165,8 +166,16 @@ def _error_name(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:300]
 
 
+def _requests(job: dict):
+    """The calls to answer: the job's own (a service's one-shot stdin), then one JSON line each from stdin
+    until it closes (a local session asks them one at a time, each after the answer to the last)."""
+    yield from job.get("calls", [])
+    for line in iter(sys.stdin.readline, ""):
+        yield json.loads(line)
+
+
 def main() -> None:
-    job = json.loads(sys.stdin.read())
+    job = json.loads(sys.stdin.readline())
     target = sys.argv[1] if len(sys.argv) > 1 else "-"
     channel = sys.stdout if target == "-" else os.fdopen(int(target), "w", buffering=1)
     lock, tag = threading.Lock(), job.get("tag", "")
@@ -187,7 +196,7 @@ def main() -> None:
         emit({"error": _error_name(error)})
         return
     emit({"loaded": True})
-    for index, (name, args, kwargs) in enumerate(job["calls"]):
+    for index, (name, args, kwargs) in enumerate(_requests(job)):
         try:
             if name not in namespace:
                 raise NameError(f"name {name!r} is not defined")

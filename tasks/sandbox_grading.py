@@ -3,11 +3,11 @@
 The untrusted process (:mod:`tasks.sandbox_child`) only answers calls: ``add(1, 2)`` in, an
 encoded return value out. The tests (Python statements from the dataset, e.g.
 ``assert add(1, 2) == 3``) run in this process, each in a fresh namespace where every free name
-the code defines at top level, or that is neither a builtin nor a standard-library module, is a
-:class:`CandidateFunction`. Calling one
-looks its arguments up in the answers so far; an unanswered call stops the test, and all of a
-round's unanswered calls go to the sandbox together (one run of the code per round, usually one
-round: a call whose arguments come from another call needs a second). The values that come back
+that is not a builtin (never the candidate's, whatever it defines) nor a standard-library module
+it does not define is a :class:`CandidateFunction`. Calling one asks
+the sandbox and waits for the answer (one program answers them all, one at a time: any number
+of calls, in any order, within its wall clock); a call the run ended before answering fails its
+test. The values that come back
 are rebuilt here as fresh ``int``/``str``/``list``/... objects, so nothing the code defines (an
 ``__eq__`` that is always true, a patched builtin, a forged line) takes part in a comparison, and
 the expected values never enter the untrusted process.
@@ -22,22 +22,24 @@ import ast
 import builtins
 import copy
 import importlib
-import json
 import sys
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from tasks.sandbox_child import encode
 
-MAX_ROUNDS = 4
 _MAX_DEPTH = 100
+MAX_ELEMENTS = 100_000
+"""Most values (containers included) one answer may hold; its line is also at most ``MAX_EVENT_BYTES``."""
 MAX_SHARED_HASH = 16
 """Most distinct numbers or tuples in one returned value that may share a hash."""
+ITERATION_ENDS = (StopIteration, StopAsyncIteration)
 _TAGS = {"t": tuple, "s": set, "fs": frozenset}
 
 
 class Unanswered(BaseException):
-    """A call the sandbox has not answered yet (BaseException: a test's ``except Exception`` cannot swallow it)."""
+    """A call the sandbox did not answer: its run ended (BaseException: a test's ``except Exception`` cannot
+    swallow it)."""
 
 
 class CandidateError(Exception):
@@ -45,13 +47,29 @@ class CandidateError(Exception):
 
 
 def decode(data: Any) -> Any:
-    """Plain objects of this process from the sandbox's encoded value (``ValueError`` if malformed).
+    """Plain objects of this process from the sandbox's encoded value (``ValueError`` if malformed, or larger than
+    :data:`MAX_ELEMENTS` values or nested deeper than 100).
 
     Refused too: a value holding more than :data:`MAX_SHARED_HASH` distinct numbers or tuples with one
     hash (chosen to collide, they would make a set or dict of them, built here or by a test, take
     quadratic time). Strings and bytes need no check: their hashes are salted per process.
     """
+    _count(data)
     return _decode(data, 0, {})
+
+
+def _count(data: Any) -> None:
+    """``ValueError`` when ``data`` holds more than :data:`MAX_ELEMENTS` values (its containers included)."""
+    stack, count = [data], 0
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > MAX_ELEMENTS:
+            raise ValueError(f"more than {MAX_ELEMENTS} values")
+        if type(item) is list:
+            stack.extend(item)
+        elif type(item) is dict:
+            stack.extend(item.values())
 
 
 def _decode(data: Any, depth: int, seen: dict[int, list]) -> Any:
@@ -103,12 +121,14 @@ class CallOutcome:
     raised: tuple[str, str] | None = None
 
     def result(self) -> Any:
-        """A fresh copy of the value (a test may change it), or the exception, as a builtin type when it is one."""
+        """A fresh copy of the value (a test may change it), or the exception, as a builtin type when it is one
+        (never :data:`ITERATION_ENDS`: raised inside ``map`` or a generator, it would end the test's loop early and
+        ``all(map(f, ...))`` would hold for any ``f``)."""
         if self.raised is None:
             return copy.deepcopy(self.value)
         name, message = self.raised
         kind = getattr(builtins, name, None)
-        if isinstance(kind, type) and issubclass(kind, Exception):
+        if isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, ITERATION_ENDS):
             try:
                 error = kind(message)
             except TypeError:  # one whose constructor wants more than a message (UnicodeDecodeError)
@@ -117,33 +137,31 @@ class CallOutcome:
         raise CandidateError(f"{name}: {message}")
 
 
-@dataclass
-class Answers:
-    """The sandbox's answers so far, keyed by the encoded call, and the calls still to ask."""
+class Caller:
+    """Asks the sandbox each call a test makes (``ask``: an encoded call in, its outcome or None out)."""
 
-    known: dict[str, CallOutcome] = field(default_factory=dict)
-    asked: dict[str, list] = field(default_factory=dict)
+    def __init__(self, ask: Callable[[list], CallOutcome | None]) -> None:
+        self.ask = ask
 
-    def lookup(self, name: str, args: tuple, kwargs: dict) -> Any:
+    def call(self, name: str, args: tuple, kwargs: dict) -> Any:
         try:
             call = [name, encode(list(args)), encode(dict(kwargs))]
         except (TypeError, ValueError) as error:
             raise TypeError(f"{name}() can only be called with plain data here: {error}") from None
-        key = json.dumps(call, sort_keys=True)
-        if key in self.known:
-            return self.known[key].result()
-        self.asked.setdefault(key, call)
-        raise Unanswered(key)
+        outcome = self.ask(call)
+        if outcome is None:
+            raise Unanswered(name)
+        return outcome.result()
 
 
 class CandidateFunction:
     """Stands for the candidate's top-level ``name`` in the tests: a call is asked of the sandbox."""
 
-    def __init__(self, name: str, answers: Answers) -> None:
-        self.name, self.answers = name, answers
+    def __init__(self, name: str, caller: Caller) -> None:
+        self.name, self.caller = name, caller
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.answers.lookup(self.name, args, kwargs)
+        return self.caller.call(self.name, args, kwargs)
 
     def __repr__(self) -> str:
         return f"<candidate {self.name}>"
@@ -183,32 +201,36 @@ def defined_names(source: str) -> set[str]:
     return names
 
 
-def test_namespace(test: str, answers: Answers, candidate_names: set[str]) -> dict[str, Any]:
-    """A fresh namespace for one test: the candidate's names proxied, standard modules it names imported."""
-    namespace: dict[str, Any] = {"__name__": "__test__"}
-    for name in free_names(test):
-        if name in candidate_names or not (hasattr(builtins, name) or name in sys.stdlib_module_names):
-            namespace[name] = CandidateFunction(name, answers)
-        elif name in sys.stdlib_module_names:
+def test_namespace(test: str, caller: Caller, candidate_names: set[str],
+                   entry_points: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A fresh namespace for one test: the builtins are this process's own, whatever the candidate defines (a
+    top-level ``set = ...`` changes nothing a test sees), except the ``entry_points`` the task names as the
+    functions under test; a standard module it names is imported unless the candidate defines that name; every
+    other free name is the candidate's and proxied."""
+    namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": builtins}
+    for name in free_names(test) - (set(dir(builtins)) - entry_points):
+        if name in sys.stdlib_module_names and name not in candidate_names:
             namespace[name] = importlib.import_module(name)
+        else:
+            namespace[name] = CandidateFunction(name, caller)
     return namespace
 
 
 @dataclass(frozen=True)
 class TestOutcome:
-    """One test: passed, failed with an error, or waiting for an answer (``unanswered``)."""
+    """One test: passed, or failed with an error."""
 
     passed: bool
     error: str | None = None
-    unanswered: bool = False
 
 
-def run_test(index: int, test: str, answers: Answers, candidate_names: set[str]) -> TestOutcome:
-    """Execute one test statement against the answers so far."""
+def run_test(index: int, test: str, caller: Caller, candidate_names: set[str],
+             entry_points: frozenset[str] = frozenset()) -> TestOutcome:
+    """Execute one test statement, its calls asked of the sandbox."""
     try:
-        exec(compile(test, f"<test {index}>", "exec"), test_namespace(test, answers, candidate_names))
+        exec(compile(test, f"<test {index}>", "exec"), test_namespace(test, caller, candidate_names, entry_points))
     except Unanswered:
-        return TestOutcome(False, f"test {index}: a call was not answered", unanswered=True)
+        return TestOutcome(False, f"test {index}: a call was not answered (the run ended)")
     except Exception as error:  # noqa: BLE001 - a failing test is a result
         return TestOutcome(False, f"test {index}: {type(error).__name__}: {error}"[:300])
     return TestOutcome(True)

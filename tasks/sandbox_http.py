@@ -20,7 +20,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tasks.sandbox import BACKENDS, Evaluation, SandboxLimits, job
+from tasks.sandbox import BACKENDS, Evaluation, ReplaySession, SandboxLimits, job
 
 CHILD_PROGRAM = Path(__file__).with_name("sandbox_child.py")
 _RETRIED_HTTP = (429, 500, 502, 503, 504)
@@ -55,6 +55,10 @@ class HttpSandbox:
         if "url" not in settings:
             raise ValueError("the http sandbox needs task.options.sandbox.url (the service's base URL)")
         return cls(**settings)
+
+    def start(self, source: str, limits: SandboxLimits) -> ReplaySession:
+        """Requests answer calls in batches only: each new call is one more run (:class:`ReplaySession`)."""
+        return ReplaySession(self.evaluate, source, limits)
 
     def evaluate(self, source: str, calls: list[list], limits: SandboxLimits) -> Evaluation:
         payload, tag = job(source, calls, limits)

@@ -1,92 +1,170 @@
-"""Start one local sandbox process and watch it: job in on stdin, capped pipes out, killed at the deadline.
+"""One local sandbox process as a session: job in on stdin, one call at a time, capped pipes out, killed at the end.
 
-Shared by the ``bwrap`` and ``process`` back ends. Everything the process writes reaches this
-side through pipes it cannot swap for anything else (a file could be replaced by a FIFO and
-hang the reader): stdout and stderr keep only their last ``captured_bytes``, the event channel
-is read in full up to ``file_size_mb``, and output past ``file_size_mb`` in all kills the run.
-The process group is killed at the wall clock and in every case once the run is over.
+Shared by the ``bwrap`` and ``process`` back ends. The process runs the child program
+(:mod:`tasks.sandbox_child`) for the whole grading of one program: each call goes in as a line
+on its stdin and this side waits for its answer on the event channel (a pipe it cannot swap for
+anything else: a file could be replaced by a FIFO and hang the reader) before the next is asked.
+stdout and stderr keep only their last ``captured_bytes``; one event line longer than
+:data:`MAX_EVENT_BYTES`, or more than ``file_size_mb`` of output in all, ends the run
+(``output_limit``). The wall clock counts from the start to the last answer, and the process
+group is killed once the grading is over or at the wall clock, whichever comes first.
 """
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import selectors
 import signal
 import subprocess
-import threading
 import time
-from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
-from tasks.sandbox import Evaluation
+from tasks.sandbox import MAX_EVENT_BYTES, Evaluation, Events
+from tasks.sandbox_grading import CallOutcome
 
-
-@dataclass(frozen=True)
-class ProcessRun:
-    """How a process ended and what it wrote."""
-
-    returncode: int
-    timed_out: bool
-    output_exceeded: bool
-    events: str
-    stdout: str
-    stderr: str
-    seconds: float
+_EXIT_SECONDS = 1.0
+"""Once every call is answered and its stdin closed, how long it has to end on its own."""
+_DRAIN_SECONDS = 1.0
+"""After the kill, how long the pipes are read for what was written before it."""
 
 
-def _feed(stdin, data: bytes) -> None:
-    try:
-        stdin.write(data)
-        stdin.close()
-    except (BrokenPipeError, OSError):  # it exited or closed stdin before reading its job
-        pass
+class LocalSession:
+    """A started child program answering calls over its pipes (``{events_fd}`` in ``command`` is the channel)."""
 
+    def __init__(self, command: Sequence[str], job: bytes, tag: str, *, wall_seconds: float, output_bytes: int,
+                 captured_bytes: int, env: Mapping[str, str], cwd: str | None = None,
+                 pass_fds: Sequence[int] = ()) -> None:
+        self.tag, self.output_bytes, self.captured_bytes = tag, output_bytes, captured_bytes
+        self.events, self.asked = Events(), 0
+        self.total, self.exceeded, self.timed_out, self.killed_by_us = 0, None, False, False
+        events_read, events_write = os.pipe()
+        command = [part.replace("{events_fd}", str(events_write)) for part in command]
+        self.started = time.monotonic()
+        self.deadline = self.started + wall_seconds
+        try:
+            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                            stderr=subprocess.PIPE, pass_fds=(events_write, *pass_fds), env=dict(env),
+                                            cwd=cwd, start_new_session=True)
+        finally:
+            os.close(events_write)
+        self.events_fd, self.stdin_fd = events_read, self.process.stdin.fileno()
+        fcntl.fcntl(self.stdin_fd, fcntl.F_SETFL, fcntl.fcntl(self.stdin_fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+        self.out_fd, self.err_fd = self.process.stdout.fileno(), self.process.stderr.fileno()
+        self.buffers = {self.out_fd: bytearray(), self.err_fd: bytearray(), events_read: bytearray()}
+        self.pending, self.reading = bytearray(job), set(self.buffers)
+        self.selector = selectors.DefaultSelector()
+        for fd in self.buffers:
+            self.selector.register(fd, selectors.EVENT_READ)
+        self._pump(lambda: self.events.loaded is not None)
 
-def run_process(command: Sequence[str], job: bytes, *, wall_seconds: float, output_bytes: int, captured_bytes: int,
-                env: Mapping[str, str], cwd: str | None = None, pass_fds: Sequence[int] = ()) -> ProcessRun:
-    """Run ``command`` with ``job`` on stdin; the event channel is the file descriptor in ``{events_fd}``."""
-    events_read, events_write = os.pipe()
-    command = [part.replace("{events_fd}", str(events_write)) for part in command]
-    started = time.monotonic()
-    try:
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   pass_fds=(events_write, *pass_fds), env=dict(env), cwd=cwd,
-                                   start_new_session=True)
-    finally:
-        os.close(events_write)
-    feeder = threading.Thread(target=_feed, args=(process.stdin, job), daemon=True)
-    feeder.start()
-    out_fd, err_fd = process.stdout.fileno(), process.stderr.fileno()
-    buffers = {out_fd: bytearray(), err_fd: bytearray(), events_read: bytearray()}
-    total, deadline, exceeded = 0, started + wall_seconds, False
-    with selectors.DefaultSelector() as selector:
-        for fd in buffers:
-            selector.register(fd, selectors.EVENT_READ)
-        while selector.get_map() and not exceeded and time.monotonic() < deadline:
-            for key, _ in selector.select(timeout=max(0.0, deadline - time.monotonic())):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    selector.unregister(key.fd)
-                    continue
-                total += len(chunk)
-                buffer = buffers[key.fd]
-                buffer += chunk
-                if key.fd != events_read and len(buffer) > captured_bytes:
-                    del buffer[:len(buffer) - captured_bytes]
-                exceeded = total > output_bytes
-    try:
-        process.wait(timeout=max(0.0, deadline - time.monotonic()) if not exceeded else 0)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        timed_out = not exceeded
-    _kill_group(process)
-    seconds = time.monotonic() - started
-    os.close(events_read)
-    process.stdout.close()
-    process.stderr.close()
-    feeder.join(timeout=1)
-    text = {fd: bytes(buffer).decode("utf-8", errors="replace") for fd, buffer in buffers.items()}
-    return ProcessRun(process.returncode, timed_out, exceeded, text[events_read], text[out_fd], text[err_fd], seconds)
+    @property
+    def over(self) -> bool:
+        """Whether the run has ended: a limit, its exit (all pipes closed) or the close."""
+        return bool(self.exceeded) or self.timed_out or self.killed_by_us or not self.reading
+
+    def call(self, call: list) -> CallOutcome | None:
+        """Ask one encoded call ``[name, args, kwargs]`` and wait for its answer (None: the run ended first)."""
+        if self.over or not self.events.loaded:
+            return None
+        index, self.asked = self.asked, self.asked + 1
+        self.pending += json.dumps(call).encode() + b"\n"
+        self.events.expect(self.asked)
+        self._pump(lambda: index in self.events.outcomes)
+        return self.events.outcomes.get(index)
+
+    def _pump(self, done: Callable[[], bool]) -> None:
+        """Feed stdin and read every pipe until ``done()``, the run ends or the wall clock runs out."""
+        while not done() and not self.over:
+            if self.pending and self.stdin_fd not in self.selector.get_map():
+                self.selector.register(self.stdin_fd, selectors.EVENT_WRITE)
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                self.timed_out = True
+                return
+            for key, _ in self.selector.select(timeout=remaining):
+                if key.fd == self.stdin_fd:
+                    self._write()
+                else:
+                    self._read(key.fd)
+
+    def _write(self) -> None:
+        try:
+            written = os.write(self.stdin_fd, self.pending)
+        except BlockingIOError:
+            return
+        except OSError:  # it closed stdin or exited: its answers, if any, say the rest
+            written = len(self.pending)
+        del self.pending[:written]
+        if not self.pending:
+            self.selector.unregister(self.stdin_fd)
+
+    def _read(self, fd: int) -> None:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            self.selector.unregister(fd)
+            self.reading.discard(fd)
+            return
+        self.total += len(chunk)
+        buffer = self.buffers[fd]
+        buffer += chunk
+        if fd == self.events_fd:
+            *lines, rest = buffer.split(b"\n")
+            for line in lines:
+                self.events.take_line(line.decode("utf-8", errors="replace"), self.tag)
+            buffer[:] = rest
+            if len(rest) > MAX_EVENT_BYTES:
+                self.exceeded = f"an answer line longer than {MAX_EVENT_BYTES >> 20} MB"
+        elif len(buffer) > self.captured_bytes:
+            del buffer[:len(buffer) - self.captured_bytes]
+        if self.total > self.output_bytes:
+            self.exceeded = f"printed more than {self.output_bytes >> 20} MB"
+
+    def close(self) -> list[tuple[Evaluation, Events]]:
+        """End the run (killing what is left of it): how it ended and what it reported."""
+        if not self.over:  # stdin closed, it ends on its own (flushing its prints), or it is ended here
+            if self.stdin_fd in self.selector.get_map():
+                self.selector.unregister(self.stdin_fd)
+            self.pending.clear()
+            self.process.stdin.close()
+            self.deadline = min(self.deadline, time.monotonic() + _EXIT_SECONDS)
+            self._pump(lambda: False)
+            self.killed_by_us, self.timed_out = self.timed_out, False
+        _kill_group(self.process)
+        drain_until = time.monotonic() + _DRAIN_SECONDS
+        while self.reading and not self.exceeded and time.monotonic() < drain_until:
+            for key, _ in self.selector.select(timeout=max(0.0, drain_until - time.monotonic())):
+                if key.fd != self.stdin_fd:
+                    self._read(key.fd)
+                else:
+                    self.selector.unregister(key.fd)
+        self.selector.close()
+        os.close(self.events_fd)
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        return [(self._evaluation(time.monotonic() - self.started), self.events)]
+
+    def _evaluation(self, seconds: float) -> Evaluation:
+        """Name how the run ended (a signal shows as ``-N``, or ``128 + N`` through bubblewrap)."""
+        text = {fd: bytes(buffer).decode("utf-8", errors="replace") for fd, buffer in self.buffers.items()}
+        common = {"tag": self.tag, "stdout": text[self.out_fd], "stderr": text[self.err_fd], "seconds": seconds}
+        if self.exceeded:
+            return Evaluation("output_limit", error=self.exceeded, **common)
+        if self.timed_out:
+            return Evaluation("timeout", error="wall-clock limit reached", **common)
+        if self.killed_by_us:
+            return Evaluation("ok", **common)
+        returncode = self.process.returncode
+        signalled = returncode - 128 if returncode > 128 else -returncode
+        if signalled == signal.SIGSYS:
+            return Evaluation("forbidden", error="a forbidden system call (seccomp)", **common)
+        if signalled in (signal.SIGXCPU, signal.SIGKILL):
+            return Evaluation("cpu_limit", error="CPU time limit reached", **common)
+        return Evaluation("ok", **common)
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -96,18 +174,3 @@ def _kill_group(process: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     process.wait()
-
-
-def evaluation(run: ProcessRun, tag: str, output_mb: int) -> Evaluation:
-    """Name how a local run ended (a signal shows as ``-N``, or ``128 + N`` through bubblewrap)."""
-    common = {"events": run.events, "tag": tag, "stdout": run.stdout, "stderr": run.stderr, "seconds": run.seconds}
-    if run.output_exceeded:
-        return Evaluation("output_limit", error=f"printed more than {output_mb} MB", **common)
-    if run.timed_out:
-        return Evaluation("timeout", error="wall-clock limit reached", **common)
-    signalled = run.returncode - 128 if run.returncode > 128 else -run.returncode
-    if signalled == signal.SIGSYS:
-        return Evaluation("forbidden", error="a forbidden system call (seccomp)", **common)
-    if signalled in (signal.SIGXCPU, signal.SIGKILL):
-        return Evaluation("cpu_limit", error="CPU time limit reached", **common)
-    return Evaluation("ok", **common)

@@ -18,8 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tasks.sandbox import BACKENDS, Evaluation, SandboxLimits, job
-from tasks.sandbox_local import evaluation, run_process
+from tasks.sandbox import BACKENDS, Evaluation, Events, SandboxLimits, job
+from tasks.sandbox_local import LocalSession
 
 CHILD_PROGRAM = Path(__file__).with_name("sandbox_child.py")
 
@@ -59,14 +59,31 @@ class ProcessSandbox:
     def from_options(cls, **settings) -> ProcessSandbox:
         return cls(**settings)
 
-    def evaluate(self, source: str, calls: list[list], limits: SandboxLimits) -> Evaluation:
-        payload, tag = job(source, calls, limits, guard=True)
+    def start(self, source: str, limits: SandboxLimits) -> LocalSession:
+        payload, tag = job(source, [], limits, guard=True)
         work_dir = tempfile.mkdtemp(prefix="mmgrpo-sandbox-", dir=self.temp_root)
         try:
-            run = run_process([*self.prefix, sys.executable, "-I", "-S", "-B", str(CHILD_PROGRAM), "{events_fd}"],
-                              payload, wall_seconds=limits.wall_seconds, output_bytes=limits.file_size_mb << 20,
-                              captured_bytes=limits.captured_bytes, cwd=work_dir,
-                              env={"PATH": os.defpath, "HOME": work_dir, "TMPDIR": work_dir, "LANG": "C.UTF-8"})
-        finally:
+            session = LocalSession([*self.prefix, sys.executable, "-I", "-S", "-B", str(CHILD_PROGRAM), "{events_fd}"],
+                                   payload, tag, wall_seconds=limits.wall_seconds,
+                                   output_bytes=limits.file_size_mb << 20, captured_bytes=limits.captured_bytes,
+                                   cwd=work_dir, env={"PATH": os.defpath, "HOME": work_dir, "TMPDIR": work_dir,
+                                                      "LANG": "C.UTF-8"})
+        except BaseException:
             shutil.rmtree(work_dir, ignore_errors=True)
-        return evaluation(run, tag, limits.file_size_mb)
+            raise
+        return _RemovingSession(session, work_dir)
+
+
+class _RemovingSession:
+    """A local session whose working folder is removed when it closes."""
+
+    def __init__(self, session: LocalSession, work_dir: str) -> None:
+        self.session, self.work_dir = session, work_dir
+        self.events = session.events
+        self.call = session.call
+
+    def close(self) -> list[tuple[Evaluation, Events]]:
+        try:
+            return self.session.close()
+        finally:
+            shutil.rmtree(self.work_dir, ignore_errors=True)

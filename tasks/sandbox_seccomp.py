@@ -13,8 +13,15 @@ What it does, on x86-64 and AArch64:
   ``prlimit`` on another process, mounts, namespaces (``unshare``, ``setns``, ``clone`` with a
   namespace flag), keyrings, kernel modules, BPF, perf, ``userfaultfd``, ``io_uring`` (its
   operations bypass seccomp), the clock, swap, reboot, file handles;
-- answers ``EPERM`` to extended attributes (``shutil.copy2`` tries them and carries on) and
-  ``ENOSYS`` to ``clone3`` (whose flags a filter cannot read: the C library falls back to ``clone``);
+- kills it on creating a process: ``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD`` (threads
+  stay allowed). The sandbox runs as root in its user namespace, where ``RLIMIT_NPROC`` does not
+  apply, and the memory and CPU limits are per process: a process of its own would escape both;
+- kills it on ``memfd_create`` (memory outside the tmpfs's size), ``inotify_init`` (a per-user
+  quota shared with the trainer) and ``socket`` of any family but ``AF_UNIX`` (``AF_VSOCK``
+  reaches a virtual machine's host, past the network namespace);
+- answers ``EPERM`` to extended attributes (``shutil.copy2`` tries them and carries on) and to
+  ``sysinfo`` (the host's process count and memory), ``ENOSYS`` to ``clone3`` (whose flags a
+  filter cannot read: the C library falls back to ``clone``);
 - kills a process of any other architecture (32-bit or x32 system calls) outright.
 """
 
@@ -36,6 +43,8 @@ RET_ERRNO = 0x00050000
 _OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0 = 0, 4, 16  # struct seccomp_data (little-endian)
 _X32_BIT = 0x40000000
 CLONE_NAMESPACE_FLAGS = 0x7E020000 | 0x00000080  # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET + NEWTIME
+CLONE_THREAD = 0x00010000
+AF_UNIX = 1
 
 KILLED = (
     "mknod", "mknodat", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_send_signal",
@@ -45,9 +54,11 @@ KILLED = (
     "io_uring_setup", "io_uring_enter", "io_uring_register", "swapon", "swapoff", "reboot", "acct", "quotactl",
     "quotactl_fd", "open_by_handle_at", "name_to_handle_at", "syslog", "settimeofday", "clock_settime",
     "clock_adjtime", "adjtimex", "personality", "lookup_dcookie", "vhangup",
+    "fork", "vfork", "memfd_create", "memfd_secret", "inotify_init", "inotify_init1",
 )
-REFUSED = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat")
-"""Answered EPERM rather than killed: innocent library code tries them and handles the refusal."""
+REFUSED = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat", "sysinfo")
+"""Answered EPERM rather than killed: innocent library code tries them and handles the refusal (``sysinfo`` would
+tell the host's process count and memory: the C library's ``sysconf`` reports the refusal as unknown)."""
 
 # name -> (x86-64, AArch64); None where the architecture has no such call
 NUMBERS = {
@@ -67,6 +78,8 @@ NUMBERS = {
     "personality": (135, 92), "lookup_dcookie": (212, 18), "vhangup": (153, 58),
     "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
     "prlimit64": (302, 261), "clone": (56, 220), "clone3": (435, 435),
+    "fork": (57, None), "vfork": (58, None), "memfd_create": (319, 279), "memfd_secret": (447, 447),
+    "inotify_init": (253, None), "inotify_init1": (294, 26), "sysinfo": (99, 179), "socket": (41, 198),
 }
 _ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in NUMBERS, AUDIT_ARCH_*
 
@@ -101,13 +114,20 @@ def build_filter(machine: str | None = None) -> bytes:
     for name in REFUSED:
         program += [_op(_JEQ_K, number[name], jf=1), _op(_RET_K, RET_ERRNO | errno.EPERM)]
     program += [_op(_JEQ_K, number["clone3"], jf=1), _op(_RET_K, RET_ERRNO | errno.ENOSYS)]
-    # clone with a namespace flag, and prlimit64 on a process other than itself (pid 0), are killed
+    # clone is allowed for a thread only (CLONE_THREAD, no namespace flag); socket for AF_UNIX only; prlimit64 on
+    # itself only (pid 0): anything else is killed
     program += [
-        _op(_JEQ_K, number["clone"], jf=4),
+        _op(_JEQ_K, number["clone"], jf=5),
         _op(_LD_W_ABS, _OFFSET_ARG0),
-        _op(_JSET_K, CLONE_NAMESPACE_FLAGS, jf=1),
-        _op(_RET_K, RET_KILL_PROCESS),
+        _op(_JSET_K, CLONE_NAMESPACE_FLAGS, jt=2),
+        _op(_JSET_K, CLONE_THREAD, jf=1),
         _op(_RET_K, RET_ALLOW),
+        _op(_RET_K, RET_KILL_PROCESS),
+        _op(_JEQ_K, number["socket"], jf=4),
+        _op(_LD_W_ABS, _OFFSET_ARG0),
+        _op(_JEQ_K, AF_UNIX, jf=1),
+        _op(_RET_K, RET_ALLOW),
+        _op(_RET_K, RET_KILL_PROCESS),
         _op(_JEQ_K, number["prlimit64"], jf=4),
         _op(_LD_W_ABS, _OFFSET_ARG0),
         _op(_JEQ_K, 0, jt=1),

@@ -99,8 +99,17 @@ HUMANEVAL_ROW = {
             "    assert candidate([1.0, 2.0, 3.0], 0.5) is False\n",
 }
 
+HUMANEVAL_LONG_ROW = {  # eight sequential asserts and a loop of ten calls, as real HumanEval checks have
+    "task_id": "HumanEval/2", "entry_point": "truncate_number",
+    "prompt": "def truncate_number(number: float) -> float:\n    \"\"\" The decimal part of a positive number. \"\"\"\n",
+    "canonical_solution": "    return number % 1.0\n",
+    "test": "def check(candidate):\n" + "".join(f"    assert abs(candidate({n}.5) - 0.5) < 1e-6\n" for n in range(8))
+            + "    for n in range(10):\n        assert candidate(n + 0.25) == 0.25\n",
+}
 
-@pytest.mark.parametrize("name, raw", [("mbpp", MBPP_ROW), ("humaneval", HUMANEVAL_ROW)])
+
+@pytest.mark.parametrize("name, raw", [("mbpp", MBPP_ROW), ("humaneval", HUMANEVAL_ROW),
+                                       ("humaneval", HUMANEVAL_LONG_ROW)])
 def test_public_code_rows_become_samples_whose_reference_passes(name, raw):
     adapter = ADAPTERS.get(name)
     assert adapter.matches(raw)
@@ -109,6 +118,18 @@ def test_public_code_rows_become_samples_whose_reference_passes(name, raw):
     reference = task.reference_completion(sample)
     assert task.metric(reference, sample) == 1.0
     assert task.metric(block(raw.get("prompt", "") + "    return None\n"), sample) == 0.0
+
+
+def test_a_function_under_test_named_like_a_builtin_is_graded_only_when_the_row_names_it():
+    """The tests keep the real builtins, except the entry point a row declares (here ``round``)."""
+    task = get_task("code", sandbox={"wall_seconds": 5})
+    row = {"id": "r", "problem": "Write round(x): halves round up.", "answer": "def round(x):\n    return int(x + 0.5)\n",
+           "tests": ["assert round(2.5) == 3", "assert round(0.5) == 1"]}
+    declared = task.to_sample({**row, "entry_point": "round"}, think=False)
+    assert task.metric(task.reference_completion(declared), declared) == 1.0
+    assert task.metric(block("def round(x):\n    return 0"), declared) == 0.0
+    undeclared = task.to_sample(row, think=False)  # the builtin round(2.5) == 2: the tests see that one
+    assert task.metric(task.reference_completion(undeclared), undeclared) == 0.0
 
 
 def test_a_public_row_without_tests_is_a_bad_row():

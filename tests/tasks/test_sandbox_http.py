@@ -84,13 +84,13 @@ def service():
 LIMITS = SandboxLimits(wall_seconds=3, cpu_seconds=2, memory_mb=256)
 
 
-def test_a_run_is_one_run_code_request_with_the_runs_limits(service):
+def test_each_new_call_is_one_run_code_request_with_the_runs_limits(service):
     sandbox, limits = make_sandbox({"backend": "http", "url": service.url, "wall_seconds": 3, "memory_mb": 256})
     result = run_tests(CORRECT_ADD + "print('hello')", ADD_TESTS, sandbox, limits)
-    assert (result.status, result.passed, result.stdout) == ("passed", 3, "hello")
-    (path, request), = service.requests
-    assert path == "/run_code" and request["language"] == "python"
-    assert (request["run_timeout"], request["memory_limit_MB"]) == (3, 256)
+    assert (result.status, result.passed, result.stdout, result.rounds) == ("passed", 3, "hello", 3)
+    (path, request), *_ = service.requests
+    assert len(service.requests) == 3 and path == "/run_code" and request["language"] == "python"
+    assert request["run_timeout"] <= 3 and request["memory_limit_MB"] == 256
     assert "assert" not in request["stdin"]  # the tests stay here
     wrong = run_tests("class Yes:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n"
                       "    return Yes()", ADD_TESTS, sandbox, limits)
@@ -107,7 +107,7 @@ def test_failed_requests_are_retried_then_the_run_is_unavailable_and_scores_no_v
     down = FakeSandboxFusion(sandbox_error=True)
     try:
         retried = run_tests(CORRECT_ADD, ADD_TESTS, HttpSandbox(flaky.url, retries=2, backoff_seconds=0.01), LIMITS)
-        assert retried.status == "passed" and len(flaky.requests) == 3
+        assert retried.status == "passed" and len(flaky.requests) == 2 + 3  # two refused, then one per call
         sandbox = HttpSandbox(down.url, retries=1, backoff_seconds=0.01)
         unavailable = run_tests(CORRECT_ADD, ADD_TESTS, sandbox, LIMITS)
         assert unavailable.status == "unavailable" and "no runner free" in unavailable.error

@@ -156,10 +156,37 @@ def test_no_process_outlives_the_run_even_a_double_forked_daemon(sandbox, limits
     source = (f"import os\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
               f"        os.execv('/bin/sleep', ['sleep', '{marker}'])\n    os._exit(0)\nimport time\ntime.sleep(0.5)\n"
               f"{CORRECT_ADD}")
-    result = run_tests(source, ADD_TESTS, sandbox, limits)
-    assert result.status == "passed"  # harmless here: the daemon dies with the run
+    result = attack(sandbox, limits, source)
+    assert result.status == "forbidden"  # it may not even fork
     time.sleep(0.2)
     assert processes_with(marker) == []
+
+
+CHILD_MEMORY = ("import os\nfor _ in range(16):\n    if os.fork() == 0:\n        data = bytearray(200 * 2 ** 20)\n"
+                "        data[::4096] = b'x' * len(data[::4096])\n        import time\n        time.sleep(30)\n")
+CHILD_CPU = ("import multiprocessing\ndef burn():\n    while True:\n        pass\n"
+             "for _ in range(3):\n    multiprocessing.Process(target=burn).start()\n")
+
+
+@pytest.mark.parametrize("source", [
+    "import os\nwhile True:\n    os.fork()",  # a fork bomb: RLIMIT_NPROC does not hold root back
+    CHILD_MEMORY,  # 16 children of 200 MB each: the memory limit is per process
+    CHILD_CPU,  # three children burning CPU: so is the CPU limit
+    "import subprocess\nsubprocess.run(['true'])",
+    "import os\nos.posix_spawn('/bin/true', ['true'], {})",
+    "import os\nos.memfd_create('anonymous')",  # memory outside the tmpfs's size
+    "import ctypes\nctypes.CDLL(None).inotify_init1(0)",  # a per-user quota shared with the trainer
+    "import ctypes\nctypes.CDLL(None).inotify_init()",
+    "import socket\nsocket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)",  # a virtual machine's host
+    "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
+    "import socket\nsocket.socket(socket.AF_INET6, socket.SOCK_STREAM)",
+    "import socket\nsocket.socket(socket.AF_NETLINK, socket.SOCK_RAW)",
+])
+def test_processes_memfd_inotify_and_sockets_but_unix_ones_are_forbidden(sandbox, limits, source):
+    started = time.monotonic()
+    result = attack(sandbox, limits, f"{source}\n{CORRECT_ADD}")
+    assert result.status == "forbidden" and "seccomp" in result.error, result
+    assert time.monotonic() - started < limits.wall_seconds
 
 
 def test_a_killed_trainer_takes_its_running_sandboxes_with_it(sandbox):
@@ -267,16 +294,39 @@ def test_hangs_end_at_the_wall_clock(sandbox, limits, source):
     assert time.monotonic() - started < limits.wall_seconds + 3
 
 
-@pytest.mark.parametrize("kind, tests", [("s", ADD_TESTS), ("t", ["assert set(add(1, 2)) == {3}"])])
+def test_huge_answers_cost_the_grader_little_and_score_nothing(sandbox, limits):
+    """Answers it writes itself, 2 MB of ``[[],[],...]`` per call, to a check of six calls: the run ends at the
+    1 MB answer line (``output_limit``); a value of more than 100,000 elements fails its test; the grader's CPU
+    time and memory stay small (they were more than a minute and a gigabyte)."""
+    forger = (
+        "import sys\nframe = sys._getframe()\nwhile 'job' not in frame.f_locals:\n    frame = frame.f_back\n"
+        "job, out = frame.f_locals['job'], frame.f_locals['channel']\nVALUE = '[' + ','.join(['[]'] * 700_000) + ']'\n"
+        "CALLS = [0]\ndef f(x):\n    out.write(job['tag'] + '{\"i\": %d, \"value\": %s}\\n' % (CALLS[0], VALUE))\n"
+        "    out.flush()\n    CALLS[0] += 1\n")
+    check = ["def check(candidate):\n" + "".join(f"    assert candidate({n}) != {n}\n" for n in range(6)) + "check(f)"]
+    memory_before, cpu_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.process_time()
+    big = attack(sandbox, dataclasses.replace(limits, file_size_mb=8), forger, check)
+    assert big.status == "output_limit" and "answer line" in big.error
+    wide = attack(sandbox, limits, "def f(x):\n    return [[]] * 150_000", check)
+    assert wide.status == "failed" and "more than 100000 values" in wide.error
+    assert time.process_time() - cpu_before < 3
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - memory_before < 200 * 1024  # KiB
+    fine = run_tests("def f(x):\n    return list(range(50_000))", ["assert f(0) == list(range(50_000))"], sandbox,
+                     limits)
+    assert fine.status == "passed"
+
+
+@pytest.mark.parametrize("kind, tests", [("s", ["assert add(1, 2) == {3}"]), ("t", ["assert set(add(1, 2)) == {3}"])])
 def test_returned_numbers_with_colliding_hashes_cannot_stall_the_grader(sandbox, limits, kind, tests):
-    """It writes its answer itself: 50,000 ints that all hash to 0, as a set or as a tuple a test makes a set of
-    (either quadratic to build here)."""
+    """Asked its first call, it writes the answer itself: 40,000 ints that all hash to 0 (under the 1 MB answer
+    line), as a set or as a tuple a test makes a set of (either quadratic to build here)."""
     source = (
         "import sys, json\nframe = sys._getframe()\nwhile 'job' not in frame.f_locals:\n    frame = frame.f_back\n"
         "job, out = frame.f_locals['job'], frame.f_locals['channel']\n"
-        "members = ','.join(str(k * (2 ** 61 - 1)) for k in range(1, 50_000))\n"
-        f"out.write(job['tag'] + '{{\"i\": 0, \"value\": {{\"{kind}\": [%s]}}}}\\n' % members)\n"
-        "out.flush()\ndef add(a, b):\n    return None"
+        "members = ','.join(str(k * (2 ** 61 - 1)) for k in range(1, 40_000))\n"
+        "def add(a, b):\n"
+        f"    out.write(job['tag'] + '{{\"i\": 0, \"value\": {{\"{kind}\": [%s]}}}}\\n' % members)\n"
+        "    out.flush()"
     )
     started = time.monotonic()
     result = attack(sandbox, limits, source, tests)
@@ -304,7 +354,7 @@ def test_memory_disk_file_count_and_fork_bombs_are_contained(sandbox, limits):
     assert files.status in ("cpu_limit", "timeout", "error")
     bomb = attack(sandbox, short(limits), "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
                                    "        pass")
-    assert bomb.status in ("timeout", "cpu_limit")
+    assert bomb.status == "forbidden"
 
 
 def test_output_floods_are_capped(sandbox, limits):
@@ -330,6 +380,35 @@ def test_eq_tricks_patched_builtins_and_printed_verdicts_score_nothing(sandbox, 
     assert result.status == "failed" and result.passed == 0
 
 
+SET_TESTS = ["assert set(similar_elements((3, 4, 5, 6), (5, 7, 4, 10))) == set((4, 5))",
+             "assert set(similar_elements((1, 2, 3, 4), (5, 4, 3, 7))) == set((3, 4))"]
+
+
+@pytest.mark.parametrize("source, tests", [
+    ("def similar_elements(a, b):\n    return None\nset = lambda *a, **k: 0\n", SET_TESTS),
+    ("def f(x):\n    return 12345.0\nabs = lambda *a: 0\nround = lambda *a: 0\n",
+     ["def check(candidate):\n    assert abs(candidate(3.5) - 0.5) < 1e-6\n    assert round(candidate(1.0)) == 0\n"
+      "check(f)"]),
+    ("def f(x):\n    return 'garbage'\nsorted = lambda *a, **k: 0\nall = lambda *a: True\n"
+     "isinstance = lambda *a: True\nlen = lambda *a: 3\n",
+     ["assert sorted(f([3, 1, 2])) == sorted([1, 2, 3])", "assert all(x > 0 for x in f([1]))",
+      "assert isinstance(f([1]), list)", "assert len(f([1])) == 3"]),
+])
+def test_builtins_redefined_at_top_level_are_not_what_the_tests_call(sandbox, limits, source, tests):
+    """A candidate's ``set = lambda ...`` is its own business: the tests keep the real builtins, and their
+    expected values (``set((4, 5))``) never become calls into the sandbox."""
+    result = attack(sandbox, limits, source, tests)
+    assert result.status == "failed" and result.passed == 0
+
+
+def test_a_stop_iteration_raised_by_the_candidate_does_not_end_the_tests_loops_early(sandbox, limits):
+    """Re-raised as StopIteration here, it would end ``map`` at once: ``all(map(is_prime, ...))`` held for any code."""
+    tests = ["assert all(map(is_prime, [2, 3, 5, 7]))", "assert not any(map(is_prime, [4, 6, 8]))",
+             "for n in map(is_prime, [11, 13]):\n    assert n"]
+    result = attack(sandbox, limits, "def is_prime(n):\n    raise StopIteration('wrong on purpose')\n", tests)
+    assert result.status == "failed" and result.passed == 0 and "StopIteration" in result.error
+
+
 def test_a_forger_who_reads_the_job_can_only_claim_return_values(sandbox, limits):
     """It finds its job (tag and calls) in the frames and writes answers first: still graded on those answers."""
     source = (
@@ -349,21 +428,26 @@ def test_a_forger_who_reads_the_job_can_only_claim_return_values(sandbox, limits
 
 def test_files_cleanup_cannot_delete_leave_nothing_on_the_host(sandbox, limits):
     before = set(os.listdir("/tmp"))
-    source = ("import os, subprocess\nos.makedirs('locked/deep')\nopen('locked/deep/f', 'w').write('x')\n"
-              "os.chmod('locked/deep', 0)\nos.chmod('locked', 0)\n"
-              "subprocess.run(['chattr', '+i', 'locked'], capture_output=True)\n" + CORRECT_ADD)
+    source = ("import os, fcntl, struct\nos.makedirs('locked/deep')\nopen('locked/deep/f', 'w').write('x')\n"
+              "fd = os.open('locked', os.O_RDONLY)\nos.chmod('locked/deep', 0)\nos.chmod('locked', 0)\ntry:\n"
+              "    fcntl.ioctl(fd, 0x40086602, struct.pack('l', 0x10))\nexcept OSError:\n    pass\n"  # chattr +i
+              + CORRECT_ADD)
     result = run_tests(source, ADD_TESTS, sandbox, limits)
     assert result.status == "passed"  # harmless: its tmpfs lives only in its own mount namespace
     assert {name for name in set(os.listdir("/tmp")) - before if "sandbox" in name} == set()
 
 
-def test_innocent_code_passes_tempfile_own_files_threads_subprocess_copy2(sandbox, limits):
+def test_innocent_code_passes_tempfile_own_files_threads_unix_sockets_copy2(sandbox, limits):
+    """Threads (a pool of 8 too) and Unix socket pairs are allowed; ``sysinfo`` is refused (EPERM), not killed."""
     source = (
-        "import tempfile, threading, subprocess, shutil, os\n"
+        "import tempfile, threading, shutil, os, socket, ctypes\nfrom concurrent.futures import ThreadPoolExecutor\n"
         "with tempfile.NamedTemporaryFile('w', delete=False) as handle:\n    handle.write('4')\n"
         "shutil.copy2(handle.name, 'copy.txt')\nOFFSET = int(open('copy.txt').read()) - 4\n"
         "thread = threading.Thread(target=print, args=('thread',))\nthread.start()\nthread.join()\n"
-        "assert subprocess.run(['echo', 'hi'], capture_output=True, text=True).stdout == 'hi\\n'\n"
+        "assert list(ThreadPoolExecutor(8).map(abs, range(-8, 0))) == list(range(8, 0, -1))\n"
+        "left, right = socket.socketpair()\nleft.sendall(b'x')\nassert right.recv(1) == b'x'\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "assert libc.sysinfo(ctypes.create_string_buffer(256)) == -1 and ctypes.get_errno() == 1\n"
         "def add(a, b):\n    return a + b + OFFSET\n"
     )
     result = run_tests(source, ADD_TESTS, sandbox, limits)
