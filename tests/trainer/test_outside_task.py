@@ -1,6 +1,6 @@
 """A task written outside the repository, as a plain file and as a pip-installed package, goes
 through every job with no launcher and no edit to the repository: train (sync, async, 2 ranks
-under torchrun), eval, sweep and reject."""
+under torchrun), eval, sweep (the file) and reject."""
 
 from __future__ import annotations
 
@@ -77,6 +77,17 @@ def test_a_file_task_trains_sync_and_async_evaluates_and_is_rejection_sampled(ou
 
 
 @pytest.mark.slow
+@pytest.mark.distributed
+def test_a_file_task_trains_on_two_ranks(outside_recipe: Path, tmp_path: Path):
+    overrides = ["train.backend=fsdp2", "log.run_name=ranks", "train.micro_batch_size=4", "train.steps=2",
+                 "eval.before=false", "eval.after=false"]
+    done = subprocess.run([sys.executable, "-m", "mmgrpo", "train", str(outside_recipe), *overrides, "--nproc", "2"],
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]  # each rank loaded the file named in task.plugins
+    assert run_summary(outside_recipe, "ranks")["grpo_steps"] == 2
+
+
+@pytest.mark.slow
 def test_a_file_task_sweeps(outside_recipe: Path, tmp_path: Path):
     pytest.importorskip("optuna")
     space = tmp_path / "space.yaml"
@@ -112,9 +123,21 @@ def test_an_installed_task_package_trains_on_two_ranks_and_evaluates(tmp_path: P
     assert summary["grpo_steps"] == 2
     evaluated = subprocess.run(
         [python, "-m", "mmgrpo", "eval", "--model", str(tiny_qwen25vl), "--task", "leftmost", "--data",
-         str(next((work / "data").iterdir())), "--limit", "3", "--out", str(work / "eval")],
+         str(next((work / "data").iterdir())), "--limit", "3", "--out", str(work / "evaluation")],
         cwd=work, env=env, capture_output=True, text=True, check=False,
     )
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
-    (entry,) = json.loads((work / "eval" / "results.json").read_text())["models"].values()
+    (entry,) = json.loads((work / "evaluation" / "results.json").read_text())["models"].values()
     assert list(entry["datasets"]) == ["leftmost"]
+    one_process = [arg for arg in overrides if arg != "train.backend=fsdp2"]
+    recipe = str(tmp_path / "mmgrpo-leftmost" / "recipe.yaml")
+    asynchronous = subprocess.run(  # the rollout worker process finds the installed task too
+        [python, "-m", "mmgrpo", "train", recipe, *one_process, "rollout.mode=async", "log.run_name=async", "sft.steps=0",
+         "eval.before=false", "eval.after=false"], cwd=work, env=env, capture_output=True, text=True, check=False,
+    )
+    assert asynchronous.returncode == 0, asynchronous.stderr[-3000:]
+    kept = work / "kept.jsonl"
+    rejected = subprocess.run([python, "-m", "mmgrpo", "reject", recipe, *one_process, "--out", str(kept),
+                               "--threshold", "0.0"], cwd=work, env=env, capture_output=True, text=True, check=False)
+    assert rejected.returncode == 0, rejected.stderr[-3000:]
+    assert all(json.loads(line)["task"] == "leftmost" for line in kept.read_text().splitlines())
