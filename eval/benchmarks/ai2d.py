@@ -15,10 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from data_recipes.adapters.base import BadRow
 from eval.benchmarks import files
 from eval.benchmarks.base import BENCHMARKS, Item
-from eval.benchmarks.lettered import LetterChoice, answer_letter, lettered
+from eval.benchmarks.lettered import LetterChoice, answer_letter, row_options
 from eval.scoring.choice import vlmevalkit_choice
 
 
@@ -28,9 +27,7 @@ class AI2D(LetterChoice):
     layout = "Hub lmms-lab/ai2d: data/test-*.parquet (image bytes); pass the folder"
 
     def item(self, raw: Mapping[str, Any], item_id: str, folder: Path | None, path: str) -> Item:
-        options = lettered(raw.get("options") or [])
-        if not options:
-            raise BadRow("missing field", "'options'")
+        options = row_options(raw, "options")
         images, refs = files.images(raw, ("image",), folder, item_id=item_id, file_label=str(path))
         answer = answer_letter(raw.get("answer"), options)
         return Item(item_id, str(raw.get("question") or ""), images, refs, answer, {"options": options})

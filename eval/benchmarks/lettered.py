@@ -9,7 +9,7 @@ answer its reader cannot read scores wrong and is noted ``unread``.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from data_recipes.adapters.base import BadRow
@@ -23,6 +23,14 @@ UNREAD = "unread"
 def lettered(options: Sequence[Any]) -> dict[str, str]:
     """Options in the order published, keyed ``A``, ``B``, ..."""
     return dict(zip(option_letters(len(options)), (str(option) for option in options)))
+
+
+def row_options(raw: Mapping[str, Any], column: str) -> dict[str, str]:
+    """The row's options in ``column``, lettered; ``BadRow`` naming the column when there are none."""
+    options = lettered(raw.get(column) or [])
+    if not options:
+        raise BadRow("missing field", repr(column))
+    return options
 
 
 def answer_letter(index: Any, options: dict[str, str]) -> str:

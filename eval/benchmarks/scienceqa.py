@@ -21,10 +21,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from data_recipes.adapters.base import BadRow
 from eval.benchmarks import files
 from eval.benchmarks.base import BENCHMARKS, Item
-from eval.benchmarks.lettered import LetterChoice, answer_letter, lettered
+from eval.benchmarks.lettered import LetterChoice, answer_letter, row_options
 from eval.scoring.choice import scienceqa_choice
 
 LOWER_GRADES = range(1, 7)  # the paper's G1-6; grades 7 to 12 are G7-12
@@ -44,9 +43,7 @@ class ScienceQAImg(LetterChoice):
     layout = "Hub lmms-lab/ScienceQA: ScienceQA-IMG/test-*.parquet (image bytes); pass the ScienceQA-IMG folder"
 
     def item(self, raw: Mapping[str, Any], item_id: str, folder: Path | None, path: str) -> Item:
-        options = lettered(raw.get("choices") or [])
-        if not options:
-            raise BadRow("missing field", "'choices'")
+        options = row_options(raw, "choices")
         images, refs = files.images(raw, ("image",), folder, item_id=item_id, file_label=str(path))
         labels = {"subject": str(raw.get("subject") or "unknown")}
         if raw.get("grade"):
