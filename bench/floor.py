@@ -36,7 +36,8 @@ from step_setup import BenchInputs, build_inputs
 from transformers import DynamicCache
 
 from mmgrpo.models.adapters import adapter_for
-from mmgrpo.models.batch import attach_completions, build_prompt_batch
+from mmgrpo.models.batch import build_prompt_batch
+from mmgrpo.models.train_batch import attach_completions
 from mmgrpo.models.compat import cache_argument
 from mmgrpo.inputs import media_budgets
 

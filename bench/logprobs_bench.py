@@ -20,7 +20,8 @@ import numpy as np
 import torch
 from PIL import Image
 
-from mmgrpo.models.batch import build_prompt_batch, build_train_batch
+from mmgrpo.models.batch import build_prompt_batch
+from mmgrpo.models.train_batch import build_train_batch
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.models.logprobs import LogProbs, sequence_logprobs
 from mmgrpo.models.shared_prefix import grouped_logprobs

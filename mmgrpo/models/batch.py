@@ -166,55 +166,6 @@ class PromptBatch:
         )
 
 
-@dataclass
-class TrainBatch:
-    """Prompts (left-padded, ``[B, Tp]``) each followed by one completion (right-padded, ``[B, Tc]``).
-
-    Token-level training tensors (log-probs, advantages per token) are ``[B, Tc]``,
-    aligned with ``completion_ids`` and masked by ``completion_mask``. Row b holds
-    completion ``kept[b]`` of the list the batch was built from; completions of dropped
-    prompts are left out and counted in ``num_dropped``.
-    """
-
-    prompt: PromptBatch  # one row per completion
-    completion_ids: torch.Tensor  # [B, Tc]
-    completion_mask: torch.Tensor  # [B, Tc]
-    kept: list[int]
-    num_dropped: int = 0
-
-    def __len__(self) -> int:
-        return self.completion_ids.shape[0]
-
-    @property
-    def prompt_length(self) -> int:
-        return self.prompt.input_ids.shape[1]
-
-    def model_inputs(self) -> dict[str, Any]:
-        """Forward kwargs over the whole ``[B, Tp + Tc]`` sequence; per-token extras zero-padded over the completion."""
-        completion_zeros = torch.zeros_like(self.completion_ids)  # [B, Tc]
-        prompt = self.prompt
-        return {
-            "input_ids": torch.cat([prompt.input_ids, self.completion_ids], 1),  # [B, T]
-            "attention_mask": torch.cat([prompt.attention_mask, self.completion_mask], 1),  # [B, T]
-            **{
-                key: torch.cat([value, completion_zeros.to(value.dtype)], 1)  # [B, T]
-                for key, value in prompt.token_inputs.items()
-            },
-            **prompt.media_inputs,
-        }
-
-    def select(self, rows: Sequence[int]) -> TrainBatch:
-        """Rows ``rows`` as a batch of their own (for micro-batches)."""
-        index = torch.as_tensor(list(rows), dtype=torch.long)
-        return TrainBatch(
-            prompt=self.prompt.select(rows),
-            completion_ids=self.completion_ids[index],
-            completion_mask=self.completion_mask[index],
-            kept=[self.kept[r] for r in rows],
-            num_dropped=self.num_dropped,
-        )
-
-
 def build_prompt_batch(
     processor: ProcessorMixin,
     samples: Sequence[Sample],
@@ -408,60 +359,6 @@ def skipped_sample(sample: Sample, error: MediaError | MediaTokenMismatchError) 
     if isinstance(error, MediaError):
         return SkippedRow(sample.id, error.source, error.category, error.reason)
     return SkippedRow(sample.id, sample.task, PLACEHOLDER_MISMATCH, str(error))
-
-
-def build_train_batch(
-    processor: ProcessorMixin,
-    samples: Sequence[Sample],
-    completions_token_ids: Sequence[TokenIds],
-    budgets: MediaBudgets | None = None,
-    *,
-    family: str,
-    max_prompt_len: int | None = None,
-) -> TrainBatch:
-    """Prompt + completion rows, one per completion; ``samples[i]`` is completion i's prompt.
-
-    A sample repeated for its G completions (the same object) is loaded and encoded once.
-    """
-    if len(samples) != len(completions_token_ids):
-        raise ValueError(f"{len(samples)} samples but {len(completions_token_ids)} completions")
-    unique: dict[int, int] = {}  # id(sample) -> index among the distinct samples
-    prompt_of = [unique.setdefault(id(sample), len(unique)) for sample in samples]
-    distinct = list({id(sample): sample for sample in samples}.values())
-    prompts = build_prompt_batch(processor, distinct, budgets, family=family, max_prompt_len=max_prompt_len)
-    return attach_completions(prompts, completions_token_ids, prompt_of)
-
-
-def attach_completions(
-    prompts: PromptBatch, completions_token_ids: Sequence[TokenIds], prompt_of: Sequence[int]
-) -> TrainBatch:
-    """A train batch pairing completion i with prompt ``prompt_of[i]`` (an index into the samples
-    ``prompts`` was built from). Completions of dropped prompts are left out and counted."""
-    row_of_sample = {sample: row for row, sample in enumerate(prompts.kept)}
-    kept = [i for i, sample in enumerate(prompt_of) if sample in row_of_sample]
-    prompt_rows = [row_of_sample[prompt_of[i]] for i in kept]
-    completion_ids, completion_mask = pad_completions(
-        [completions_token_ids[i] for i in kept], pad_token_id=prompts.pad_token_id, device=prompts.input_ids.device
-    )  # [B, Tc]
-    rows = prompts.select(prompt_rows)
-    check_media_tokens(completion_ids, [{}] * len(kept), rows.placeholder_ids, rows.sample_ids)
-    return TrainBatch(
-        prompt=rows,
-        completion_ids=completion_ids,
-        completion_mask=completion_mask,
-        kept=kept,
-        num_dropped=len(prompt_of) - len(kept),
-    )
-
-
-def pad_completions(
-    completions_token_ids: Sequence[TokenIds], *, pad_token_id: int, device: torch.device | str = "cpu"
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded completion ids ``[N, Tc]`` and their 0/1 mask ``[N, Tc]`` (Tc >= 1), on ``device``."""
-    filled = ragged_rows(completions_token_ids)  # [N, Tc]
-    ids = torch.full(filled.shape, pad_token_id, dtype=torch.long)
-    ids[filled] = torch.tensor([token for tokens in completions_token_ids for token in tokens], dtype=torch.long)
-    return ids.to(device), filled.long().to(device)
 
 
 def ragged_rows(rows: Sequence[Sequence[Any]]) -> torch.Tensor:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from mmgrpo.models.batch import TrainBatch
+from mmgrpo.models.train_batch import TrainBatch
 
 LogProbs = tuple[torch.Tensor, torch.Tensor | None]  # (log-probs [B, Tc], entropy [B, Tc] or None)
 

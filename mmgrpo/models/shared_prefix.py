@@ -18,7 +18,8 @@ from collections.abc import Iterator, Sequence
 
 import torch
 
-from mmgrpo.models.batch import PromptBatch, TokenIds, attach_completions, pad_completions
+from mmgrpo.models.batch import PromptBatch, TokenIds
+from mmgrpo.models.train_batch import attach_completions, pad_completions
 from mmgrpo.models.compat import cache_argument, output_cache
 from mmgrpo.models.logprobs import LogProbs, sequence_logprobs, token_logprobs
 from mmgrpo.models.media_check import check_media_tokens

@@ -25,7 +25,8 @@ from tqdm.auto import tqdm
 
 from mmgrpo.config import SFTConfig
 from mmgrpo.models.adapters import unwrap_model
-from mmgrpo.models.batch import MediaBudgets, PromptBatch, build_prompt_batch, pad_completions
+from mmgrpo.models.batch import MediaBudgets, PromptBatch, build_prompt_batch
+from mmgrpo.models.train_batch import pad_completions
 from mmgrpo.models.prompt_cache import PromptCache, hit_rate_metrics
 from mmgrpo.models.shared_prefix import completion_logprobs
 from mmgrpo.models.special_tokens import tokenizer_of

@@ -27,7 +27,8 @@ from typing import Callable, ContextManager, Iterator, Sequence
 import torch
 
 from mmgrpo.algos import ISCorrection, importance_weights, logprob_gap, masked_mean, policy_loss
-from mmgrpo.models.batch import PromptBatch, pad_completions, ragged_rows
+from mmgrpo.models.batch import PromptBatch, ragged_rows
+from mmgrpo.models.train_batch import pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
 from mmgrpo.trainer.backends import TrainingBackend
 from mmgrpo.trainer.loss_scaling import autocast_dtype

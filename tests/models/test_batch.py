@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from mmgrpo.models.batch import PROMPT_TOO_LONG, build_prompt_batch, build_train_batch, pad_completions
+from mmgrpo.models.batch import PROMPT_TOO_LONG, build_prompt_batch
+from mmgrpo.models.train_batch import build_train_batch, pad_completions
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Sample
 from processors import MissingMediaError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mmgrpo.models.batch import build_train_batch
+from mmgrpo.models.train_batch import build_train_batch
 from mmgrpo.models.logprobs import sequence_logprobs, token_logprobs
 from mmgrpo.models.tiny import TINY_FAMILIES
 

@@ -7,7 +7,8 @@ import torch
 from PIL import Image
 
 from mmgrpo.models.adapters import adapter_for
-from mmgrpo.models.batch import PLACEHOLDER_MISMATCH, build_prompt_batch, build_train_batch
+from mmgrpo.models.batch import PLACEHOLDER_MISMATCH, build_prompt_batch
+from mmgrpo.models.train_batch import build_train_batch
 from mmgrpo.models.media_check import MediaTokenMismatchError, check_media_tokens
 from mmgrpo.models.shared_prefix import grouped_logprobs
 from mmgrpo.types import Sample

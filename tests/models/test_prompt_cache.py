@@ -13,7 +13,8 @@ import pytest
 import torch
 from PIL import Image
 
-from mmgrpo.models.batch import attach_completions, build_prompt_batch
+from mmgrpo.models.batch import build_prompt_batch
+from mmgrpo.models.train_batch import attach_completions
 from mmgrpo.models.logprobs import sequence_logprobs
 from mmgrpo.models.prompt_cache import PromptCache
 from processors import ImageBudget

@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 from transformers import PreTrainedModel, ProcessorMixin
 
-from mmgrpo.models.batch import build_train_batch
+from mmgrpo.models.train_batch import build_train_batch
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.types import Completion, Sample
 

@@ -15,7 +15,8 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from mmgrpo.cli import main
 from mmgrpo.config import Config, load_config
-from mmgrpo.models.batch import build_prompt_batch, pad_completions
+from mmgrpo.models.batch import build_prompt_batch
+from mmgrpo.models.train_batch import pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs
 from mmgrpo.trainer.pipeline import run_training
 from mmgrpo.inputs import generate_dataset, load_samples, media_budgets, task_model_info
