@@ -34,7 +34,7 @@ def write_outputs(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {kind: out / file for kind, file in OUTPUT_FILES.items()}
-    results_json = _nan_to_null({"config": dict(config or {}), "models": {name: model_entry(r) for name, r in results.items()}})
+    results_json = nan_to_null({"config": dict(config or {}), "models": {name: model_entry(r) for name, r in results.items()}})
     paths["results"].write_text(json.dumps(results_json, indent=2, default=str, allow_nan=False))
     rows = [json.loads(json.dumps(row, default=str)) for name, result in results.items() for row in sample_rows(name, result)]
     paths["samples"].write_text("".join(json.dumps(row) + "\n" for row in rows))
@@ -80,7 +80,7 @@ def sample_rows(model_name: str, result: EvalResult) -> Iterator[dict[str, Any]]
                 **({"extracted": completion.extracted} if completion.extracted is not None else {}),
                 **({"note": completion.note} if completion.note else {}),
                 **({"categories": item.categories} if item.categories else {}),
-                "metric": _nan_to_null(completion.metric),  # null: a hidden answer
+                "metric": nan_to_null(completion.metric),  # null: a hidden answer
                 "rewards": completion.rewards,
                 "reward": completion.reward,
                 "n_tokens": completion.n_tokens,
@@ -220,12 +220,12 @@ def _cell(summary: Mapping[str, float], key: str) -> str:
     return f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def _nan_to_null(value: Any) -> Any:
+def nan_to_null(value: Any) -> Any:
     """``value`` with NaN (e.g. the mean of an empty task) as None, so results.json is strict JSON."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
-        return {key: _nan_to_null(item) for key, item in value.items()}
+        return {key: nan_to_null(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_nan_to_null(item) for item in value]
+        return [nan_to_null(item) for item in value]
     return value
