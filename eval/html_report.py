@@ -89,7 +89,7 @@ def render(results_json: Mapping[str, Any], rows: Sequence[Mapping[str, Any]], *
     sources = MediaSources(results_json.get("config", {}).get("benchmarks") or ())
     body = [f"<h1>Evaluation report</h1><p>Models: {', '.join(f'<code>{html.escape(n)}</code>' for n in models)}</p>"]
     body += _banners(models)
-    body += _results(models, tasks)
+    body += _results(models, tasks, generated=not results_json.get("config", {}).get("predictions"))
     body += _categories(models, tasks)
     body += _answer_distribution(rows, tasks)
     body += _browser(rows, models, samples, sources)
@@ -117,12 +117,14 @@ def _banners(models: Mapping[str, Any]) -> list[str]:
             for name, entry in models.items() for line in entry.get("warnings", [])]
 
 
-def _results(models: Mapping[str, Any], tasks: Sequence[str]) -> list[str]:
-    """Accuracy per benchmark/dataset, one column per model, with the token limit and the share at it."""
+def _results(models: Mapping[str, Any], tasks: Sequence[str], *, generated: bool) -> list[str]:
+    """Accuracy per benchmark/dataset, one column per model, with the token limit (where completions were
+    ``generated``, not saved predictions) and the share at it."""
     header = "".join(f"<th>{html.escape(name)}</th>" for name in models)
     body = []
     for task in tasks:
-        limit = next((entry["limits"][task] for entry in models.values() if task in entry.get("limits", {})), None)
+        limit = next((entry["limits"][task] for entry in models.values() if task in entry.get("limits", {})), None) \
+            if generated else None
         cells = "".join(f"<td>{_accuracy_cell(entry.get('summary', {}), task)}</td>" for entry in models.values())
         body.append(f"<tr><td>{html.escape(task)}</td><td>{fmt(limit) if limit else '-'}</td>{cells}</tr>")
     numbers = [_all_numbers(models)]
@@ -199,13 +201,18 @@ def _browser(rows: Sequence[Mapping[str, Any]], models: Mapping[str, Any], cap: 
         items.setdefault((row["model"], row["task"], str(row["prompt_id"])), []).append(row)
     shown: Counter[tuple[str, str]] = Counter()
     total: Counter[tuple[str, str]] = Counter()
-    cards = []
+    picked = []
     for (model, task, _), completions in items.items():
         total[model, task] += 1
         if shown[model, task] < cap:
             shown[model, task] += 1
-            threshold = models.get(model, {}).get("options", {}).get("correct_threshold", 1.0)
-            cards.append(_card(sorted(completions, key=lambda r: r.get("sample_index", 0)), threshold, sources))
+            picked.append(sorted(completions, key=lambda r: r.get("sample_index", 0)))
+    needed: dict[str, dict[str, None]] = {}  # task -> media references of its picked items, in order
+    for completions in picked:
+        needed.setdefault(completions[0]["task"], {}).update(dict.fromkeys(completions[0].get("media", [])))
+    media = {task: sources.sources(task, refs) for task, refs in needed.items()}
+    cards = [_card(completions, models.get(completions[0]["model"], {}).get("options", {}).get("correct_threshold", 1.0),
+                   media[completions[0]["task"]]) for completions in picked]
     counts = ", ".join(f"{shown[key]} of {total[key]} {html.escape(key[1])} ({html.escape(key[0])})" for key in total)
     values = {name: dict.fromkeys(v for card in cards for v in card[1][name]) for name in FILTERS}
     controls = " ".join(
@@ -217,18 +224,21 @@ def _browser(rows: Sequence[Mapping[str, Any]], models: Mapping[str, Any], cap: 
             f"<p>{controls} · <span class='shown'>{len(cards)}</span> shown</p>{''.join(c[0] for c in cards)}</section>"]
 
 
-def _card(completions: Sequence[Mapping[str, Any]], threshold: float, sources: MediaSources) -> tuple[str, dict[str, list[str]]]:
-    """One item's card and its filter values (model, task, ``task/key=label`` categories, outcome)."""
+def _card(
+    completions: Sequence[Mapping[str, Any]], threshold: float, media: Mapping[str, str | bytes],
+) -> tuple[str, dict[str, list[str]]]:
+    """One item's card (its images drawn from ``media``: reference -> path or bytes) and its filter values
+    (model, task, ``task/key=label`` categories, outcome)."""
     first = completions[0]
     task = first["task"]
-    labels = [f"{task}/{key}={label}" for key, value in first.get("categories", {}).items()
+    labels = [f"{key}={label}" for key, value in first.get("categories", {}).items()
               for label in (value if isinstance(value, list) else [value])]
-    filters = {"model": [first["model"]], "task": [task], "category": labels,
+    filters = {"model": [first["model"]], "task": [task], "category": [f"{task}/{label}" for label in labels],
                "outcome": [outcome(first.get("metric"), threshold)]}
     data = " ".join(f"data-{name}='{html.escape(json.dumps(values), quote=True)}'" for name, values in filters.items())
-    media = "".join(media_markup(ref, source=sources.source(task, ref)) for ref in first.get("media", []))
+    thumbnails = "".join(media_markup(ref, source=media.get(ref)) for ref in first.get("media", []))
     lines = "".join(_completion(row, threshold) for row in completions)
-    return (f'<div class="card" {data}><div class="head">{media}<div>'
+    return (f'<div class="card" {data}><div class="head">{thumbnails}<div>'
             f'<div class="muted">{html.escape(first["model"])} · {html.escape(task)} · {html.escape(str(first["prompt_id"]))}'
             f' · {html.escape(", ".join(labels))}</div><div class="prompt">{html.escape(first.get("prompt", ""))}</div>'
             f'<div><b>gold:</b> {fmt(first.get("answer"))}</div></div></div>{lines}</div>', filters)

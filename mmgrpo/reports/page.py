@@ -15,6 +15,7 @@ td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-al
 .charts { display: flex; flex-wrap: wrap; gap: 8px; }
 .card { border: 1px solid #ddd; border-radius: 6px; padding: 10px; margin: 10px 0; }
 .card .head { display: flex; gap: 12px; }
+.card .head > .media { flex: none; align-self: flex-start; }
 .completion { font-family: monospace; white-space: pre-wrap; margin: 3px 0; padding: 3px 6px; border-left: 4px solid #ddd; }
 .best { border-left-color: #55a868; background: #eef7ef; }
 .worst { border-left-color: #c44e52; background: #fbeeee; }

@@ -48,9 +48,10 @@ def test_benchmarks_by_name_are_read_from_the_root(scored, root):
     (["--benchmarks", "mmmu_val,videomme", "--benchmark-root", "ROOT"], "--benchmarks: unknown benchmark 'videomme'; known: "),
     (["--benchmarks", "mme", "--benchmark-root", "ROOT"], "--benchmarks: mme files not found at "),
     (["--benchmarks", "mmmu_val"], "--benchmarks needs --benchmark-root DIR"),
+    (["--benchmark", "mmmu_val=ROOT/mmmu_val", "--benchmark-root", "ROOT"], "--benchmark-root applies to --benchmarks"),
 ])
 def test_a_bad_benchmark_name_or_folder_is_one_line(root, tmp_path, capsys, argv, message):
-    argv = [str(root) if arg == "ROOT" else arg for arg in argv]
+    argv = [arg.replace("ROOT", str(root)) for arg in argv]
     predictions = tmp_path / "p.jsonl"
     predictions.write_text('{"id": "1", "completion": "x"}\n')
     assert main(["eval", "--predictions", str(predictions), *argv, "--out", str(tmp_path / "out")]) == 2
