@@ -99,11 +99,11 @@ def run(args: argparse.Namespace) -> int:
             path=args.data, split=args.split, adapter=args.adapter, task=args.task, media_root=args.media_root,
         )]
         config.validate()
+    if args.benchmark_root and not args.benchmarks:
+        raise ConfigError("--benchmark-root applies to --benchmarks NAME[,NAME...]")
     if args.benchmark or args.benchmarks:
         config.eval.benchmarks = [BenchmarkConfig(*_name_and_path(text)) for text in args.benchmark or []]
         config.eval.benchmarks += _named_benchmarks(args.benchmarks, args.benchmark_root)
-    elif args.benchmark_root:
-        raise ConfigError("--benchmark-root applies to --benchmarks NAME[,NAME...]")
     if args.limit is not None:  # --limit caps benchmarks too (eval.limit, a training-time default, does not)
         config.eval.benchmarks = [
             dataclasses.replace(spec, limit=min(spec.limit or args.limit, args.limit)) for spec in config.eval.benchmarks
