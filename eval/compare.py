@@ -132,10 +132,10 @@ def _compare_items(
     if not both:
         test, p_value = "none", math.nan
     elif binary:
-        only_a = sum(x == 1.0 and y == 0.0 for x, y in zip(pa, pb))
-        only_b = sum(x == 0.0 and y == 1.0 for x, y in zip(pa, pb))
-        test, p_value = "mcnemar", mcnemar_exact(only_a, only_b)
-        counts = {"a_right_b_wrong": only_a, "a_wrong_b_right": only_b}
+        a_right = sum(x == 1.0 and y == 0.0 for x, y in zip(pa, pb))
+        b_right = sum(x == 0.0 and y == 1.0 for x, y in zip(pa, pb))
+        test, p_value = "mcnemar", mcnemar_exact(a_right, b_right)
+        counts = {"a_right_b_wrong": a_right, "a_wrong_b_right": b_right}
     else:
         test, p_value = "bootstrap", boot.p_value
     return Comparison(

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.report import OUTPUT_FILES
 from eval.report_media import MediaSources
 from mmgrpo.reports.page import fmt, page, with_interval
 from mmgrpo.reports.svg import COLORS, interval_bars
@@ -69,15 +70,13 @@ def write_html(
 
 def rebuild(out_dir: str | Path, *, samples: int = DEFAULT_SAMPLES) -> Path:
     """(Re)write ``report.html`` of an evaluation output folder from its results.json and samples.jsonl."""
-    from eval.report import OUTPUT_FILES
-
     folder = Path(out_dir)
     results_path = folder / OUTPUT_FILES["results"]
     if not results_path.is_file():
         raise FileNotFoundError(f"{folder} is not an evaluation output folder: no {OUTPUT_FILES['results']}")
     samples_path = folder / OUTPUT_FILES["samples"]
-    rows = [json.loads(line) for line in samples_path.read_text().splitlines() if line.strip()] \
-        if samples_path.is_file() else []
+    lines = samples_path.read_text().splitlines() if samples_path.is_file() else []
+    rows = [json.loads(line) for line in lines if line.strip()]
     return write_html(folder, json.loads(results_path.read_text()), rows, samples=samples)
 
 
@@ -123,20 +122,26 @@ def _results(models: Mapping[str, Any], tasks: Sequence[str], *, generated: bool
     header = "".join(f"<th>{html.escape(name)}</th>" for name in models)
     body = []
     for task in tasks:
-        limit = next((entry["limits"][task] for entry in models.values() if task in entry.get("limits", {})), None) \
-            if generated else None
+        limits = [entry["limits"][task] for entry in models.values() if task in entry.get("limits", {})]
+        limit = limits[0] if generated and limits else None
         cells = "".join(f"<td>{_accuracy_cell(entry.get('summary', {}), task)}</td>" for entry in models.values())
         body.append(f"<tr><td>{html.escape(task)}</td><td>{fmt(limit) if limit else '-'}</td>{cells}</tr>")
-    numbers = [_all_numbers(models)]
-    charts = [interval_bars(name, [(task, summary[f"{task}/accuracy"], summary.get(f"{task}/accuracy_ci_low"),
-                                    summary.get(f"{task}/accuracy_ci_high"), COLORS[index % len(COLORS)])
-                                   for index, task in enumerate(tasks)
-                                   if summary.get(f"{task}/accuracy") is not None])
-              for name, summary in ((name, entry.get("summary", {})) for name, entry in models.items())]
     return ["<h2>Results</h2><p class='muted'>Accuracy (the mean item score) with its interval; n items; the share "
             "of completions that stopped at the token limit.</p>",
             f"<table id='results'><tr><th>benchmark / dataset</th><th>token limit</th>{header}</tr>{''.join(body)}</table>",
-            f"<div class='charts'>{''.join(charts)}</div>", *numbers]
+            _charts(models, tasks), _all_numbers(models)]
+
+
+def _charts(models: Mapping[str, Any], tasks: Sequence[str]) -> str:
+    """Per model, a bar per benchmark/dataset with a known accuracy, whiskers at its interval."""
+    charts = []
+    for name, entry in models.items():
+        summary = entry.get("summary", {})
+        bars = [(task, summary[f"{task}/accuracy"], summary.get(f"{task}/accuracy_ci_low"),
+                 summary.get(f"{task}/accuracy_ci_high"), COLORS[index % len(COLORS)])
+                for index, task in enumerate(tasks) if summary.get(f"{task}/accuracy") is not None]
+        charts.append(interval_bars(name, bars))
+    return f"<div class='charts'>{''.join(charts)}</div>"
 
 
 def _accuracy_cell(summary: Mapping[str, Any], task: str) -> str:

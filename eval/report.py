@@ -29,6 +29,7 @@ def write_outputs(
 ) -> dict[str, Path]:
     """Write the outputs for ``results`` (model name -> result) into ``out_dir``; returns their paths.
     ``html_samples``: items per model and benchmark report.html embeds (None: its default)."""
+    # Imported here: eval.html_report reads OUTPUT_FILES from this module.
     from eval.html_report import DEFAULT_SAMPLES, write_html
 
     out = Path(out_dir)
@@ -40,7 +41,8 @@ def write_outputs(
     paths["samples"].write_text("".join(json.dumps(row) + "\n" for row in rows))
     plot_comparison(results, paths["chart"])
     paths["report"].write_text(markdown_report(results, chart=paths["chart"].name))
-    paths["html"] = write_html(out, json.loads(json.dumps(results_json, default=str)), rows,
+    plain = json.loads(json.dumps(results_json, default=str))  # as the file holds it, so a rebuild is the same page
+    paths["html"] = write_html(out, plain, rows,
                                samples=DEFAULT_SAMPLES if html_samples is None else html_samples)
     return paths
 
