@@ -34,7 +34,10 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     if only_a < 0 or only_b < 0:
         raise ValueError(f"McNemar counts must be >= 0, got {only_a} and {only_b}")
     n = only_a + only_b
-    tail = sum(math.comb(n, k) for k in range(min(only_a, only_b) + 1))
+    tail, term = 0, 1  # term: C(n, k), exact integers
+    for k in range(min(only_a, only_b) + 1):
+        tail += term
+        term = term * (n - k) // (k + 1)
     return min(1.0, 2 * tail / 2**n)
 
 
