@@ -179,6 +179,7 @@ def _evaluate_model(
         parts.append(part)
     for bench in benches:
         limit = benchmark_max_new_tokens or bench.benchmark.generation_limit(bench.style)
+        logger.info("%s: generating at most %d new tokens per completion", bench.name, limit)
         part = bench.evaluate(rollout, dataclasses.replace(options, max_new_tokens=limit))
         part.limits[bench.name] = limit
         parts.append(part)

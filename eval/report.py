@@ -1,4 +1,5 @@
-"""Evaluation outputs: ``results.json``, ``report.md``, ``samples.jsonl`` and a PNG bar chart.
+"""Evaluation outputs: ``results.json``, ``report.md``, ``samples.jsonl``, a PNG bar chart and
+``report.html`` (built from the first three by :mod:`eval.html_report`).
 
 One model or several side by side: every writer takes ``{model name: EvalResult}``, and
 the Markdown table has one column per model (rows = tasks and metrics, cells with their
@@ -23,20 +24,26 @@ OVERALL_LABEL = "all tasks"  # chart group of the overall accuracy (drawn when t
 
 
 def write_outputs(
-    out_dir: str | Path, results: Mapping[str, EvalResult], *, config: Mapping[str, Any] | None = None
+    out_dir: str | Path, results: Mapping[str, EvalResult], *, config: Mapping[str, Any] | None = None,
+    html_samples: int | None = None,
 ) -> dict[str, Path]:
-    """Write the four outputs for ``results`` (model name -> result) into ``out_dir``; returns their paths."""
+    """Write the outputs for ``results`` (model name -> result) into ``out_dir``; returns their paths.
+    ``html_samples``: items per model and benchmark report.html embeds (None: its default)."""
+    # Imported here: eval.html_report reads OUTPUT_FILES from this module.
+    from eval.html_report import DEFAULT_SAMPLES, write_html
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {kind: out / file for kind, file in OUTPUT_FILES.items()}
-    results_json = {"config": dict(config or {}), "models": {name: model_entry(r) for name, r in results.items()}}
-    paths["results"].write_text(json.dumps(_nan_to_null(results_json), indent=2, default=str, allow_nan=False))
-    with paths["samples"].open("w") as handle:
-        for name, result in results.items():
-            for row in sample_rows(name, result):
-                handle.write(json.dumps(row, default=str) + "\n")
+    results_json = nan_to_null({"config": dict(config or {}), "models": {name: model_entry(r) for name, r in results.items()}})
+    paths["results"].write_text(json.dumps(results_json, indent=2, default=str, allow_nan=False))
+    rows = [json.loads(json.dumps(row, default=str)) for name, result in results.items() for row in sample_rows(name, result)]
+    paths["samples"].write_text("".join(json.dumps(row) + "\n" for row in rows))
     plot_comparison(results, paths["chart"])
     paths["report"].write_text(markdown_report(results, chart=paths["chart"].name))
+    plain = json.loads(json.dumps(results_json, default=str))  # as the file holds it, so a rebuild is the same page
+    paths["html"] = write_html(out, plain, rows,
+                               samples=DEFAULT_SAMPLES if html_samples is None else html_samples)
     return paths
 
 
@@ -75,7 +82,7 @@ def sample_rows(model_name: str, result: EvalResult) -> Iterator[dict[str, Any]]
                 **({"extracted": completion.extracted} if completion.extracted is not None else {}),
                 **({"note": completion.note} if completion.note else {}),
                 **({"categories": item.categories} if item.categories else {}),
-                "metric": _nan_to_null(completion.metric),  # null: a hidden answer
+                "metric": nan_to_null(completion.metric),  # null: a hidden answer
                 "rewards": completion.rewards,
                 "reward": completion.reward,
                 "n_tokens": completion.n_tokens,
@@ -119,6 +126,8 @@ def markdown_report(results: Mapping[str, EvalResult], *, chart: str = OUTPUT_FI
         comparison_table(results),
         "",
         f"![accuracy by task]({chart})",
+        "",
+        "Samples, answer distributions and filters: [report.html](report.html).",
         "",
         *warning_lines(results),
         *category_sections(results),
@@ -213,12 +222,12 @@ def _cell(summary: Mapping[str, float], key: str) -> str:
     return f"{value:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def _nan_to_null(value: Any) -> Any:
+def nan_to_null(value: Any) -> Any:
     """``value`` with NaN (e.g. the mean of an empty task) as None, so results.json is strict JSON."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
-        return {key: _nan_to_null(item) for key, item in value.items()}
+        return {key: nan_to_null(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_nan_to_null(item) for item in value]
+        return [nan_to_null(item) for item in value]
     return value

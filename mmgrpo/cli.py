@@ -36,7 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("mmgrpo.commands.data", "Make a procedural dataset (clevr_count, grounding, video/audio counting) or inspect one."),
     "config": ("mmgrpo.commands.config", "Print the resolved config of a recipe + overrides, or describe every key."),
     "sweep": ("mmgrpo.commands.sweep", "Hyperparameter search over config keys (Optuna TPE, median pruning, resumable)."),
-    "report": ("mmgrpo.commands.report", "Build a run's report.html (curves, sample gallery, evaluations), or compare runs."),
+    "report": ("mmgrpo.commands.report", "Build a run's report.html (curves, sample gallery, evaluations), compare runs, or rebuild an eval's."),
     "task": ("mmgrpo.commands.task", "Write a new task package (new), or fuzz a task's rewards with hostile completions (check)."),
 }
 

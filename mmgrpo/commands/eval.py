@@ -3,12 +3,17 @@
 ``mmgrpo eval --model PATH_OR_ID [--model PATH2 ...] --task clevr_count --data DIR
 [--split test] [--adapter A] [--media-root DIR] [--limit N] [--samples k --temperature t] [--out DIR] [--seed S]``;
 ``mmgrpo eval --model M --benchmark mathvista_testmini=DIR --benchmark mmmu_val=DIR [--prompt-style task]``
-(each benchmark read from its files as published, scored by its own rules); ``mmgrpo eval --predictions
-FILE.jsonl --benchmark NAME=DIR`` (saved completions scored the same way, no model); or
-``mmgrpo eval --recipe eval.yaml [KEY=VALUE ...]`` where the recipe is an mmgrpo config
+(each benchmark read from its files as published, scored by its own rules), or by names only:
+``--benchmarks mathvista_testmini,mmmu_val --benchmark-root ROOT`` (each read from ``ROOT/<name>``);
+``mmgrpo eval --predictions FILE.jsonl --benchmark NAME=DIR`` (saved completions scored the same way, no
+model); or ``mmgrpo eval --recipe eval.yaml [KEY=VALUE ...]`` where the recipe is an mmgrpo config
 whose ``data.test`` lists the task/dataset pairs, ``eval.benchmarks`` the benchmarks and ``eval.*`` the
-options. Flags override the recipe. Writes results.json, report.md, samples.jsonl and accuracy.png
-(and submission-<benchmark>.json for a split whose answers are hidden) into ``--out``.
+options. Flags override the recipe. Writes results.json, report.md, report.html, samples.jsonl and
+accuracy.png (and submission-<benchmark>.json for a split whose answers are hidden) into ``--out``.
+
+``mmgrpo eval --compare RUN_A RUN_B [--out DIR]`` compares two evaluation output folders (or per-model
+folders ``models/<i>-<name>``) item by item (:mod:`eval.compare`): prints the table and writes
+compare.md and compare.json into ``--out`` (default: RUN_B).
 """
 
 from __future__ import annotations
@@ -56,6 +61,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="published benchmark and its downloaded files, e.g. mmmu_val=data/MMMU; repeat for several "
         "(replaces eval.benchmarks; docs/benchmarks.md lists them and the files each expects)",
     )
+    parser.add_argument(
+        "--benchmarks", metavar="NAME[,NAME...]", help="published benchmarks by name, each read from "
+        "<--benchmark-root>/<name> (a folder or file named as the benchmark; added to any --benchmark)",
+    )
+    parser.add_argument("--benchmark-root", metavar="DIR", help="folder holding one entry per --benchmarks name")
+    parser.add_argument(
+        "--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="compare two evaluation output folders item by "
+        "item (accuracy, difference, paired test per benchmark and category) instead of evaluating",
+    )
     parser.add_argument("--prompt-style", choices=("official", "task"), help="benchmark prompts (eval.prompt_style)")
     parser.add_argument(
         "--predictions", metavar="FILE.jsonl", help="score saved completions ({id, completion} lines) on the "
@@ -74,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     from mmgrpo.config import BenchmarkConfig, ConfigError, DatasetConfig, load_config
     from mmgrpo.config.preflight import preflight
 
+    if args.compare:
+        return _compare(args)
     overrides = [f"{key}={getattr(args, flag)}" for flag, key in FLAG_KEYS.items() if getattr(args, flag) is not None]
     config = load_config(args.recipe, [*args.overrides, *overrides])
     if args.media_root and not args.data:
@@ -83,8 +99,11 @@ def run(args: argparse.Namespace) -> int:
             path=args.data, split=args.split, adapter=args.adapter, task=args.task, media_root=args.media_root,
         )]
         config.validate()
-    if args.benchmark:
-        config.eval.benchmarks = [BenchmarkConfig(*_name_and_path(text)) for text in args.benchmark]
+    if args.benchmark_root and not args.benchmarks:
+        raise ConfigError("--benchmark-root applies to --benchmarks NAME[,NAME...]")
+    if args.benchmark or args.benchmarks:
+        config.eval.benchmarks = [BenchmarkConfig(*_name_and_path(text)) for text in args.benchmark or []]
+        config.eval.benchmarks += _named_benchmarks(args.benchmarks, args.benchmark_root)
     if args.limit is not None:  # --limit caps benchmarks too (eval.limit, a training-time default, does not)
         config.eval.benchmarks = [
             dataclasses.replace(spec, limit=min(spec.limit or args.limit, args.limit)) for spec in config.eval.benchmarks
@@ -101,6 +120,44 @@ def run(args: argparse.Namespace) -> int:
     print(comparison_table(results))
     print(f"wrote {out}")
     return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``--compare RUN_A RUN_B``: the item-by-item comparison, printed and written."""
+    from eval.compare import compare, comparison_markdown, load_scores, write_comparison
+    from mmgrpo.config import ConfigError
+
+    mixed = [f"--{flag.replace('_', '-')}" for flag in ("model", "benchmark", "benchmarks", "data", "predictions")
+             if getattr(args, flag)]
+    if mixed:
+        raise ConfigError(f"--compare takes two evaluation output folders and no {', '.join(mixed)}")
+    folder_a, folder_b = (Path(path) for path in args.compare)
+    rows = compare(load_scores(folder_a), load_scores(folder_b), seed=args.seed or 0)
+    paths = write_comparison(rows, Path(args.out) if args.out else folder_b, str(folder_a), str(folder_b))
+    print(comparison_markdown(rows, str(folder_a), str(folder_b)))
+    print(f"wrote {paths['markdown']} and {paths['json']}")
+    return 0
+
+
+def _named_benchmarks(names: str | None, root: str | None) -> list[BenchmarkConfig]:
+    """``--benchmarks a,b`` with ``--benchmark-root ROOT``: each benchmark read from ``ROOT/<name>``."""
+    from eval.benchmarks import BENCHMARKS
+    from mmgrpo.config import BenchmarkConfig, ConfigError
+
+    if not names:
+        return []
+    if not root:
+        raise ConfigError("--benchmarks needs --benchmark-root DIR (each benchmark's files in DIR/<name>)")
+    specs = []
+    for name in filter(None, (part.strip() for part in names.split(","))):
+        if name not in BENCHMARKS:
+            raise ConfigError(f"--benchmarks: unknown benchmark {name!r}; known: {', '.join(BENCHMARKS.names())}")
+        path = Path(root).expanduser() / name
+        if not path.exists():
+            raise ConfigError(f"--benchmarks: {name} files not found at {str(path)!r} "
+                              f"(expected: {BENCHMARKS.get(name).layout})")
+        specs.append(BenchmarkConfig(name, str(path)))
+    return specs
 
 
 def _name_and_path(text: str) -> tuple[str, str]:

@@ -10,19 +10,18 @@ held-out answers that changed). Media are inlined, so the file can be mailed or 
 from __future__ import annotations
 
 import html
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from mmgrpo.config.schema import AlertsConfig
 from mmgrpo.reports.alerts import config_alerts, find_alerts
 from mmgrpo.reports.curves import PANELS, ema, panel_keys, series, smoothing_weight
 from mmgrpo.reports.gallery import GalleryGroup, changed_answers, gallery_groups
+from mmgrpo.reports.page import fmt, page, with_interval
 from mmgrpo.reports.run_data import RunData
 from mmgrpo.reports.svg import COLORS, Line, interval_bars, line_chart
-from mmgrpo.reports.thumbnails import thumbnail
+from mmgrpo.reports.thumbnails import media_markup
 
 logger = logging.getLogger(__name__)
 
@@ -30,21 +29,6 @@ REPORT_FILE = "report.html"
 GALLERY_STEPS = 6  # logged steps the gallery shows, spread over the run
 CHANGED_SHOWN = 24  # held-out prompts shown per evaluation pair
 EVAL_TAGS = ("before GRPO", "after GRPO")
-
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 24px; color: #222; max-width: 1400px; }
-table { border-collapse: collapse; margin: 8px 0 16px; font-size: 13px; }
-td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
-.alert { background: #fdecea; border: 1px solid #c44e52; padding: 8px 12px; margin: 6px 0; }
-.charts { display: flex; flex-wrap: wrap; gap: 8px; }
-.card { border: 1px solid #ddd; border-radius: 6px; padding: 10px; margin: 10px 0; }
-.card .head { display: flex; gap: 12px; }
-.completion { font-family: monospace; white-space: pre-wrap; margin: 3px 0; padding: 3px 6px; border-left: 4px solid #ddd; }
-.best { border-left-color: #55a868; background: #eef7ef; }
-.worst { border-left-color: #c44e52; background: #fbeeee; }
-.muted { color: #888; font-size: 12px; }
-img.media, svg.media { border: 1px solid #ccc; margin-right: 4px; }
-"""
 
 SCRIPT = """
 for (const gallery of document.querySelectorAll('section.gallery')) {
@@ -93,8 +77,7 @@ def render(runs: Sequence[RunData], alerts: AlertsConfig = AlertsConfig()) -> st
         body += _gallery(gallery_groups(run.completions, GALLERY_STEPS), run.name, index)
     for run in runs:
         body += _evaluations(run, named=len(runs) > 1)
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-            f"<style>{STYLE}</style></head><body>{''.join(body)}<script>{SCRIPT}</script></body></html>")
+    return page(title, body, SCRIPT)
 
 
 def _failures(runs: Sequence[RunData]) -> list[str]:
@@ -128,7 +111,7 @@ def _summary(runs: Sequence[RunData]) -> list[str]:
         return ["<h2>Summary</h2><p class='muted'>The run has not finished: no summary yet.</p>"]
     header = "".join(f"<th>{html.escape(run.name)}</th>" for run in runs)
     rows = "".join(
-        f"<tr><td>{html.escape(key)}</td>{''.join(f'<td>{_fmt(run.summary.get(key))}</td>' for run in runs)}</tr>"
+        f"<tr><td>{html.escape(key)}</td>{''.join(f'<td>{fmt(run.summary.get(key))}</td>' for run in runs)}</tr>"
         for key in keys
     )
     bars = []
@@ -147,7 +130,7 @@ def _config_changes(runs: Sequence[RunData]) -> list[str]:
     parts = ["<h2>Config (keys changed from the defaults)</h2>"]
     for run in runs:
         changes = run.config_changes() if run.config else []
-        rows = "".join(f"<tr><td>{html.escape(key)}</td><td>{_fmt(default)}</td><td>{_fmt(value)}</td></tr>"
+        rows = "".join(f"<tr><td>{html.escape(key)}</td><td>{fmt(default)}</td><td>{fmt(value)}</td></tr>"
                        for key, default, value in changes)
         parts.append(f"<h3>{html.escape(run.name)}</h3><table><tr><th>key</th><th>default</th><th>this run</th></tr>"
                      f"{rows}</table>")
@@ -184,17 +167,17 @@ def _gallery(groups: Sequence[GalleryGroup], run_name: str, index: int) -> list[
 
 
 def _card(group: GalleryGroup) -> str:
-    media = "".join(_media_markup(kind, ref) for kind, refs in group.media.items() for ref in refs)
+    media = "".join(media_markup(ref, kind) for kind, refs in group.media.items() for ref in refs)
     best, worst = (group.best, group.worst) if group.rewards_vary else (None, None)
     rows = []
     for index, record in enumerate(group.completions):
         mark = " best" if index == best else " worst" if index == worst else ""
-        components = ", ".join(f"{name} {_fmt(value)}" for name, value in record.get("rewards", {}).items())
+        components = ", ".join(f"{name} {fmt(value)}" for name, value in record.get("rewards", {}).items())
         flags = " ✓" if record.get("correct") else ""
         flags += " (truncated)" if record.get("truncated") else ""
         rows.append(f'<div class="completion{mark}">{html.escape(record["completion"])}'
-                    f'<div class="muted">reward {_fmt(record["reward"])} ({html.escape(components)}), advantage '
-                    f'{_fmt(record.get("advantage"))}{flags}</div></div>')
+                    f'<div class="muted">reward {fmt(record["reward"])} ({html.escape(components)}), advantage '
+                    f'{fmt(record.get("advantage"))}{flags}</div></div>')
     outcome = "solved" if group.any_correct else "unsolved"
     return (f'<div class="card" data-step="{group.step}" data-outcome="{outcome}"><div class="head">{media}<div>'
             f'<div class="muted">step {group.step} · {html.escape(group.sample_id)}</div>'
@@ -212,7 +195,7 @@ def _evaluations(run: RunData, *, named: bool) -> list[str]:
     keys = [key for key in dict.fromkeys(k for n in numbers.values() for k in n) if not key.endswith(("_ci_low", "_ci_high"))]
     header = "".join(f"<th>{html.escape(tag)}</th>" for tag in numbers)
     rows = "".join(f"<tr><td>{html.escape(key)}</td>"
-                   f"{''.join(f'<td>{_with_interval(n, key)}</td>' for n in numbers.values())}</tr>" for key in keys)
+                   f"{''.join(f'<td>{with_interval(n, key)}</td>' for n in numbers.values())}</tr>" for key in keys)
     parts.append(f"<table><tr><th></th>{header}</tr>{rows}</table>")
     if all(tag in run.evaluations for tag in EVAL_TAGS):
         changes = changed_answers(*(run.evaluations[tag] for tag in EVAL_TAGS))
@@ -221,35 +204,10 @@ def _evaluations(run: RunData, *, named: bool) -> list[str]:
                      f"first {CHANGED_SHOWN} shown)</h3><table><tr><th>media</th><th>prompt</th><th>answer</th>"
                      f"<th>before GRPO</th><th>after GRPO</th></tr>")
         for change in changes[:CHANGED_SHOWN]:
-            media = "".join(_media_markup(_kind_of(ref), ref) for ref in change.media)
+            media = "".join(media_markup(ref) for ref in change.media)
             verdict = "now right" if change.now_correct else "now wrong"
             parts.append(f"<tr><td>{media}</td><td>{html.escape(change.sample_id)}<br><span class='muted'>{verdict}"
                          f"</span><br>{html.escape(change.prompt)}</td><td>{html.escape(str(change.answer))}</td><td><code>{html.escape(change.before)}"
                          f"</code></td><td><code>{html.escape(change.after)}</code></td></tr>")
         parts.append("</table>")
     return parts
-
-
-def _media_markup(kind: str, ref: str) -> str:
-    markup = thumbnail(kind, ref)
-    return markup if markup is not None else f'<span class="muted">[{kind} unavailable: {html.escape(ref)}]</span>'
-
-
-def _kind_of(ref: str) -> str:
-    suffix = Path(ref).suffix.lower()
-    return "audio" if suffix in {".wav", ".flac", ".mp3", ".ogg"} else "video" if suffix in {".mp4", ".avi", ".webm", ".mkv"} else "image"
-
-
-def _with_interval(numbers: dict[str, Any], key: str) -> str:
-    value = numbers.get(key)
-    low, high = numbers.get(f"{key}_ci_low"), numbers.get(f"{key}_ci_high")
-    interval = f" [{_fmt(low)}, {_fmt(high)}]" if low is not None and high is not None else ""
-    return _fmt(value) + interval
-
-
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, dict)):
-        return html.escape(json.dumps(value))
-    return html.escape(str(value))

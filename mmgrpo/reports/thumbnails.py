@@ -1,7 +1,8 @@
 """Media drawn small for a report: images and a video's frames as inlined JPEGs, audio as a waveform.
 
 Each returns an HTML fragment that needs nothing outside the page, or None when the media
-cannot be read any more (moved, deleted, held only in memory during the run).
+cannot be read any more (moved, deleted, held only in memory during the run). An image may
+also be given as its encoded bytes (a benchmark's parquet embeds them).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import base64
 import html
 import io
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
@@ -17,18 +19,35 @@ from PIL import Image
 THUMBNAIL_SIDE = 160  # pixels, the longer side
 VIDEO_FRAMES_SHOWN = 4
 WAVEFORM_POINTS = 160
+AUDIO_SUFFIXES = {".wav", ".flac", ".mp3", ".ogg"}
+VIDEO_SUFFIXES = {".mp4", ".avi", ".webm", ".mkv"}
+
+
+def media_kind(ref: str) -> str:
+    """The modality of a media path, by its suffix (image unless audio or video)."""
+    suffix = Path(ref).suffix.lower()
+    return "audio" if suffix in AUDIO_SUFFIXES else "video" if suffix in VIDEO_SUFFIXES else "image"
+
+
+def media_markup(ref: str, kind: str | None = None, source: str | bytes | None = None) -> str:
+    """The thumbnail of ``source`` (default: the path ``ref``), or a note naming ``ref`` when it cannot be read."""
+    kind = kind or media_kind(ref)
+    markup = thumbnail(kind, ref if source is None else source, ref)
+    return markup if markup is not None else f'<span class="muted">[{kind} unavailable: {html.escape(ref)}]</span>'
 
 
 @lru_cache(maxsize=512)
-def thumbnail(kind: str, ref: str) -> str | None:
-    """``<img>`` or ``<svg>`` markup of the media ``ref`` of modality ``kind``; None if unreadable."""
+def thumbnail(kind: str, ref: str | bytes, label: str | None = None) -> str | None:
+    """``<img>`` or ``<svg>`` markup of the media ``ref`` (a path; an image also as encoded bytes) of modality
+    ``kind``, titled ``label`` (default: the path); None if unreadable."""
     from processors import MediaError
 
+    label = label if label is not None else str(ref)
     try:
         if kind == "image":
-            return _image_tag([_load_image(ref)], ref)
+            return _image_tag([_load_image(ref, label)], label)
         if kind == "video":
-            return _image_tag(_video_frames(ref), ref)
+            return _image_tag(_video_frames(ref), label)
         if kind == "audio":
             return _waveform(ref)
     except (MediaError, OSError, ValueError):
@@ -36,10 +55,10 @@ def thumbnail(kind: str, ref: str) -> str | None:
     return None
 
 
-def _load_image(ref: str) -> Image.Image:
+def _load_image(ref: str | bytes, label: str) -> Image.Image:
     from processors.image import decode_image, to_rgb
 
-    return to_rgb(decode_image(ref, ref))
+    return to_rgb(decode_image(ref, label))
 
 
 def _video_frames(ref: str) -> list[Image.Image]:

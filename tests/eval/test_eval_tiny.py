@@ -14,7 +14,7 @@ from eval import EvalOptions
 from mmgrpo.cli import main
 from mmgrpo.config import DatasetConfig, TaskConfig
 
-OUTPUTS = ("results.json", "report.md", "samples.jsonl", "accuracy.png")
+OUTPUTS = ("results.json", "report.md", "report.html", "samples.jsonl", "accuracy.png")
 OPTIONS = EvalOptions(max_new_tokens=8, batch_size=4, progress=False)
 
 
@@ -103,6 +103,9 @@ def test_two_models_give_a_two_column_report_and_chart(two_models):
     accuracy_row = next(line for line in report.splitlines() if line.startswith("| accuracy |"))
     assert accuracy_row.count("[") == 2  # each column with its interval
     assert (out / "accuracy.png").read_bytes().startswith(b"\x89PNG")
+    page = (out / "report.html").read_text()
+    assert f"<th>token limit</th><th>{names[0]}</th><th>{names[1]}</th>" in page  # side by side
+    assert page.count('class="card"') == len(read_samples(out)) and "unavailable" not in page  # dataset images inlined
     folders = sorted((out / "models").iterdir())
     assert [folder.name[:2] for folder in folders] == ["1-", "2-"]
     for folder in folders:
