@@ -42,7 +42,7 @@ RESULTS = ROOT / "docs" / "results.md"
 BEGIN = "<!-- results-table: begin (written by scripts/results.py) -->"
 END = "<!-- results-table: end -->"
 HEADER = (
-    "| recipe | command | held-out accuracy (n) | after SFT (95% CI) | after GRPO (95% CI) | gain | wall "
+    "| recipe | command | held-out accuracy (n) | before GRPO (95% CI) | after GRPO (95% CI) | gain | wall "
     "| measured | commit |\n|---|---|---|---|---|---|---|---|---|"
 )
 # A few-step smoke run of a CPU recipe (the "quick check" its header names): checks the pipeline, not the numbers.
@@ -132,8 +132,12 @@ def git(*args: str) -> str:
 
 
 def commit() -> str:
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
+    """The checkout's short commit, ``+dirty`` when tracked files differ from it; ``unknown`` outside git."""
+    try:
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+        return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
 
 
 def percent(summary: dict[str, Any], key: str) -> str:
@@ -151,7 +155,11 @@ def duration(seconds: float) -> str:
 
 
 def evaluation(run_dir: Path, tag: str) -> dict[str, Any]:
-    models = json.loads((run_dir / "eval" / tag / "results.json").read_text())["models"]
+    """The summary numbers of the run's held-out evaluation ``before`` or ``after`` GRPO ({} if not run)."""
+    path = run_dir / "eval" / tag / "results.json"
+    if not path.is_file():
+        return {}
+    models = json.loads(path.read_text())["models"]
     return next(iter(models.values()))["summary"]
 
 
@@ -159,14 +167,16 @@ def rows_of_run(recipe: Recipe, run_dir: Path, measured: str, at: str) -> dict[s
     """Table rows (keyed by their first cell) of a finished run: one, or one per task of a mixed run."""
     before, after = evaluation(run_dir, "before"), evaluation(run_dir, "after")
     wall = duration(json.loads((run_dir / "summary.json").read_text())["wall_seconds"])
-    tasks = sorted({key.split("/")[0] for key in after if key.endswith("/n") and key.count("/") == 1})
+    numbers = after or before
+    tasks = sorted({key.split("/")[0] for key in numbers if key.endswith("/n") and key.count("/") == 1})
     prefixes = [(recipe.name, "")] if len(tasks) < 2 else [(f"{recipe.name}: {task}", f"{task}/") for task in tasks]
     rows = {}
     for label, prefix in prefixes:
+        key = prefix + "accuracy"
+        gain = f"{100 * (after[key] - before[key]):+.1f}" if key in after and key in before else "-"
         cells = [
-            label, f"`{recipe.documented}`", f"{after[prefix + 'n']}",
-            percent(before, prefix + "accuracy"), percent(after, prefix + "accuracy"),
-            f"{100 * (after[prefix + 'accuracy'] - before[prefix + 'accuracy']):+.1f}", wall, measured, at,
+            label, f"`{recipe.documented}`", f"{numbers.get(prefix + 'n', '-')}",
+            percent(before, key), percent(after, key), gain, wall, measured, at,
         ]
         rows[label] = "| " + " | ".join(cells) + " |"
     return rows
@@ -227,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.dry_run:
             continue
         if not done:
+            (runs / f"{recipe.name}.commit").write_text(at + "\n")  # the code it ran (also when resumed later)
             started = time.perf_counter()
             finished = subprocess.run(command, cwd=ROOT, env=env)
             print(f"# {recipe.name}: exit status {finished.returncode} after {duration(time.perf_counter() - started)}",
@@ -235,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
                 failed.append(recipe.name)
                 continue
         measured = time.strftime("%Y-%m-%d", time.gmtime((run_dir / "summary.json").stat().st_mtime))
-        rows |= rows_of_run(recipe, run_dir, measured, at)
+        ran_at = runs / f"{recipe.name}.commit"
+        rows |= rows_of_run(recipe, run_dir, measured, ran_at.read_text().strip() if ran_at.is_file() else at)
         write_table(out, head, rows, tail)  # after each run, so a stopped session keeps what it measured
         print(f"# {recipe.name}: table written to {out}", flush=True)
     if failed:
