@@ -247,7 +247,7 @@ def test_a_rank_with_fewer_chunks_repeats_one_at_weight_zero_and_its_update_is_u
 
 @pytest.mark.parametrize(("recipe", "ranks"), [("clevr70k_qwen2_5_vl_7b", 8), ("clevr70k_qwen2_5_vl_3b", 2)])
 def test_the_documented_multi_gpu_commands_are_valid_configs(recipe, ranks, monkeypatch) -> None:
-    """README / docs/SCALING.md launch these recipes with ZeRO-3 on this many GPUs."""
+    """The recipes' headers and docs/SCALING.md launch these recipes with ZeRO-3 on this many GPUs."""
     monkeypatch.setenv("WORLD_SIZE", str(ranks))
     config = load_config(recipe, ["train.backend=deepspeed", "train.zero_stage=3"])
     assert config.rollout.prompts_per_step % ranks == 0
