@@ -16,7 +16,7 @@ from mmgrpo.config import Config, ConfigError, load_config
 
 
 def preflight_problems(config: Config) -> list[str]:
-    from mmgrpo.config.preflight import preflight_problems  # imported here: the command tests need only main
+    from mmgrpo.commands.preflight import preflight_problems  # imported here: the command tests need only main
 
     return preflight_problems(config)
 

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     if args.describe:
         print(describe_config())
         return 0
-    from mmgrpo.config.preflight import preflight
+    from mmgrpo.commands.preflight import preflight
 
     config = config_from_args("config", args.recipe, args.overrides, check_names=False)
     print(yaml.safe_dump(config.to_dict(), sort_keys=False), end="")
@@ -48,10 +48,10 @@ def config_from_args(command: str, recipe: str | None, overrides: list[str], *, 
     command line as one line per problem, exit 2) if invalid.
 
     With ``check_names`` what it names (rewards, tasks, datasets, model) is checked too
-    (:func:`~mmgrpo.config.preflight.preflight`), before the command does any heavy work.
+    (:func:`~mmgrpo.commands.preflight.preflight`), before the command does any heavy work.
     """
     from mmgrpo.config import load_config
-    from mmgrpo.config.preflight import preflight
+    from mmgrpo.commands.preflight import preflight
 
     recipe, overrides = split_recipe(recipe, overrides)
     config = load_config(recipe, overrides)

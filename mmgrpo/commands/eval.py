@@ -86,7 +86,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mmgrpo.config import BenchmarkConfig, ConfigError, DatasetConfig, load_config
-    from mmgrpo.config.preflight import preflight
+    from mmgrpo.commands.preflight import preflight
 
     if args.compare:
         return _compare(args)

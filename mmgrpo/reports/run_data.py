@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from mmgrpo.failures import FAILURE_FILE
-from mmgrpo.trainer.metrics import COMPLETIONS_FILE, METRICS_FILE, read_metrics
+from mmgrpo.run_files import COMPLETIONS_FILE, METRICS_FILE, read_metrics
 
 CONFIG_FILE = "config.yaml"
 SUMMARY_FILE = "summary.json"

@@ -37,7 +37,8 @@ from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.checkpoint import checkpoint_step, save_model
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.backends import TrainingBackend
-from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger, read_metrics
+from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger
+from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.ranks import Ranks
 from mmgrpo.trainer.report import write_report
 from mmgrpo.trainer.reward_errors import reward_error_summary

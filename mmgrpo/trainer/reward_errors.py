@@ -15,7 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Sequence
 
-from mmgrpo.trainer.metrics import REWARD_ERRORS_FILE, read_metrics
+from mmgrpo.run_files import REWARD_ERRORS_FILE, read_metrics
 from tasks.reward_calls import RewardError
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 
 from mmgrpo.config import Config, load_config
-from mmgrpo.trainer.metrics import read_metrics
+from mmgrpo.run_files import read_metrics
 from mmgrpo.inputs import load_samples, pick_device, task_model_info
 from mmgrpo.trainer.setup import load_policy
 

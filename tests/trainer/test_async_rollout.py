@@ -21,7 +21,7 @@ import torch
 
 from mmgrpo.trainer.checkpoint import latest_checkpoint
 from mmgrpo.trainer.grpo import GRPOTrainer
-from mmgrpo.trainer.metrics import read_metrics
+from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.rollout_worker import RolloutWorkerError
 from mmgrpo.trainer.step_metrics import staleness_metrics
 from mmgrpo.trainer.rollouts import Group

@@ -22,7 +22,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from mmgrpo.cli import main
 from mmgrpo.trainer.checkpoint import latest_checkpoint
-from mmgrpo.trainer.metrics import read_metrics
+from mmgrpo.run_files import read_metrics
 
 from . import distributed_train
 

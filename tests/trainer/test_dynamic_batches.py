@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mmgrpo.trainer.grpo import GRPOTrainer
-from mmgrpo.trainer.metrics import read_metrics
+from mmgrpo.run_files import read_metrics
 from mmgrpo.types import Sample
 
 from .test_grpo_trainer import train

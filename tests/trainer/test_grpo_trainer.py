@@ -11,7 +11,7 @@ from transformers import AutoModelForImageTextToText
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.trainer.checkpoint import latest_checkpoint
 from mmgrpo.trainer.grpo import GRPOTrainer
-from mmgrpo.trainer.metrics import read_metrics
+from mmgrpo.run_files import read_metrics
 
 from .conftest import DENSE_REWARD, build_trainer_inputs, interrupt_step, reward_at_start_and_end
 

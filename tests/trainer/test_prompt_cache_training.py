@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mmgrpo.trainer.metrics import read_metrics
+from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.pipeline import RunPaths, run_training
 
 COMPARED = ("loss", "reward/total", "grad_norm", "length/mean")

@@ -24,7 +24,8 @@ from mmgrpo.trainer.checkpoint import (
 )
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.interrupts import Interrupted, exit_code, signals_allowed, signals_deferred, stop_on_signals
-from mmgrpo.trainer.metrics import MetricsLogger, read_metrics
+from mmgrpo.trainer.metrics import MetricsLogger
+from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.optim import build_optimizer, build_scheduler
 from mmgrpo.trainer.pipeline import run_training
 from mmgrpo.trainer.resume import RunFolderError, plan_resume

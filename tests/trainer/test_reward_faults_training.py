@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mmgrpo.trainer.grpo import GRPOTrainer
-from mmgrpo.trainer.metrics import read_metrics
+from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.rollouts import Group, Rollouts
 from mmgrpo.trainer.step_metrics import rollout_metrics
 from mmgrpo.types import Completion, Sample

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mmgrpo.config import ConfigError
-from mmgrpo.config.preflight import preflight
+from mmgrpo.commands.preflight import preflight
 from tasks import REWARDS
 
 from .test_training_paths import fresh_trainer

@@ -17,7 +17,8 @@ from mmgrpo.trainer.checkpoint import (
     save_checkpoint,
     step_dirs,
 )
-from mmgrpo.trainer.metrics import MetricsLogger, read_metrics
+from mmgrpo.trainer.metrics import MetricsLogger
+from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.report import write_report
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from mmgrpo.cli import main
 from mmgrpo.reports.html import REPORT_FILE
-from mmgrpo.trainer.metrics import read_metrics
+from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.pipeline import run_training
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

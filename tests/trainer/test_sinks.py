@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from mmgrpo.trainer.metrics import read_metrics
+from mmgrpo.run_files import read_metrics
 
 from .test_grpo_trainer import train
 

@@ -14,7 +14,7 @@ from PIL import Image
 from mmgrpo.models.batch import build_prompt_batch
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.models.shared_prefix import completion_logprobs
-from mmgrpo.trainer.metrics import read_metrics
+from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.pipeline import RunPaths, run_training
 from mmgrpo.types import Sample
 

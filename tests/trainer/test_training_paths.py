@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from mmgrpo.trainer.grpo import GRPOTrainer
-from mmgrpo.trainer.metrics import read_metrics
+from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.pipeline import RunPaths, run_training
 
 from .conftest import DENSE_REWARD, build_trainer_inputs
