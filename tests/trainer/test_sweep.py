@@ -61,27 +61,27 @@ def sweep_options(tmp_path, tiny_qwen25vl, digit_reward_plugin):
 
 
 def test_a_sweep_prunes_a_poor_trial_and_resumes_where_it_stopped(sweep_options, tmp_path):
-    options = sweep_options(trials=3, startup_trials=2)
+    options = sweep_options(trials=2, startup_trials=2)
     storage = f"sqlite:///{(options.out / STUDY_FILE).resolve()}"
     options.out.mkdir(parents=True)
     study = optuna.create_study(storage=storage, study_name=STUDY_NAME, direction="maximize")
     for tokens in (6, 6, 2):  # two long-answer trials, then one whose mean length must fall below their median
         study.enqueue_trial({"rollout.max_new_tokens": tokens})
     study = run_sweep(options)
-    states = [trial.state.name for trial in study.trials]
-    assert states == ["COMPLETE", "COMPLETE", "PRUNED"]
-    assert study.trials[2].intermediate_values.keys() == {2}  # reported at its first evaluation, then stopped
-    for trial in study.trials:
-        assert (options.out / f"trial-{trial.number}" / "metrics.jsonl").is_file()  # each trial is a run folder
-    assert study.trials[0].value == pytest.approx(study.best_value) and study.best_value > 2
+    assert [trial.state.name for trial in study.trials] == ["COMPLETE", "COMPLETE", "WAITING"]
+    running = study.ask()  # the third trial left running, as when a sweep is stopped mid-trial
+    assert running.suggest_categorical("rollout.max_new_tokens", [2, 6]) == 2
 
-    study.ask()  # a trial left running, as when a sweep is stopped mid-trial
-    resumed = run_sweep(sweep_options(trials=4))
+    resumed = run_sweep(sweep_options(trials=3, startup_trials=2))
     states = [trial.state.name for trial in resumed.trials]
-    assert states[:4] == ["COMPLETE", "COMPLETE", "PRUNED", "FAIL"] and states[4] in ("COMPLETE", "PRUNED")
-    assert len(resumed.trials) == 5  # only what was missing ran again
+    assert states == ["COMPLETE", "COMPLETE", "FAIL", "PRUNED"]  # only the interrupted trial ran again, and pruned
+    assert resumed.trials[3].params == {"rollout.max_new_tokens": 2}
+    assert resumed.trials[3].intermediate_values.keys() == {2}  # reported at its first evaluation, then stopped
+    for trial in (resumed.trials[0], resumed.trials[1], resumed.trials[3]):
+        assert (options.out / f"trial-{trial.number}" / "metrics.jsonl").is_file()  # each trial is a run folder
+    assert resumed.trials[0].value == pytest.approx(resumed.best_value) and resumed.best_value > 2
     summary = write_summary(resumed, options.out, "mean_length").read_text()
-    assert "| 2 | pruned |" in summary and "Best: trial" in summary
+    assert "| 3 | pruned |" in summary and "Best: trial" in summary
 
 
 def test_sweep_command_refuses_a_run_without_an_evaluation_after_grpo(tmp_path):
