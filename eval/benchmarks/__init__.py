@@ -7,6 +7,8 @@ the built-in ones.
 from eval.benchmarks import (  # noqa: F401  (registration)
     ai2d,
     chartqa,
+    clevr,
+    countbench,
     docvqa,
     mathvista,
     mme,
@@ -14,6 +16,7 @@ from eval.benchmarks import (  # noqa: F401  (registration)
     mmstar,
     pope,
     scienceqa,
+    superclevr,
     textvqa,
 )
 from eval.benchmarks.base import BENCHMARKS, Benchmark, Item, PromptStyle, Verdict
