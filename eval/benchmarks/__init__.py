@@ -15,6 +15,7 @@ from eval.benchmarks import (  # noqa: F401  (registration)
     mmmu,
     mmstar,
     pope,
+    refcoco,
     scienceqa,
     superclevr,
     textvqa,

@@ -19,7 +19,8 @@ from eval.benchmarks.base import BENCHMARKS, Item
 from eval.benchmarks.counts import CountQuestion
 from eval.scoring.counting import count_answer
 
-COUNT_INSTRUCTION = "Look at the image carefully and count the objects. Answer with just a number, without any additional text. "
+COUNT_INSTRUCTION = ("Look at the image carefully and count the objects. "
+                     "Answer with just a number, without any additional text. ")
 
 
 class CountBench(CountQuestion):

@@ -102,7 +102,8 @@ def test_superclevr_reads_r1vs_jsonl_and_scores_saved_completions(superclevr_fil
     assert not skipped and [(item.id, item.answer) for item in items] == [("0", 4), ("1", 7)]
     entry, rows = saved_predictions.score(tmp_path, "superclevr", superclevr_file, {
         "0": "<think>two cars, two buses</think><answer>4</answer>", "1": "7"})
-    assert [(row["parsed_answer"], row["metric"], row.get("note", "")) for row in rows] == [(4, 1.0, ""), (None, 0.0, "unread")]
+    assert [(row["parsed_answer"], row["metric"], row.get("note", "")) for row in rows] == [
+        (4, 1.0, ""), (None, 0.0, "unread")]
     assert entry["summary"]["superclevr/accuracy"] == pytest.approx(0.5)
 
 
