@@ -29,7 +29,12 @@ from data_recipes.adapters.base import BadRow
 from eval.benchmarks import files
 from eval.benchmarks.base import BENCHMARKS, Benchmark, Item, Verdict
 from eval.benchmarks.lettered import UNREAD
-from eval.scoring.boxes import box_in_original_pixels, coco_box, first_box, grounding_hit
+from eval.scoring.boxes import (
+    box_in_original_pixels,
+    coco_box,
+    first_box,
+    grounding_hit,
+)
 from mmgrpo.skipped_rows import SkippedRow
 from processors.image import budget_size, decode_image
 from tasks.base import ModelInfo
