@@ -19,6 +19,7 @@ from eval.benchmarks import (  # noqa: F401  (registration)
     scienceqa,
     superclevr,
     textvqa,
+    videomme,
 )
 from eval.benchmarks.base import BENCHMARKS, Benchmark, Item, PromptStyle, Verdict
 

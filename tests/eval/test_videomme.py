@@ -1,0 +1,105 @@
+"""Video-MME from its Hub files: the videos as video parts, its own prompt with and without subtitles,
+eval_your_results.py's reading, and its accuracy over answered questions beside the one over all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import eval as evaluation
+from eval import EvalOptions
+from eval.benchmarks import BENCHMARKS
+from eval.benchmarks.runs import prompt_sample
+from mmgrpo.config import BenchmarkConfig
+from tests.eval import published, saved_predictions, video_files
+from tests.eval.scoring import tables
+from tests.eval.scoring.tables import Case
+
+
+def row(question_id: str, video: str, duration: str, task_type: str, answer: str) -> dict:
+    """One question with the Hub's columns."""
+    return {"video_id": question_id.split("-")[0], "duration": duration, "domain": "Knowledge",
+            "sub_category": "Astronomy", "url": f"https://www.youtube.com/watch?v={video}", "videoID": video,
+            "question_id": question_id, "task_type": task_type, "question": "What is shown first?",
+            "options": ["A. A star.", "B. A planet.", "C. A moon.", "D. A comet."], "answer": answer}
+
+
+ROWS = [row("001-1", "vidA", "short", "Counting Problem", "B"), row("001-2", "vidA", "short", "OCR Problems", "C"),
+        row("301-1", "vidB", "long", "Counting Problem", "A"), row("302-1", "gone", "long", "OCR Problems", "D")]
+SRT = ('1\n00:00:00,000 --> 00:00:01,500\n<font color="white" size=".72c">Look at the sky.</font>\n\n'
+       '2\n00:00:01,500 --> 00:00:03,000\n<font color="white" size=".72c">A planet rises.</font>\n')
+
+
+@pytest.fixture(scope="module")
+def videomme_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("Video-MME")
+    published.write_parquet(folder / "videomme" / "test-00000-of-00001.parquet", ROWS, image_columns=())
+    (folder / "data").mkdir()
+    (folder / "data" / "vidA.mp4").write_bytes(video_files.clip(1))
+    (folder / "data" / "vidB.MP4").write_bytes(video_files.clip(2))  # the release's other containers are found too
+    (folder / "subtitle").mkdir()
+    (folder / "subtitle" / "vidA.srt").write_text(SRT)
+    return folder
+
+
+def test_items_hold_their_video_and_a_missing_video_is_skipped(videomme_folder):
+    items, skipped = BENCHMARKS.get("videomme").read(str(videomme_folder), "test")
+    assert [item.id for item in items] == ["001-1", "001-2", "301-1"]
+    assert items[0].videos == (str(videomme_folder / "data" / "vidA.mp4"),) and not items[0].images
+    assert items[2].videos == (str(videomme_folder / "data" / "vidB.MP4"),)
+    assert [(row.row_id, row.reason) for row in skipped] == [("302-1", "missing media")]
+    assert dict(items[2].categories) == {"duration": "long", "domain": "Knowledge", "task_type": "Counting Problem"}
+    sample = prompt_sample(BENCHMARKS.get("videomme"), items[0], "official")
+    assert sample.media("video") == list(items[0].videos) and sample.media("image") == []
+
+
+def test_the_official_prompts_with_and_without_subtitles(videomme_folder):
+    plain = BENCHMARKS.get("videomme")
+    items, _ = plain.read(str(videomme_folder), "test")
+    assert plain.official_prompt(items[0]) == (
+        "Select the best answer to the following multiple-choice question based on the video. Respond with only "
+        "the letter (A, B, C, or D) of the correct option.\nWhat is shown first?\nA. A star.\nB. A planet.\n"
+        "C. A moon.\nD. A comet.\nThe best answer is:")
+    subtitled = BENCHMARKS.get("videomme_w_subtitle")
+    items, _ = subtitled.read(str(videomme_folder), "test")
+    assert subtitled.official_prompt(items[0]).startswith(
+        "This video's subtitles are listed below:\nLook at the sky.\nA planet rises.\nSelect the best answer to the "
+        "following multiple-choice question based on the video and the subtitles. Respond")
+    assert subtitled.official_prompt(items[2]).startswith(
+        "This video's subtitles are listed below:\nNo subtitles available\nSelect")
+
+
+@pytest.fixture(scope="module")
+def first_item(videomme_folder):
+    return BENCHMARKS.get("videomme").read(str(videomme_folder), "test")[0][0]
+
+
+@pytest.mark.parametrize("case", tables.VIDEOMME, ids=[case.why for case in tables.VIDEOMME])
+def test_answers_are_read_as_eval_your_results(first_item, case: Case):
+    verdict = BENCHMARKS.get("videomme").judge(case.completion, first_item)
+    assert verdict.prediction == case.verdict
+    assert verdict.note == ("unanswered" if case.verdict is None else "")
+
+
+def test_the_official_accuracy_leaves_unanswered_questions_out(videomme_folder, tmp_path):
+    entry, rows = saved_predictions.score(tmp_path, "videomme", videomme_folder, {
+        "001-1": "B", "001-2": "I cannot tell", "301-1": "Best option: A"})  # B of "Best": wrong, as published
+    assert [row["parsed_answer"] for row in rows] == ["B", None, "B"]
+    summary = entry["summary"]
+    assert summary["videomme/accuracy"] == pytest.approx(1 / 3)  # over every question
+    assert summary["videomme/official_accuracy"] == pytest.approx(0.5)  # over the two answered
+    assert summary["videomme/official_accuracy/task_type/OCR Problems"] is None  # none answered: undefined
+    assert summary["videomme/official_accuracy/duration/long"] == 0.0
+    assert entry["categories"]["videomme"]["duration"]["short"]["accuracy"] == pytest.approx(0.5)
+
+
+def test_a_model_run_sees_the_videos(videomme_folder, tiny_qwen25vl, tmp_path):
+    """``mmgrpo eval --benchmark videomme=DIR --limit 2`` on a tiny model: frames reach the model end to end."""
+    results = evaluation.run([str(tiny_qwen25vl)], [], tmp_path, options=EvalOptions(batch_size=2, progress=False),
+                             benchmarks=[BenchmarkConfig("videomme", str(videomme_folder), limit=2)],
+                             benchmark_max_new_tokens=3)
+    (result,) = results.values()
+    assert result.summary()["videomme/n"] == 2
+    assert [item.media for item in result.items] == [[str(videomme_folder / "data" / "vidA.mp4")]] * 2
+    assert all(item.completions[0].n_tokens > 0 for item in result.items)
