@@ -14,6 +14,7 @@ from eval.benchmarks import (  # noqa: F401  (registration)
     mme,
     mmmu,
     mmstar,
+    mvbench,
     pope,
     refcoco,
     scienceqa,
