@@ -95,3 +95,10 @@ def test_saved_completions_get_per_task_accuracy(mvbench_folder, tmp_path):
     assert entry["summary"]["mvbench/accuracy"] == pytest.approx(0.8)
     by_task = entry["categories"]["mvbench"]["task_type"]
     assert by_task["Action Count"]["accuracy"] == pytest.approx(0.75) and by_task["Episodic Reasoning"]["n"] == 1
+
+
+@pytest.mark.parametrize(("completion", "correct"), [("<think>he cooks</think><answer>(A) man cooking</answer>", True),
+                                                     ("<answer>A</answer>", True),
+                                                     ("<answer>The answer is A</answer>", False)])
+def test_the_task_style_checks_the_answer_tags_content(read, completion: str, correct: bool):
+    assert BENCHMARKS.get("mvbench").judge(completion, read[0][0], "task").correct is correct

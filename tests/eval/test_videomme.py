@@ -3,15 +3,14 @@ eval_your_results.py's reading, and its accuracy over answered questions beside 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-import eval as evaluation
-from eval import EvalOptions
 from eval.benchmarks import BENCHMARKS
 from eval.benchmarks.runs import prompt_sample
-from mmgrpo.config import BenchmarkConfig
+from mmgrpo.cli import main
 from tests.eval import published, saved_predictions, video_files
 from tests.eval.scoring import tables
 from tests.eval.scoring.tables import Case
@@ -95,11 +94,20 @@ def test_the_official_accuracy_leaves_unanswered_questions_out(videomme_folder, 
 
 
 def test_a_model_run_sees_the_videos(videomme_folder, tiny_qwen25vl, tmp_path):
-    """``mmgrpo eval --benchmark videomme=DIR --limit 2`` on a tiny model: frames reach the model end to end."""
-    results = evaluation.run([str(tiny_qwen25vl)], [], tmp_path, options=EvalOptions(batch_size=2, progress=False),
-                             benchmarks=[BenchmarkConfig("videomme", str(videomme_folder), limit=2)],
-                             benchmark_max_new_tokens=3)
-    (result,) = results.values()
-    assert result.summary()["videomme/n"] == 2
-    assert [item.media for item in result.items] == [[str(videomme_folder / "data" / "vidA.mp4")]] * 2
-    assert all(item.completions[0].n_tokens > 0 for item in result.items)
+    """``mmgrpo eval --model M --benchmark videomme=DIR --limit 2`` on a tiny model: frames reach it end to end."""
+    out = tmp_path / "out"
+    assert main(["eval", "--model", str(tiny_qwen25vl), "--benchmark", f"videomme={videomme_folder}", "--limit", "2",
+                 "--out", str(out), "eval.max_new_tokens=3", "log.progress_bar=false"]) == 0
+    (entry,) = json.loads((out / "results.json").read_text())["models"].values()
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert entry["summary"]["videomme/n"] == 2
+    assert [row["media"] for row in rows] == [[str(videomme_folder / "data" / "vidA.mp4")]] * 2
+    assert all(row["prompt"].endswith("The best answer is:") for row in rows)
+
+
+@pytest.mark.parametrize(("completion", "letter"), [("<think>a planet</think><answer>B</answer>", "B"),
+                                                    ("<answer>Best option: C</answer>", "B"),
+                                                    ("I think C", "C")])
+def test_the_task_style_reads_inside_the_answer_tags(first_item, completion: str, letter: str):
+    """Under the trained prompt the last <answer> is read by the same rule; an untagged reply as it is."""
+    assert BENCHMARKS.get("videomme").judge(completion, first_item, "task").prediction == letter
