@@ -40,7 +40,7 @@ from eval.scoring.choice import (
 from mmgrpo.skipped_rows import SkippedRow
 
 
-class Task(NamedTuple):
+class Subtask(NamedTuple):
     """One MVBench task: its name in results, the video folder under ``video/``, how clips are stored."""
 
     label: str
@@ -49,27 +49,27 @@ class Task(NamedTuple):
     """A clip is a folder of frames at :data:`FRAME_FPS` (else a video file)."""
 
 
-TASKS: dict[str, Task] = {
-    "action_sequence": Task("Action Sequence", "star/Charades_v1_480"),
-    "action_prediction": Task("Action Prediction", "star/Charades_v1_480"),
-    "action_antonym": Task("Action Antonym", "ssv2_video"),
-    "fine_grained_action": Task("Fine-grained Action", "Moments_in_Time_Raw/videos"),
-    "unexpected_action": Task("Unexpected Action", "FunQA_test/test"),
-    "object_existence": Task("Object Existence", "clevrer/video_validation"),
-    "object_interaction": Task("Object Interaction", "star/Charades_v1_480"),
-    "object_shuffle": Task("Object Shuffle", "perception/videos"),
-    "moving_direction": Task("Moving Direction", "clevrer/video_validation"),
-    "action_localization": Task("Action Localization", "sta/sta_video"),
-    "scene_transition": Task("Scene Transition", "scene_qa/video"),
-    "action_count": Task("Action Count", "perception/videos"),
-    "moving_count": Task("Moving Count", "clevrer/video_validation"),
-    "moving_attribute": Task("Moving Attribute", "clevrer/video_validation"),
-    "state_change": Task("State Change", "perception/videos"),
-    "fine_grained_pose": Task("Fine-grained Pose", "nturgbd"),
-    "character_order": Task("Character Order", "perception/videos"),
-    "egocentric_navigation": Task("Egocentric Navigation", "vlnqa"),
-    "episodic_reasoning": Task("Episodic Reasoning", "tvqa/frames_fps3_hq", frames=True),
-    "counterfactual_inference": Task("Counterfactual Inference", "clevrer/video_validation"),
+TASKS: dict[str, Subtask] = {
+    "action_sequence": Subtask("Action Sequence", "star/Charades_v1_480"),
+    "action_prediction": Subtask("Action Prediction", "star/Charades_v1_480"),
+    "action_antonym": Subtask("Action Antonym", "ssv2_video"),
+    "fine_grained_action": Subtask("Fine-grained Action", "Moments_in_Time_Raw/videos"),
+    "unexpected_action": Subtask("Unexpected Action", "FunQA_test/test"),
+    "object_existence": Subtask("Object Existence", "clevrer/video_validation"),
+    "object_interaction": Subtask("Object Interaction", "star/Charades_v1_480"),
+    "object_shuffle": Subtask("Object Shuffle", "perception/videos"),
+    "moving_direction": Subtask("Moving Direction", "clevrer/video_validation"),
+    "action_localization": Subtask("Action Localization", "sta/sta_video"),
+    "scene_transition": Subtask("Scene Transition", "scene_qa/video"),
+    "action_count": Subtask("Action Count", "perception/videos"),
+    "moving_count": Subtask("Moving Count", "clevrer/video_validation"),
+    "moving_attribute": Subtask("Moving Attribute", "clevrer/video_validation"),
+    "state_change": Subtask("State Change", "perception/videos"),
+    "fine_grained_pose": Subtask("Fine-grained Pose", "nturgbd"),
+    "character_order": Subtask("Character Order", "perception/videos"),
+    "egocentric_navigation": Subtask("Egocentric Navigation", "vlnqa"),
+    "episodic_reasoning": Subtask("Episodic Reasoning", "tvqa/frames_fps3_hq", frames=True),
+    "counterfactual_inference": Subtask("Counterfactual Inference", "clevrer/video_validation"),
 }
 FRAME_FPS = 3
 FRAME_SUFFIXES = (".jpg", ".jpeg", ".png")

@@ -48,10 +48,11 @@ DEFAULT_MODEL = ModelInfo(family="qwen2_5_vl")
 class RefCOCO(Benchmark):
     id_column = "question_id"
     max_new_tokens = 128
+    layout = ("Hub lmms-lab/RefCOCO, lmms-lab/RefCOCOplus or lmms-lab/RefCOCOg: data/<split>-*.parquet "
+              "(image bytes); pass the folder")
 
-    def __init__(self, name: str, split: str, hub: str = "lmms-lab/RefCOCO") -> None:
+    def __init__(self, name: str, split: str) -> None:
         super().__init__(name, split)
-        self.layout = f"Hub {hub}: data/<split>-*.parquet (image bytes); pass the folder"
         self.model = DEFAULT_MODEL
 
     def for_model(self, model: ModelInfo) -> RefCOCO:
@@ -101,6 +102,6 @@ class RefCOCO(Benchmark):
 for _split in ("val", "test", "testA", "testB"):
     BENCHMARKS.add(f"refcoco_{_split}", RefCOCO(f"refcoco_{_split}", _split))
 for _split in ("val", "testA", "testB"):
-    BENCHMARKS.add(f"refcoco+_{_split}", RefCOCO(f"refcoco+_{_split}", _split, "lmms-lab/RefCOCOplus"))
+    BENCHMARKS.add(f"refcoco+_{_split}", RefCOCO(f"refcoco+_{_split}", _split))
 for _split in ("val", "test"):
-    BENCHMARKS.add(f"refcocog_{_split}", RefCOCO(f"refcocog_{_split}", _split, "lmms-lab/RefCOCOg"))
+    BENCHMARKS.add(f"refcocog_{_split}", RefCOCO(f"refcocog_{_split}", _split))
