@@ -139,8 +139,9 @@ class Benchmark(ABC):
         return items, skipped
 
     def for_model(self, model: ModelInfo) -> Benchmark:
-        """This benchmark as it scores ``model``'s answers; the same one unless its scoring depends on the
-        model (RefCOCO reads boxes in the model family's coordinates, in the image size the model saw)."""
+        """This benchmark as it asks and scores ``model``; the same one unless its prompt or scoring depends on
+        the model (RefCOCO reads boxes in the model family's coordinates, in the image size the model saw;
+        Video-MME's subtitles are those at the frames the model sees)."""
         return self
 
     @abstractmethod

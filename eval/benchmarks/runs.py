@@ -44,6 +44,8 @@ class BenchmarkSet:
     skipped: list[SkippedRow] = field(default_factory=list)
     ask: Ask | None = None
     """The judge model that extracts answers the benchmark's rules cannot read (``eval.judge``), if any."""
+    think: bool = True
+    """Whether the ``task`` style asks for ``<think>`` first (how the prompts were built)."""
 
     @property
     def name(self) -> str:
@@ -61,8 +63,14 @@ class BenchmarkSet:
         return result
 
     def for_model(self, model: ModelInfo) -> BenchmarkSet:
-        """This set as it scores ``model`` (see :meth:`~eval.benchmarks.base.Benchmark.for_model`)."""
-        return dataclasses.replace(self, benchmark=self.benchmark.for_model(model))
+        """This set as it asks and scores ``model`` (see :meth:`~eval.benchmarks.base.Benchmark.for_model`):
+        the prompts are built again when the benchmark's view of the model differs."""
+        benchmark = self.benchmark.for_model(model)
+        if benchmark is self.benchmark:
+            return self
+        samples = [prompt_sample(benchmark, self.items[sample.id], self.style, think=self.think)
+                   for sample in self.samples]
+        return dataclasses.replace(self, benchmark=benchmark, samples=samples)
 
     def score(self, sample: Sample, completions: Sequence[Completion]) -> ItemRecord:
         """The runner's item scorer: every completion judged by the benchmark's own rules."""
@@ -95,7 +103,7 @@ def load_benchmark(
     if skipped:
         logger.warning("%s: skipped %d of %d rows (first: %s %s)", spec.name, len(skipped), len(skipped) + len(items),
                        skipped[0].reason, skipped[0].detail)
-    return BenchmarkSet(benchmark, style, {item.id: item for item in items}, samples, skipped, ask)
+    return BenchmarkSet(benchmark, style, {item.id: item for item in items}, samples, skipped, ask, think)
 
 
 def prompt_sample(benchmark: Benchmark, item: Item, style: PromptStyle, *, think: bool = True) -> Sample:

@@ -9,8 +9,12 @@ from pathlib import Path
 import pytest
 
 from eval.benchmarks import BENCHMARKS
-from eval.benchmarks.runs import prompt_sample
+from eval.benchmarks.runs import load_benchmark, prompt_sample
+from eval.benchmarks.videomme import Cue, subtitles_at_frames
 from mmgrpo.cli import main
+from mmgrpo.config import BenchmarkConfig
+from processors.budgets import VideoBudget
+from tasks.base import ModelInfo
 from tests.eval import published, saved_predictions, video_files
 from tests.eval.scoring import tables
 from tests.eval.scoring.tables import Case
@@ -27,7 +31,8 @@ def row(question_id: str, video: str, duration: str, task_type: str, answer: str
 ROWS = [row("001-1", "vidA", "short", "Counting Problem", "B"), row("001-2", "vidA", "short", "OCR Problems", "C"),
         row("301-1", "vidB", "long", "Counting Problem", "A"), row("302-1", "gone", "long", "OCR Problems", "D")]
 SRT = ('1\n00:00:00,000 --> 00:00:01,500\n<font color="white" size=".72c">Look at the sky.</font>\n\n'
-       '2\n00:00:01,500 --> 00:00:03,000\n<font color="white" size=".72c">A planet rises.</font>\n')
+       '2\n00:00:01,500 --> 00:00:03,000\n<font color="white" size=".72c">A planet rises.</font>\n\n'
+       '3\n00:00:10,000 --> 00:00:12,000\n<font color="white" size=".72c">After the clip.</font>\n')
 
 
 @pytest.fixture(scope="module")
@@ -62,11 +67,29 @@ def test_the_official_prompts_with_and_without_subtitles(videomme_folder):
         "C. A moon.\nD. A comet.\nThe best answer is:")
     subtitled = BENCHMARKS.get("videomme_w_subtitle")
     items, _ = subtitled.read(str(videomme_folder), "test")
-    assert subtitled.official_prompt(items[0]).startswith(
-        "This video's subtitles are listed below:\nLook at the sky.\nA planet rises.\nSelect the best answer to the "
-        "following multiple-choice question based on the video and the subtitles. Respond")
+    assert subtitled.official_prompt(items[0]).startswith(  # no model known: every subtitle
+        "This video's subtitles are listed below:\nLook at the sky.\nA planet rises.\nAfter the clip.\nSelect the "
+        "best answer to the following multiple-choice question based on the video and the subtitles. Respond")
     assert subtitled.official_prompt(items[2]).startswith(
         "This video's subtitles are listed below:\nNo subtitles available\nSelect")
+
+
+def test_a_model_is_shown_the_subtitles_at_the_frames_it_samples(videomme_folder):
+    """The 2 s clip (4 frames at 2 fps) sampled as 2 frames (0 and 3): the cues on screen then, not the one at 10 s."""
+    bench = load_benchmark(BenchmarkConfig("videomme_w_subtitle", str(videomme_folder)), "official")
+    seen = bench.for_model(ModelInfo(video_budget=VideoBudget(nframes=2)))
+    assert "After the clip." in bench.samples[0].user_text()
+    assert seen.samples[0].user_text().startswith(
+        "This video's subtitles are listed below:\nLook at the sky.\nA planet rises.\nSelect")
+    assert [sample.id for sample in seen.samples] == [sample.id for sample in bench.samples]
+    plain = load_benchmark(BenchmarkConfig("videomme", str(videomme_folder)), "official")
+    assert plain.for_model(ModelInfo()) is plain  # frames only: nothing depends on the model
+
+
+def test_subtitles_at_frames_follow_each_cues_frame_range():
+    cues = [Cue(0.0, 1.0, "one"), Cue(1.0, 1.5, "two"), Cue(3.0, 4.0, "three")]
+    assert subtitles_at_frames(cues, (8, 2.0), VideoBudget(nframes=2)) == "one\nthree"  # frames 0 and 7
+    assert subtitles_at_frames(cues, (8, 2.0), None) == "one\ntwo\nthree"
 
 
 @pytest.fixture(scope="module")
