@@ -23,6 +23,7 @@ answered questions only, as ``official_accuracy`` overall and ``official_accurac
 from __future__ import annotations
 
 import copy
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -87,8 +88,10 @@ def _seconds(stamp: str) -> float:
     return int(hours) * 3600 + int(minutes) * 60 + float(seconds)
 
 
+@functools.lru_cache(maxsize=4096)
 def video_timing(path: str) -> tuple[int, float]:
-    """``(total frames, frames per second)`` of a video, as the default decoding back end reads them."""
+    """``(total frames, frames per second)`` of a video, as the default decoding back end reads them (once per
+    video: three questions share each)."""
     decoded = VIDEO_BACKENDS.get(default_video_backend())(Path(path), lambda total, fps: [0])
     return decoded.total_frames, decoded.source_fps
 
