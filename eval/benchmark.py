@@ -103,7 +103,8 @@ def run(
             ledger.add([row for eval_set in eval_sets.values() for row in eval_set.skipped], split="test", stage="load")
         logger.info("evaluating %s on %d dataset(s) and %d benchmark(s)", name, len(eval_sets), len(benches))
         results[name] = _evaluate_model(
-            model_paths[name], config, eval_sets, benches, options, device=pick_device(device), engine=engine,
+            model_paths[name], config, eval_sets, [bench.for_model(info) for bench in benches], options,
+            device=pick_device(device), engine=engine,
             rewards=reward_policy(task_config), benchmark_max_new_tokens=benchmark_max_new_tokens, **engine_options,
         )
         model_out = out / "models" / f"{index + 1}-{_slug(name)}"

@@ -113,7 +113,8 @@ def task_model_info(model: ModelConfig, model_path: str) -> ModelInfo:
     config = load_model_config(config_source, trust_remote_code=model.trust_remote_code)
     processor = load_processor(model_path, trust_remote_code=model.trust_remote_code)
     require_budgets_fit(model, config, processor)  # before any data is loaded
-    return ModelInfo(family=config.model_type, image_budget=media_budgets(model, processor)["image"])
+    budgets = media_budgets(model, processor)
+    return ModelInfo(family=config.model_type, image_budget=budgets["image"], video_budget=budgets["video"])
 
 
 def build_task(name: str, task_config: TaskConfig, model: ModelInfo) -> Task:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Iterable, Mapping
 
 from mmgrpo.types import Message, Sample
-from processors.budgets import ImageBudget
+from processors.budgets import ImageBudget, VideoBudget
 from tasks.guards import Guards, guarded_answer, single_answer
 from tasks.registry import REWARDS
 from tasks.scoring import reward_fields
@@ -46,6 +46,8 @@ class ModelInfo:
     """The model's ``model_type`` (``qwen2_5_vl``, ``qwen2_vl``, ...); None when unknown."""
     image_budget: ImageBudget = ImageBudget()
     """The budget the batch builder resizes images into, so a task sees the sizes the model sees."""
+    video_budget: VideoBudget = VideoBudget()
+    """The budget clips are sampled under, so a benchmark knows which frames the model sees (Video-MME's subtitles)."""
 
 
 def require(row: Mapping[str, Any], field: str) -> Any:

@@ -7,14 +7,20 @@ the built-in ones.
 from eval.benchmarks import (  # noqa: F401  (registration)
     ai2d,
     chartqa,
+    clevr,
+    countbench,
     docvqa,
     mathvista,
     mme,
     mmmu,
     mmstar,
+    mvbench,
     pope,
+    refcoco,
     scienceqa,
+    superclevr,
     textvqa,
+    videomme,
 )
 from eval.benchmarks.base import BENCHMARKS, Benchmark, Item, PromptStyle, Verdict
 

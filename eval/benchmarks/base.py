@@ -26,7 +26,7 @@ import math
 import re
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -35,7 +35,7 @@ from data_recipes.adapters.base import BadRow
 from eval.benchmarks import files
 from mmgrpo.registry import Registry
 from mmgrpo.skipped_rows import SkippedRow
-from tasks.base import ANSWER_INSTRUCTION, THINK_INSTRUCTION
+from tasks.base import ANSWER_INSTRUCTION, THINK_INSTRUCTION, ModelInfo
 
 PromptStyle = Literal["official", "task"]
 Ask = Callable[[list[str]], list[str]]
@@ -61,6 +61,9 @@ class Item:
     """What the benchmark's prompt and scorer read (choices, answer type, precision, ...)."""
     categories: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)
     """Category key -> label (or several, e.g. MathVista's skills) for per-category results."""
+    videos: tuple[Any, ...] = ()
+    """Resolved video references (a file path, or a clip's frame paths in order), shown after the images;
+    ``media_refs`` names them after the images' references."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,8 @@ class Benchmark(ABC):
     """The limit under the ``task`` prompt style, where the model reasons inside ``<think>`` first."""
     layout: ClassVar[str]
     """Which published dataset to download and the folder layout ``read`` expects (for docs and errors)."""
+    system: ClassVar[str | None] = None
+    """The system message of the official prompt, where the benchmark's reference sends one (MVBench)."""
 
     def __init__(self, name: str, split: str) -> None:
         self.name, self.split = name, split
@@ -109,11 +114,17 @@ class Benchmark(ABC):
     """The column holding the benchmark's own item id; None where it publishes none (the row number is the id)."""
 
     def read(self, path: str, split: str) -> tuple[list[Item], list[SkippedRow]]:
-        """The items of ``split`` under ``path`` and the rows skipped (with the reason), in file order.
+        """The items of ``split`` under ``path`` and the rows skipped (with the reason), in file order."""
+        rows, folder = files.records(path, split)
+        return self.read_rows(rows, folder, path)
+
+    def read_rows(
+        self, rows: Iterable[Mapping[str, Any]], folder: Path | None, path: str
+    ) -> tuple[list[Item], list[SkippedRow]]:
+        """Published ``rows`` (media relative to ``folder``) as items, and the rows skipped.
 
         An id the file repeats (MME names both questions of an image by the image) is ``<id>#<k>`` at its
         k-th occurrence (k >= 2), so every item has its own id in predictions and samples."""
-        rows, folder = files.records(path, split)
         items, skipped = [], []
         seen: Counter[str] = Counter()
         for index, raw in enumerate(rows):
@@ -126,6 +137,12 @@ class Benchmark(ABC):
             except BadRow as error:
                 skipped.append(SkippedRow(item_id, path, error.reason, error.detail))
         return items, skipped
+
+    def for_model(self, model: ModelInfo) -> Benchmark:
+        """This benchmark as it asks and scores ``model``; the same one unless its prompt or scoring depends on
+        the model (RefCOCO reads boxes in the model family's coordinates, in the image size the model saw;
+        Video-MME's subtitles are those at the frames the model sees)."""
+        return self
 
     @abstractmethod
     def item(self, raw: Mapping[str, Any], item_id: str, folder: Path | None, path: str) -> Item:

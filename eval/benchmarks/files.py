@@ -4,15 +4,16 @@
 (MathVista's ``testmini.json``) is read as its values; anything else goes through
 :func:`data_recipes.reading.open_split` (parquet/jsonl/json lists, a folder of shards found by
 split name, media columns left undecoded). ``images`` resolves a row's image references
-(bytes or paths relative to the files' folder) through the data layer's checks.
+(bytes or paths relative to the files' folder) through the data layer's checks; ``video`` finds and
+checks a video file named by a row (Video-MME, MVBench keep videos beside their annotation files).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from data_recipes.adapters.base import BadRow
 from data_recipes.media import MediaResolver
@@ -47,3 +48,13 @@ def images(
     if not resolved:
         raise BadRow("missing media", f"no image in {', '.join(columns)}")
     return tuple(resolved), tuple(refs)
+
+
+def video(folder: Path, name: str, suffixes: Sequence[str] = ("",)) -> str:
+    """The video ``folder/<name><suffix>`` for the first suffix that exists, checked to decode (its header and
+    first frame); a missing or corrupt file raises ``BadRow`` naming it."""
+    candidates = [folder / f"{name}{suffix}" for suffix in suffixes]
+    found = next((path for path in candidates if path.is_file()), None)
+    if found is None:
+        raise BadRow("missing media", f"no video {' or '.join(str(path) for path in candidates)}")
+    return MediaResolver().resolve(str(found), "video")

@@ -24,6 +24,7 @@ from mmgrpo.config import BenchmarkConfig
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
+from tasks.base import ModelInfo
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ class BenchmarkSet:
     skipped: list[SkippedRow] = field(default_factory=list)
     ask: Ask | None = None
     """The judge model that extracts answers the benchmark's rules cannot read (``eval.judge``), if any."""
+    think: bool = True
+    """Whether the ``task`` style asks for ``<think>`` first (how the prompts were built)."""
 
     @property
     def name(self) -> str:
@@ -58,6 +61,16 @@ class BenchmarkSet:
         if numbers:
             result.reported[self.name] = numbers
         return result
+
+    def for_model(self, model: ModelInfo) -> BenchmarkSet:
+        """This set as it asks and scores ``model`` (see :meth:`~eval.benchmarks.base.Benchmark.for_model`):
+        the prompts are built again when the benchmark's view of the model differs."""
+        benchmark = self.benchmark.for_model(model)
+        if benchmark is self.benchmark:
+            return self
+        samples = [prompt_sample(benchmark, self.items[sample.id], self.style, think=self.think)
+                   for sample in self.samples]
+        return dataclasses.replace(self, benchmark=benchmark, samples=samples)
 
     def score(self, sample: Sample, completions: Sequence[Completion]) -> ItemRecord:
         """The runner's item scorer: every completion judged by the benchmark's own rules."""
@@ -80,24 +93,29 @@ class BenchmarkSet:
 def load_benchmark(
     spec: BenchmarkConfig, style: PromptStyle, *, think: bool = True, ask: Ask | None = None
 ) -> BenchmarkSet:
-    """The items of ``spec`` (at most ``spec.limit``) as prompts: images first, then the prompt text
-    (under the ``task`` style with the think or the answer-only instruction)."""
+    """The items of ``spec`` (at most ``spec.limit``) as prompts (:func:`prompt_sample`)."""
     benchmark = BENCHMARKS.get(spec.name)
     items, skipped = benchmark.read(spec.path, spec.split or benchmark.split)
     items = items[: spec.limit] if spec.limit is not None else items
     if not items:
         raise ValueError(f"benchmark {spec.name}: no usable items in {spec.path} (expected: {benchmark.layout})")
-    samples = [
-        Sample(id=item.id, task=benchmark.name, answer=item.answer, messages=[{"role": "user", "content": [
-            *({"type": "image", "image": image} for image in item.images),
-            {"type": "text", "text": benchmark.prompt(item, style, think=think)},
-        ]}])
-        for item in items
-    ]
+    samples = [prompt_sample(benchmark, item, style, think=think) for item in items]
     if skipped:
         logger.warning("%s: skipped %d of %d rows (first: %s %s)", spec.name, len(skipped), len(skipped) + len(items),
                        skipped[0].reason, skipped[0].detail)
-    return BenchmarkSet(benchmark, style, {item.id: item for item in items}, samples, skipped, ask)
+    return BenchmarkSet(benchmark, style, {item.id: item for item in items}, samples, skipped, ask, think)
+
+
+def prompt_sample(benchmark: Benchmark, item: Item, style: PromptStyle, *, think: bool = True) -> Sample:
+    """One item as a prompt: the benchmark's system message (official style, where it has one), then a user
+    turn with the images, the videos (as video tasks pass them) and the prompt text (under the ``task`` style
+    with the think or the answer-only instruction)."""
+    content = [*({"type": "image", "image": image} for image in item.images),
+               *({"type": "video", "video": video} for video in item.videos),
+               {"type": "text", "text": benchmark.prompt(item, style, think=think)}]
+    system = [{"role": "system", "content": benchmark.system}] if style == "official" and benchmark.system else []
+    return Sample(id=item.id, task=benchmark.name, answer=item.answer,
+                  messages=[*system, {"role": "user", "content": content}])
 
 
 class SavedCompletions:

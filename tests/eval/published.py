@@ -18,10 +18,11 @@ import datasets
 from PIL import Image
 
 
-def png(seed: int, size: int = 56) -> bytes:
-    """A small distinct PNG."""
+def png(seed: int, size: int | tuple[int, int] = 56) -> bytes:
+    """A small distinct PNG, ``size`` square or ``(width, height)``."""
     buffer = io.BytesIO()
-    Image.new("RGB", (size, size), (40 * seed % 256, 90, 160)).save(buffer, format="PNG")
+    dimensions = size if isinstance(size, tuple) else (size, size)
+    Image.new("RGB", dimensions, (40 * seed % 256, 90, 160)).save(buffer, format="PNG")
     return buffer.getvalue()
 
 
@@ -117,12 +118,13 @@ def write_mmmu(folder: Path, rows: dict[str, list[dict]] = MMMU_ROWS, split: str
     return folder
 
 
-def write_parquet(path: Path, rows: list[dict], image_columns: tuple[str, ...] = ("image",)) -> Path:
+def write_parquet(path: Path, rows: list[dict], image_columns: tuple[str, ...] = ("image",),
+                  image_size: int | tuple[int, int] = 56) -> Path:
     """``rows`` as one Hub-style parquet file at ``path``, ``image_columns`` stored as image bytes
-    (a row gives the PNG's seed there)."""
+    (a row gives the PNG's seed there) of ``image_size``."""
     columns: dict[str, list[Any]] = {key: [row[key] for row in rows] for key in rows[0]}
     for column in image_columns:
-        columns[column] = [{"bytes": png(seed), "path": None} for seed in columns[column]]
+        columns[column] = [{"bytes": png(seed, image_size), "path": None} for seed in columns[column]]
     dataset = datasets.Dataset.from_dict(columns)
     for column in image_columns:
         dataset = dataset.cast_column(column, datasets.Image())

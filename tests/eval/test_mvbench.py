@@ -1,0 +1,104 @@
+"""MVBench from its Hub files: per-task json + video folders, the notebook's prompt, check_ans on "(" plus
+the reply's first line, per-task accuracy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from eval.benchmarks import BENCHMARKS
+from eval.benchmarks.runs import prompt_sample
+from processors.budgets import VideoBudget
+from processors.video import load_video
+from tests.eval import published, saved_predictions, video_files
+from tests.eval.scoring import tables
+from tests.eval.scoring.tables import Case
+
+CANDIDATES = tables.MVBENCH_CANDIDATES
+
+
+def write_task(root: Path, task: str, rows: list[dict]) -> None:
+    (root / "json").mkdir(exist_ok=True)
+    (root / "json" / f"{task}.json").write_text(json.dumps(rows))
+
+
+@pytest.fixture(scope="module")
+def mvbench_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("MVBench")
+    videos = root / "video" / "perception" / "videos"
+    videos.mkdir(parents=True)
+    (videos / "clip_1.mp4").write_bytes(video_files.clip(1))
+    write_task(root, "action_count", [  # one question per right option, A to D
+        {"video": "clip_1.mp4", "question": "What is the person doing?", "candidates": CANDIDATES, "answer": answer}
+        for answer in CANDIDATES])
+    write_task(root, "object_shuffle", [
+        {"video": "missing.mp4", "question": "Where is the ball?", "candidates": ["left", "right"], "answer": "left"},
+        {"video": "clip_1.mp4", "question": "Where is the ball?", "candidates": ["left", "right"], "answer": "up"}])
+    frames = root / "video" / "tvqa" / "frames_fps3_hq" / "s01e01_seg01"
+    frames.mkdir(parents=True)
+    for number in range(1, 13):  # four seconds at 3 frames per second
+        (frames / f"{number:05d}.jpg").write_bytes(published.png(number, 16))
+    write_task(root, "episodic_reasoning", [
+        {"video": "s01e01_seg01", "question": "Why does he leave?", "candidates": ["He is late.", "He is tired."],
+         "answer": "He is tired.", "start": 1.0, "end": 2.5}])
+    return root
+
+
+@pytest.fixture(scope="module")
+def read(mvbench_folder):
+    return BENCHMARKS.get("mvbench").read(str(mvbench_folder), "test")
+
+
+def test_tasks_are_read_from_their_json_and_video_folders(mvbench_folder, read):
+    items, skipped = read
+    assert [(item.id, item.answer, item.categories["task_type"]) for item in items] == [
+        ("action_count/0", "A", "Action Count"), ("action_count/1", "B", "Action Count"),
+        ("action_count/2", "C", "Action Count"), ("action_count/3", "D", "Action Count"),
+        ("episodic_reasoning/0", "B", "Episodic Reasoning")]
+    assert items[0].videos == (str(mvbench_folder / "video" / "perception" / "videos" / "clip_1.mp4"),)
+    assert [(row.row_id, row.reason) for row in skipped] == [("object_shuffle/0", "missing media"),
+                                                             ("object_shuffle/1", "bad field")]
+
+
+def test_a_frame_clip_keeps_the_frames_inside_its_bound_and_plays_as_a_video(read):
+    (frames,) = read[0][4].videos
+    assert [Path(frame).name for frame in frames] == [f"{n:05d}.jpg" for n in range(3, 9)]  # 1.0 s to 2.5 s at 3 fps
+    clip = load_video(list(frames), VideoBudget(fps=3.0, max_frames=6))
+    assert clip.frames.shape[0] == len(frames)  # the processors take a list of frame files as a clip
+
+
+def test_the_notebooks_prompt_with_its_system_message(read):
+    benchmark, item = BENCHMARKS.get("mvbench"), read[0][0]
+    assert benchmark.official_prompt(item) == (
+        "Question: What is the person doing?\nOptions:\n(A) man cooking\n(B) dancing\n(C) running\n(D) swimming\n"
+        "Only give the best option.\nBest option:(")
+    sample = prompt_sample(benchmark, item, "official")
+    assert sample.messages[0] == {"role": "system", "content": benchmark.system}
+    assert sample.media("video") == list(item.videos)
+    assert prompt_sample(benchmark, item, "task").messages[0]["role"] == "user"  # the trained format: no system
+
+
+@pytest.mark.parametrize("case", tables.MVBENCH, ids=[case.why for case in tables.MVBENCH])
+def test_replies_are_checked_as_check_ans_after_the_answer_prefix(read, case: Case):
+    item = read[0]["ABCD".index(case.gold)]
+    assert BENCHMARKS.get("mvbench").judge(case.completion, item).correct is case.verdict
+
+
+def test_saved_completions_get_per_task_accuracy(mvbench_folder, tmp_path):
+    entry, rows = saved_predictions.score(tmp_path, "mvbench", mvbench_folder, {
+        "action_count/0": "A) man cooking", "action_count/1": "The answer is B", "action_count/2": "C",
+        "action_count/3": "", "episodic_reasoning/0": "(B) He is tired."})
+    assert [row["metric"] for row in rows] == [1.0, 0.0, 1.0, 1.0, 1.0]  # an empty reply matches any option
+    assert rows[0]["parsed_answer"] == "(A) man cooking"
+    assert entry["summary"]["mvbench/accuracy"] == pytest.approx(0.8)
+    by_task = entry["categories"]["mvbench"]["task_type"]
+    assert by_task["Action Count"]["accuracy"] == pytest.approx(0.75) and by_task["Episodic Reasoning"]["n"] == 1
+
+
+@pytest.mark.parametrize(("completion", "correct"), [("<think>he cooks</think><answer>(A) man cooking</answer>", True),
+                                                     ("<answer>A</answer>", True),
+                                                     ("<answer>The answer is A</answer>", False)])
+def test_the_task_style_checks_the_answer_tags_content(read, completion: str, correct: bool):
+    assert BENCHMARKS.get("mvbench").judge(completion, read[0][0], "task").correct is correct
