@@ -45,7 +45,7 @@ def test_benchmarks_by_name_are_read_from_the_root(scored, root):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--benchmarks", "mmmu_val,videomme", "--benchmark-root", "ROOT"], "--benchmarks: unknown benchmark 'videomme'; known: "),
+    (["--benchmarks", "mmmu_val,mmbench_dev", "--benchmark-root", "ROOT"], "--benchmarks: unknown benchmark 'mmbench_dev'; known: "),
     (["--benchmarks", "mme", "--benchmark-root", "ROOT"], "--benchmarks: mme files not found at "),
     (["--benchmarks", "mmmu_val"], "--benchmarks needs --benchmark-root DIR"),
     (["--benchmark", "mmmu_val=ROOT/mmmu_val", "--benchmark-root", "ROOT"], "--benchmark-root applies to --benchmarks"),
