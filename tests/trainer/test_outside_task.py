@@ -1,6 +1,8 @@
 """A task written outside the repository, as a plain file and as a pip-installed package, goes
 through every job with no launcher and no edit to the repository: train (sync, async, 2 ranks
-under torchrun), eval, sweep (the file) and reject."""
+under torchrun), eval, sweep (the file) and reject. A file task reaches a fresh process the way each torchrun
+rank loads it (the config names it in task.plugins), which the sweep's trial process shows; the ranks themselves
+are shown with the installed package."""
 
 from __future__ import annotations
 
@@ -74,17 +76,6 @@ def test_a_file_task_trains_sync_and_async_evaluates_and_is_rejection_sampled(ou
     kept = tmp_path / "kept.jsonl"
     assert main(["reject", str(outside_recipe), "--out", str(kept), "--threshold", "0.0"]) == 0
     assert all(json.loads(line)["task"] == "outside_count" for line in kept.read_text().splitlines())
-
-
-@pytest.mark.slow
-@pytest.mark.distributed
-def test_a_file_task_trains_on_two_ranks(outside_recipe: Path, tmp_path: Path):
-    overrides = ["train.backend=fsdp2", "log.run_name=ranks", "train.micro_batch_size=4", "train.steps=2",
-                 "eval.before=false", "eval.after=false"]
-    done = subprocess.run([sys.executable, "-m", "mmgrpo", "train", str(outside_recipe), *overrides, "--nproc", "2"],
-                          env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]  # each rank loaded the file named in task.plugins
-    assert run_summary(outside_recipe, "ranks")["grpo_steps"] == 2
 
 
 @pytest.mark.slow
