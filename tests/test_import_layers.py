@@ -35,11 +35,6 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
 ))
 
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    ("mmgrpo/rollout/base.py", "mmgrpo.trainer"): "type only: engines take the back end to sync weights; "
-    "next: a weight-source protocol declared in rollout/base.py",
-    ("mmgrpo/rollout/hf.py", "mmgrpo.trainer"): "type only, as rollout/base.py",
-    ("mmgrpo/rollout/vllm.py", "mmgrpo.trainer"): "type only, as rollout/base.py",
-    ("mmgrpo/rollout/vllm_server.py", "mmgrpo.trainer"): "type only, as rollout/base.py",
     ("tasks/reward_models.py", "mmgrpo.rollout"): "reward-model inference builds an HF engine; "
     "next: an inference interface tasks call, implemented above them",
     ("mmgrpo/reports/run_data.py", "eval"): "a run report summarises its evaluations with EvalResult; "

@@ -27,9 +27,34 @@ from mmgrpo.types import Completion, Sample
 
 if TYPE_CHECKING:
     from mmgrpo.config.schema import Config
-    from mmgrpo.trainer.backends import TrainingBackend
 
 LogprobsMode = Literal["raw", "processed"]
+
+
+class WeightSource(Protocol):
+    """What an engine needs of the training back end that prepared its model (the trainer's back ends have it
+    all): whether weights are sharded over ranks, how to gather them, and how ranks agree."""
+
+    world_size: int
+    shards_weights: bool
+    """True when forward passes gather weights from every rank (all ranks must run the same ones)."""
+
+    @property
+    def is_main_process(self) -> bool:
+        """True on the rank that writes files (rank 0)."""
+        ...
+
+    def all_ranks(self, flag: bool) -> bool:
+        """True when ``flag`` is true on every rank."""
+        ...
+
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """The whole model's weights on the main process; ``{}`` on other ranks."""
+        ...
+
+    def barrier(self) -> None:
+        """Wait until every rank gets here."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -105,7 +130,7 @@ class RolloutEngine(Protocol):
     @classmethod
     def from_config(
         cls, config: Config, model: torch.nn.Module, processor: Any, budgets: MediaBudgets,
-        backend: TrainingBackend | None = None,
+        backend: WeightSource | None = None,
     ) -> RolloutEngine:
         """The engine ``config`` describes, sampling from ``model`` as ``backend`` prepared it."""
         ...

@@ -29,13 +29,12 @@ from mmgrpo.models.batch import MediaBudgets, PromptBatch, build_prompt_batch
 from mmgrpo.models.prompt_cache import PromptCache, open_prompt_cache
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
 from mmgrpo.rollout import sampling
-from mmgrpo.rollout.base import ENGINES, SamplingParams, resolve_group_sizes
+from mmgrpo.rollout.base import ENGINES, SamplingParams, WeightSource, resolve_group_sizes
 from mmgrpo.rollout.decode import DecodedTokens, TokenRules, decode_shared_prompts
 from mmgrpo.types import Completion, Sample
 
 if TYPE_CHECKING:
     from mmgrpo.config.schema import Config
-    from mmgrpo.trainer.backends import TrainingBackend
 
 
 @ENGINES.register("hf")
@@ -80,7 +79,7 @@ class HFEngine:
     @classmethod
     def from_config(
         cls, config: Config, model: torch.nn.Module, processor: ProcessorMixin, budgets: MediaBudgets,
-        backend: TrainingBackend | None = None,
+        backend: WeightSource | None = None,
     ) -> HFEngine:
         """The engine the config describes, around ``model`` (as ``backend`` prepared it: decoding is
         synced across ranks when its forward passes are collective)."""

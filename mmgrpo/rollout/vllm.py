@@ -36,14 +36,13 @@ from mmgrpo.models.batch import MediaBudgets, PreparedPrompt, PromptBatch, build
 from mmgrpo.models.compat import names_in_files
 from mmgrpo.models.policy_weights import checkpoint_dir, plain_weights
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
-from mmgrpo.rollout.base import ENGINES, SamplingParams, resolve_group_sizes
+from mmgrpo.rollout.base import ENGINES, SamplingParams, WeightSource, resolve_group_sizes
 from mmgrpo.rollout.hf import generation_eos_ids
 from mmgrpo.types import Completion, Sample
 from processors import AudioClip, LoadedMedia, VideoClip
 
 if TYPE_CHECKING:
     from mmgrpo.config.schema import Config, VLLMConfig
-    from mmgrpo.trainer.backends import TrainingBackend
 
 INSTALL_HINT = (
     "vLLM is not installed in this environment. On a GPU machine: pip install -e '.[vllm]'; on CPU: "
@@ -254,7 +253,7 @@ class VLLMEngine(VLLMSampling):
     @classmethod
     def from_config(
         cls, config: Config, model: torch.nn.Module, processor: ProcessorMixin, budgets: MediaBudgets,
-        backend: TrainingBackend | None = None,
+        backend: WeightSource | None = None,
     ) -> VLLMEngine:
         """The engine ``config.rollout.vllm`` describes, around ``model`` (config validation has refused
         back ends that shard the weights)."""

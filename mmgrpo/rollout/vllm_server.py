@@ -40,7 +40,7 @@ from PIL import Image
 from transformers import ProcessorMixin
 
 from mmgrpo.models.batch import MediaBudgets, PreparedPrompt
-from mmgrpo.rollout.base import ENGINES
+from mmgrpo.rollout.base import ENGINES, WeightSource
 from mmgrpo.rollout.vllm import (
     SampledPrompt, VLLMSampling, checkpoint_named, policy_weights, sampled_prompt, save_weights, vllm_prompt,
 )
@@ -49,7 +49,6 @@ from processors import AudioClip, LoadedMedia, VideoClip
 
 if TYPE_CHECKING:
     from mmgrpo.config.schema import Config
-    from mmgrpo.trainer.backends import TrainingBackend
 
 SERVE_HINT = "start one with `mmgrpo rollout-serve --model PATH --port PORT` and set rollout.server_url"
 
@@ -216,7 +215,7 @@ class VLLMServerEngine(VLLMSampling):
         timeout_s: float = 300.0,
         retries: int = 3,
         wait_s: float = 60.0,
-        backend: TrainingBackend | None = None,
+        backend: WeightSource | None = None,
         sync_address: str | None = None,
     ) -> None:
         """Waits up to ``wait_s`` for the server's ``/health``, then sends it ``model``'s weights
@@ -241,7 +240,7 @@ class VLLMServerEngine(VLLMSampling):
     @classmethod
     def from_config(
         cls, config: Config, model: torch.nn.Module, processor: ProcessorMixin, budgets: MediaBudgets,
-        backend: TrainingBackend | None = None,
+        backend: WeightSource | None = None,
     ) -> VLLMServerEngine:
         rollout = config.rollout
         return cls(
