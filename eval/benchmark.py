@@ -39,7 +39,7 @@ from mmgrpo.inputs import (
     SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, reward_policy, task_model_info,
 )
 from tasks.reward_calls import RewardPolicy
-from tasks.reward_models import RewardModel
+from mmgrpo.reward_models import RewardModel
 
 logger = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from processors import AudioBudget, ImageBudget, VideoBudget
 from tasks import get_task
 from tasks.base import ModelInfo, RowError, Task
 from tasks.reward_calls import RewardPolicy
-from tasks.reward_models import register_reward_models
+from mmgrpo.reward_models import register_reward_models
 
 logger = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"mmgrpo.models"},
     {"tasks"},
     {"mmgrpo.rollout"},
+    {"mmgrpo.reward_models"},
     {"mmgrpo.inputs", "mmgrpo.reports"},
     {"eval"},
     {"mmgrpo.trainer"},
@@ -35,8 +36,6 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
 ))
 
 KNOWN_UPWARD: dict[tuple[str, str], str] = {
-    ("tasks/reward_models.py", "mmgrpo.rollout"): "reward-model inference builds an HF engine; "
-    "next: an inference interface tasks call, implemented above them",
     ("mmgrpo/reports/run_data.py", "eval"): "a run report summarises its evaluations with EvalResult; "
     "next: evaluation summaries written into the run folder, read as data",
 }

@@ -69,7 +69,7 @@ def model_problem(name_or_path: str) -> str | None:
 def _reward_models(config: Config) -> Iterator[str]:
     """Each reward model's checkpoint exists; its name becomes a known reward (nothing is loaded)."""
     from mmgrpo.models.value_head import missing_value_head
-    from tasks.reward_models import register_reward_models
+    from mmgrpo.reward_models import register_reward_models
 
     for index, entry in enumerate(config.task.reward_models):
         if problem := _local_or_hub(entry.path, "reward model"):

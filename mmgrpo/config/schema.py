@@ -151,7 +151,7 @@ DEFAULT_JUDGE_RUBRIC = (
 
 @dataclass
 class RewardModelConfig:
-    """A model used as a reward (tasks/reward_models.py): its ``name`` goes into ``task.rewards``."""
+    """A model used as a reward (mmgrpo/reward_models.py): its ``name`` goes into ``task.rewards``."""
 
     name: str = option("", "The reward's name in task.rewards (must not be a registered reward's).")
     path: str = option("", "Local folder or Hub id of the checkpoint.")

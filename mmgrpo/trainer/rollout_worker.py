@@ -165,7 +165,7 @@ def _serve(
     from mmgrpo.plugins import load_plugins
     from mmgrpo.models.loading import load_model_and_processor
     from mmgrpo.trainer.setup import build_engine
-    from tasks.reward_models import register_reward_models
+    from mmgrpo.reward_models import register_reward_models
 
     config = Config.from_dict(spec.config)
     if config.rollout.worker_threads:

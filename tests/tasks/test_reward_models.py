@@ -10,7 +10,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, Qwen
 
 from mmgrpo.config.schema import RewardModelConfig
 from tasks import REWARDS
-from tasks.reward_models import RewardModel, judge_score, register_reward_models
+from mmgrpo.reward_models import RewardModel, judge_score, register_reward_models
 
 COMPLETIONS = ["<answer>3</answer>", "I think there are four.", "<answer>12</answer> because I counted twice", "x"]
 PROBLEMS = ["How many circles?", "How many squares are there in the picture?", "Count them.", "How many?"]
