@@ -357,6 +357,41 @@ def test_memory_disk_file_count_and_fork_bombs_are_contained(sandbox, limits):
     assert bomb.status == "forbidden"
 
 
+RAW_THREADS = (  # clone(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD), each thread parked in pause()
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nstart = ctypes.cast(libc.syscall, ctypes.c_void_p)\n"
+    "stacks, made = [], 0\nfor _ in range({attempts}):\n    stacks.append(ctypes.create_string_buffer(65536))\n"
+    "    top = (ctypes.addressof(stacks[-1]) + 65536 - 256) & ~15\n"
+    "    if libc.clone(start, ctypes.c_void_p(top), 0x10F00, ctypes.c_void_p(34)) == -1:\n        {on_refusal}\n"
+    "    made += 1\nprint(made)\n")
+
+
+@pytest.mark.parametrize("source", [
+    RAW_THREADS.format(attempts=400, on_refusal="break"),
+    "import threading, time\nthreading.stack_size(65536)\nmade = 0\nfor _ in range(400):\n    try:\n"
+    "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n    except RuntimeError:\n"
+    "        break\n    made += 1\nprint(made)\n",
+])
+def test_threads_raw_or_not_stop_at_the_process_limit(sandbox, limits, source):
+    """Each thread is a host process id: the run may make ``processes`` of them, not the host's 32,768 (as root,
+    ``RLIMIT_NPROC`` did not bind: 400 raw clone threads were made, as many as asked)."""
+    result = attack(sandbox, limits, f"{source}raise SystemExit(1)")
+    assert 0 < int(result.stdout) < limits.processes, result
+
+
+def test_a_thread_bomb_ends_at_a_limit_having_made_few_threads(sandbox, limits):
+    result = attack(sandbox, short(limits), RAW_THREADS.format(attempts=10 ** 9, on_refusal="stacks.pop()\n        continue"))
+    assert result.status in ("cpu_limit", "timeout") and result.stdout == "", result
+
+
+def test_no_lease_on_the_host_files_it_can_read(sandbox, limits):
+    """A read lease on a host file makes every host process that opens it for writing wait (45 s, or until the
+    run ends): refused, as the sandbox's user owns none of them and the seccomp filter answers EPERM."""
+    source = ("import fcntl, os, sys\nfd = os.open(sys.executable, os.O_RDONLY)\ntry:\n"
+              "    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)\nexcept PermissionError:\n    print('refused')\n"
+              "raise SystemExit(1)")
+    assert attack(sandbox, limits, source).stdout == "refused\n"
+
+
 def test_output_floods_are_capped(sandbox, limits):
     result = attack(sandbox, limits, "while True:\n    print('y' * 1_000_000)")
     assert result.status == "output_limit" and len(result.stdout) <= limits.captured_bytes
