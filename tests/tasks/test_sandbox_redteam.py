@@ -383,13 +383,13 @@ def test_a_thread_bomb_ends_at_a_limit_having_made_few_threads(sandbox, limits):
     assert result.status in ("cpu_limit", "timeout") and result.stdout == "", result
 
 
-def test_no_lease_on_the_host_files_it_can_read(sandbox, limits):
+def test_no_lease_on_the_host_files_it_can_read_nor_on_its_own(sandbox, limits):
     """A read lease on a host file makes every host process that opens it for writing wait (45 s, or until the
-    run ends): refused, as the sandbox's user owns none of them and the seccomp filter answers EPERM."""
-    source = ("import fcntl, os, sys\nfd = os.open(sys.executable, os.O_RDONLY)\ntry:\n"
-              "    fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)\nexcept PermissionError:\n    print('refused')\n"
-              "raise SystemExit(1)")
-    assert attack(sandbox, limits, source).stdout == "refused\n"
+    run ends): the sandbox's user owns none of them, and the seccomp filter answers EPERM to any lease."""
+    source = ("import errno, fcntl, os, sys\nopen('own', 'w').close()\nfor path in (sys.executable, 'own'):\n"
+              "    fd = os.open(path, os.O_RDONLY)\n    try:\n        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)\n"
+              "    except OSError as error:\n        print(errno.errorcode[error.errno])\nraise SystemExit(1)")
+    assert attack(sandbox, limits, source).stdout == "EPERM\nEPERM\n"
 
 
 def test_output_floods_are_capped(sandbox, limits):
@@ -473,7 +473,8 @@ def test_files_cleanup_cannot_delete_leave_nothing_on_the_host(sandbox, limits):
 
 
 def test_innocent_code_passes_tempfile_own_files_threads_unix_sockets_copy2(sandbox, limits):
-    """Threads (a pool of 8 too) and Unix socket pairs are allowed; ``sysinfo`` is refused (EPERM), not killed."""
+    """Threads (a pool of 8 too), Unix socket pairs and file locks (sqlite) are allowed; ``sysinfo`` is refused
+    (EPERM), not killed."""
     source = (
         "import tempfile, threading, shutil, os, socket, ctypes\nfrom concurrent.futures import ThreadPoolExecutor\n"
         "with tempfile.NamedTemporaryFile('w', delete=False) as handle:\n    handle.write('4')\n"
@@ -483,6 +484,7 @@ def test_innocent_code_passes_tempfile_own_files_threads_unix_sockets_copy2(sand
         "left, right = socket.socketpair()\nleft.sendall(b'x')\nassert right.recv(1) == b'x'\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
         "assert libc.sysinfo(ctypes.create_string_buffer(256)) == -1 and ctypes.get_errno() == 1\n"
+        "import sqlite3\nwith sqlite3.connect('rows.db') as db:\n    db.execute('create table t (x)')\n"
         "def add(a, b):\n    return a + b + OFFSET\n"
     )
     result = run_tests(source, ADD_TESTS, sandbox, limits)
