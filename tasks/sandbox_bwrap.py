@@ -9,8 +9,9 @@ child program (:mod:`tasks.sandbox_child`) with:
   installation and the child program; no ``/proc``, no ``/sys``, ``/dev`` with the null, zero,
   random and tty nodes only;
 - one writable place, ``/tmp`` (also its working directory and ``HOME``): a private tmpfs of
-  ``disk_mb``, which exists only in its mount namespace and is gone with its last process
-  (and a 1 MiB one at ``/dev/shm`` for POSIX semaphores; ``/dev`` itself is read-only);
+  ``disk_mb`` and, when the trainer is root, at most ``files`` files and folders, also bound at
+  ``/dev/shm`` for POSIX semaphores (:mod:`tasks.sandbox_user`; for another trainer, a 1 MiB tmpfs
+  there); it exists only in its mount namespace and is gone with its last process; ``/dev`` is read-only;
 - no capabilities, a new session (no terminal to inject into), ``--die-with-parent``, and the
   seccomp filter of :mod:`tasks.sandbox_seccomp`;
 - an unprivileged host user (:mod:`tasks.sandbox_user`: ``nobody`` when the trainer is root), so
@@ -31,10 +32,10 @@ from pathlib import Path
 from tasks import sandbox_seccomp, sandbox_user
 from tasks.sandbox import BACKENDS, SandboxLimits, job
 from tasks.sandbox_local import LocalSession
+from tasks.sandbox_user import Launch
 
 CHILD_PROGRAM = Path(__file__).with_name("sandbox_child.py")
 CHILD_INSIDE = "/opt/mmgrpo/sandbox_child.py"
-SHM_BYTES = 1 << 20
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), "
                 "or opt into the unsafe in-process sandbox with task.options.sandbox.backend=process")
@@ -63,13 +64,12 @@ def _folder_arguments() -> list[str]:
     return arguments
 
 
-def bwrap_command(executable: str, limits: SandboxLimits, seccomp_fd: int, launcher: list[str]) -> list[str]:
-    """The full command line of one run, after ``launcher`` (``{events_fd}`` is filled in by :class:`LocalSession`)."""
+def bwrap_command(executable: str, seccomp_fd: int, launch: Launch) -> list[str]:
+    """The full command line of one run (``{events_fd}`` is filled in by :class:`LocalSession`)."""
     return [
-        *launcher, executable, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        *launch.command, executable, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--hostname", "sandbox", *_folder_arguments(), "--ro-bind", str(CHILD_PROGRAM), CHILD_INSIDE,
-        "--dev", "/dev", "--size", str(limits.disk_mb << 20), "--tmpfs", "/tmp", "--size", str(SHM_BYTES),
-        "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/",
+        "--dev", "/dev", *launch.folders, "--remount-ro", "/dev", "--remount-ro", "/",
         "--chdir", "/tmp", "--seccomp", str(seccomp_fd),
         os.path.realpath(sys.executable), "-I", "-S", "-B", CHILD_INSIDE, "{events_fd}",
     ]
@@ -115,14 +115,14 @@ class BwrapSandbox:
 
     def start(self, source: str, limits: SandboxLimits) -> LocalSession:
         payload, tag = job(source, [], limits)
-        launcher, launcher_fds = sandbox_user.launcher([*_installation(), str(CHILD_PROGRAM)])
+        launch = sandbox_user.launcher([*_installation(), str(CHILD_PROGRAM)], limits.disk_mb << 20, limits.files)
         seccomp_read, seccomp_write = os.pipe()
         try:
             os.write(seccomp_write, sandbox_seccomp.build_filter())
             os.close(seccomp_write)
-            return LocalSession(bwrap_command(self.executable, limits, seccomp_read, launcher), payload, tag,
+            return LocalSession(bwrap_command(self.executable, seccomp_read, launch), payload, tag,
                                 wall_seconds=limits.wall_seconds, output_bytes=limits.file_size_mb << 20,
-                                captured_bytes=limits.captured_bytes, pass_fds=(seccomp_read, *launcher_fds),
+                                captured_bytes=limits.captured_bytes, pass_fds=(seccomp_read, *launch.pass_fds),
                                 env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
         finally:
             os.close(seccomp_read)

@@ -11,9 +11,15 @@ namespace: each run has its own), and it owns none of the files bound into it (n
 An unprivileged bubblewrap can only bind what that user can reach, and the interpreter often
 lives under a folder others cannot search (``/root/.pyenv``, a 0700 home). So the trainer makes
 one private mount namespace per process (this file run as a script, as root, once): each such
-folder is covered there by an empty tmpfs, and the paths the sandbox needs are bound back at
-their own place. bubblewrap is entered into that namespace, nothing changes on the host, and
-the namespace is gone with the trainer's file descriptor.
+folder, and ``/tmp``, is covered there by an empty tmpfs, and the paths the sandbox needs are
+bound back at their own place. Each run then enters it (``nsenter``), makes a mount namespace of
+its own (``unshare``) holding its writable folder, a tmpfs capped in size *and* in files (bubblewrap's
+own ``--tmpfs`` takes a size only: file count would be bounded by CPU time alone), and drops to
+``SANDBOX_UID`` (``setpriv``) before it starts bubblewrap. Nothing changes on the host; the
+namespaces are gone with the trainer's file descriptor and the run's last process.
+
+A trainer that is not root starts bubblewrap as itself (``RLIMIT_NPROC`` binds it already), and its
+folder is bubblewrap's ``--tmpfs``: capped in size, not in file count.
 """
 
 from __future__ import annotations
@@ -26,29 +32,47 @@ import shutil
 import stat
 import subprocess
 import sys
+from dataclasses import dataclass
 
 SANDBOX_UID = 65534
+STAGE = "/tmp/sandbox"
+"""Where a run mounts its writable folder before bubblewrap binds it at ``/tmp`` (in its own mount namespace)."""
+SHM_BYTES = 1 << 20
+"""``/dev/shm`` of a sandbox started by a user other than root: a tmpfs of its own."""
+_RUN = ('mount -t tmpfs -o "size=$1,nr_inodes=$2,uid={uid},gid={uid},mode=0755" sandbox {stage} && shift 2 && '
+        'exec "$0" --reuid={uid} --regid={uid} --clear-groups -- "$@"')
 _CLONE_NEWNS, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x00020000, 0x1000, 0x4000, 0x40000
 
 
-def hidden_folders(paths: list[str]) -> list[str]:
-    """The topmost folder above each path that others (a user owning nothing) cannot search, once each."""
-    found: list[str] = []
+@dataclass(frozen=True)
+class Launch:
+    """How to start bubblewrap for one run: the command before it, the file descriptors that command needs, and
+    bubblewrap's arguments that put the writable folder at ``/tmp`` (and ``/dev/shm``, for POSIX semaphores)."""
+
+    command: list[str]
+    pass_fds: tuple[int, ...]
+    folders: list[str]
+
+
+def covered_folders(paths: list[str]) -> list[str]:
+    """``/tmp`` and the topmost folder above each path that others (a user owning nothing) cannot search, those
+    under another left out."""
+    found = ["/tmp"]
     for path in paths:
         parts = path.strip("/").split("/")[:-1]
         for depth in range(1, len(parts) + 1):
             folder = "/" + "/".join(parts[:depth])
             if not os.stat(folder).st_mode & stat.S_IXOTH:
-                if folder not in found:
-                    found.append(folder)
+                found.append(folder)
                 break
-    return found
+    return [folder for folder in dict.fromkeys(found)
+            if not any(folder.startswith(other + "/") for other in found)]
 
 
 @functools.cache
 def _mount_namespace(paths: tuple[str, ...]) -> int:
     """A file descriptor on the private mount namespace where ``paths`` are reachable (made once per process)."""
-    plan = json.dumps([list(paths), hidden_folders(list(paths))])
+    plan = json.dumps([list(paths), covered_folders(list(paths))])
     helper = subprocess.Popen([sys.executable, "-I", "-S", __file__, plan], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
@@ -60,22 +84,27 @@ def _mount_namespace(paths: tuple[str, ...]) -> int:
         helper.wait()
 
 
-def launcher(paths: list[str]) -> tuple[list[str], tuple[int, ...]]:
-    """The command prefix that starts bubblewrap as ``SANDBOX_UID`` with ``paths`` reachable, and the file
-    descriptor it needs; nothing for a trainer that is not root (bubblewrap then runs as the trainer's user)."""
+def launcher(paths: list[str], disk_bytes: int, files: int) -> Launch:
+    """How to start bubblewrap with ``paths`` reachable and a writable folder of ``disk_bytes`` and ``files``: as
+    ``SANDBOX_UID`` when this process is root, as this process's user otherwise (its folder then uncapped in files)."""
     if os.geteuid() != 0:
-        return [], ()
-    nsenter = shutil.which("nsenter")
-    if nsenter is None:
-        raise OSError("nsenter (util-linux) is not installed: as root the sandbox needs it to drop to an unprivileged user")
+        return Launch([], (), ["--size", str(disk_bytes), "--tmpfs", "/tmp", "--size", str(SHM_BYTES), "--tmpfs",
+                               "/dev/shm"])
+    tools = {name: shutil.which(name) for name in ("nsenter", "unshare", "setpriv")}
+    missing = [name for name, path in tools.items() if path is None]
+    if missing:
+        raise OSError(f"{', '.join(missing)} (util-linux) not installed: as root the sandbox needs them to run the "
+                      "code as an unprivileged user")
     namespace = _mount_namespace(tuple(paths))
-    return ([nsenter, f"--mount=/proc/self/fd/{namespace}", f"--setuid={SANDBOX_UID}", f"--setgid={SANDBOX_UID}",
-             "--"], (namespace,))
+    command = [tools["nsenter"], f"--mount=/proc/self/fd/{namespace}", "--", tools["unshare"], "--mount",
+               "--propagation", "private", "--", "/bin/sh", "-c", _RUN.format(uid=SANDBOX_UID, stage=STAGE),
+               tools["setpriv"], str(disk_bytes), str(files)]
+    return Launch(command, (namespace,), ["--bind", STAGE, "/tmp", "--bind", STAGE, "/dev/shm"])
 
 
 def main() -> None:
-    """As root: unshare a mount namespace, cover each hidden folder with a tmpfs, bind the paths back, wait."""
-    paths, hidden = json.loads(sys.argv[1])
+    """As root: unshare a mount namespace, cover each folder with a tmpfs, bind the paths back, wait."""
+    paths, covered = json.loads(sys.argv[1])
     libc = ctypes.CDLL(None, use_errno=True)
 
     def check(result: int, what: str) -> None:
@@ -85,10 +114,11 @@ def main() -> None:
     check(libc.unshare(_CLONE_NEWNS), "unshare")
     check(libc.mount(b"none", b"/", None, _MS_PRIVATE | _MS_REC, None), "make / private")
     kept = {path: os.open(path, os.O_PATH) for path in paths}
-    for folder in hidden:
+    for folder in covered:
         check(libc.mount(b"tmpfs", folder.encode(), b"tmpfs", 0, b"mode=0755,size=64k"), f"tmpfs on {folder}")
+    os.mkdir(STAGE)
     for path, descriptor in kept.items():
-        if any(path.startswith(folder + "/") for folder in hidden):
+        if any(path.startswith(folder + "/") for folder in covered):
             if os.path.isdir(f"/proc/self/fd/{descriptor}"):
                 os.makedirs(path, exist_ok=True)
             else:
