@@ -54,10 +54,10 @@ class Launch:
     folders: list[str]
 
 
-def covered_folders(paths: list[str]) -> list[str]:
-    """``/tmp`` and the topmost folder above each path that others (a user owning nothing) cannot search, those
+def covered_folders(paths: list[str], always: tuple[str, ...] = ("/tmp",)) -> list[str]:
+    """``always`` and the topmost folder above each path that others (a user owning nothing) cannot search, those
     under another left out."""
-    found = ["/tmp"]
+    found = list(always)
     for path in paths:
         parts = path.strip("/").split("/")[:-1]
         for depth in range(1, len(parts) + 1):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks import sandbox_seccomp
+from tasks import sandbox_seccomp, sandbox_user
 from tasks.code import sandbox_results
 from tasks.sandbox import STATUSES, SandboxLimits, run_tests
 from tasks.sandbox_bwrap import BwrapSandbox, SandboxUnavailable
@@ -140,6 +140,17 @@ def test_raw_system_calls_past_pythons_wrappers_are_forbidden(sandbox, limits, n
     source = f"import ctypes\nctypes.CDLL(None).syscall({number}, 1, 0, 0, 0, 0, 0)\n{CORRECT_ADD}"
     result = attack(sandbox, limits, source)
     assert result.status == "forbidden" and "seccomp" in result.error
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a trainer that is not root runs the sandbox as itself")
+def test_a_root_trainer_runs_the_code_as_an_unprivileged_user_owning_nothing_it_sees(sandbox, limits):
+    """Host root's real user is exempt from RLIMIT_NPROC and owns the files bound in (leases): not the code's user.
+    (Host files show as uid 65534 inside, the kernel's name for an unmapped owner; O_NOATIME needs the real owner.)"""
+    source = ("import os, sys\nprint(os.getuid(), os.getgid(), os.getgroups(), os.stat('.').st_uid == os.getuid())\n"
+              "try:\n    os.open(sys.executable, os.O_RDONLY | os.O_NOATIME)\nexcept PermissionError:\n"
+              "    print('not the owner')\nraise SystemExit(1)")
+    uid = sandbox_user.SANDBOX_UID
+    assert attack(sandbox, limits, source).stdout == f"{uid} {uid} [] True\nnot the owner\n"
 
 
 def test_extended_attributes_are_refused_and_setuid_bits_mean_nothing(sandbox, limits):
