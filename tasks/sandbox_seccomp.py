@@ -14,10 +14,10 @@ What it does, on x86-64 and AArch64:
   namespace flag), keyrings, kernel modules, BPF, perf, ``userfaultfd``, ``io_uring`` (its
   operations bypass seccomp), the clock, swap, reboot, file handles;
 - kills it on creating a process: ``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD`` (threads
-  stay allowed). The sandbox runs as root in its user namespace, where ``RLIMIT_NPROC`` does not
-  apply, and the memory and CPU limits are per process: a process of its own would escape both;
+  stay allowed, as many as ``RLIMIT_NPROC`` lets the sandbox's unprivileged user make). The memory
+  and CPU limits are per process: a process of its own would escape both;
 - kills it on ``memfd_create`` (memory outside the tmpfs's size), ``inotify_init`` (a per-user
-  quota shared with the trainer) and ``socket`` of any family but ``AF_UNIX`` (``AF_VSOCK``
+  quota, shared with every sandbox of the trainer) and ``socket`` of any family but ``AF_UNIX`` (``AF_VSOCK``
   reaches a virtual machine's host, past the network namespace);
 - answers ``EPERM`` to extended attributes (``shutil.copy2`` tries them and carries on), to
   ``sysinfo`` (the host's process count and memory) and to ``fcntl(F_SETLEASE)`` (a lease on a host file
