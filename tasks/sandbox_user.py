@@ -4,7 +4,7 @@ The kernel lets a task whose real user is host root (uid 0, whatever it is calle
 user namespace) create processes and threads past ``RLIMIT_NPROC``. A trainer running as root
 would hand bubblewrap, and so the sandboxed code, that exemption: raw ``clone`` threads could
 then take every process id of the host. So when this process is root, bubblewrap is started as
-``SANDBOX_UID`` (``nobody``, no supplementary groups) by ``nsenter --setuid``: the code is an
+``SANDBOX_UID`` (``nobody``, no supplementary groups): the code is an
 ordinary host user, its thread count is held to ``SandboxLimits.processes`` (counted per user
 namespace: each run has its own), and it owns none of the files bound into it (no leases).
 
@@ -84,17 +84,24 @@ def _mount_namespace(paths: tuple[str, ...]) -> int:
         helper.wait()
 
 
+@functools.cache
+def _tools() -> dict[str, str]:
+    """The util-linux programs a root trainer's runs go through, by name, as paths."""
+    tools = {name: shutil.which(name) for name in ("nsenter", "unshare", "setpriv")}
+    missing = [name for name, path in tools.items() if path is None]
+    if missing:
+        raise OSError(f"{', '.join(missing)} (util-linux) not installed: as root the sandbox needs them to run the "
+                      "code as an unprivileged user")
+    return tools
+
+
 def launcher(paths: list[str], disk_bytes: int, files: int) -> Launch:
     """How to start bubblewrap with ``paths`` reachable and a writable folder of ``disk_bytes`` and ``files``: as
     ``SANDBOX_UID`` when this process is root, as this process's user otherwise (its folder then uncapped in files)."""
     if os.geteuid() != 0:
         return Launch([], (), ["--size", str(disk_bytes), "--tmpfs", "/tmp", "--size", str(SHM_BYTES), "--tmpfs",
                                "/dev/shm"])
-    tools = {name: shutil.which(name) for name in ("nsenter", "unshare", "setpriv")}
-    missing = [name for name, path in tools.items() if path is None]
-    if missing:
-        raise OSError(f"{', '.join(missing)} (util-linux) not installed: as root the sandbox needs them to run the "
-                      "code as an unprivileged user")
+    tools = _tools()
     namespace = _mount_namespace(tuple(paths))
     command = [tools["nsenter"], f"--mount=/proc/self/fd/{namespace}", "--", tools["unshare"], "--mount",
                "--propagation", "private", "--", "/bin/sh", "-c", _RUN.format(uid=SANDBOX_UID, stage=STAGE),

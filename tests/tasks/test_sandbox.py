@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 import tasks.sandbox
-from tasks import sandbox_user
-from tasks import get_task
+from tasks import get_task, sandbox_user
 from tasks.code import sandbox_results
 from tasks.sandbox import SandboxLimits, make_sandbox, run_tests
 from tasks.sandbox_bwrap import BwrapSandbox, SandboxUnavailable, unavailable_reason
-from tasks.sandbox_grading import decode, free_names
 from tasks.sandbox_child import encode
+from tasks.sandbox_grading import decode, free_names
 from tasks.sandbox_process import ProcessSandbox
 
 ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(10, 5) == 15"]
