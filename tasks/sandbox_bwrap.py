@@ -122,7 +122,7 @@ class BwrapSandbox:
             os.close(seccomp_write)
             return LocalSession(bwrap_command(self.executable, seccomp_read, launch), payload, tag,
                                 wall_seconds=limits.wall_seconds, output_bytes=limits.file_size_mb << 20,
-                                captured_bytes=limits.captured_bytes, pass_fds=(seccomp_read, *launch.pass_fds),
+                                captured_bytes=limits.captured_bytes, pass_fds=(seccomp_read,),
                                 env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
         finally:
             os.close(seccomp_read)

@@ -46,11 +46,10 @@ _CLONE_NEWNS, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x00020000, 0x1000, 0x4000, 0x400
 
 @dataclass(frozen=True)
 class Launch:
-    """How to start bubblewrap for one run: the command before it, the file descriptors that command needs, and
-    bubblewrap's arguments that put the writable folder at ``/tmp`` (and ``/dev/shm``, for POSIX semaphores)."""
+    """How to start bubblewrap for one run: the command before it, and bubblewrap's arguments that put the writable
+    folder at ``/tmp`` (and ``/dev/shm``, for POSIX semaphores)."""
 
     command: list[str]
-    pass_fds: tuple[int, ...]
     folders: list[str]
 
 
@@ -99,14 +98,15 @@ def launcher(paths: list[str], disk_bytes: int, files: int) -> Launch:
     """How to start bubblewrap with ``paths`` reachable and a writable folder of ``disk_bytes`` and ``files``: as
     ``SANDBOX_UID`` when this process is root, as this process's user otherwise (its folder then uncapped in files)."""
     if os.geteuid() != 0:
-        return Launch([], (), ["--size", str(disk_bytes), "--tmpfs", "/tmp", "--size", str(SHM_BYTES), "--tmpfs",
-                               "/dev/shm"])
+        return Launch([], ["--size", str(disk_bytes), "--tmpfs", "/tmp", "--size", str(SHM_BYTES), "--tmpfs",
+                           "/dev/shm"])
     tools = _tools()
     namespace = _mount_namespace(tuple(paths))
-    command = [tools["nsenter"], f"--mount=/proc/self/fd/{namespace}", "--", tools["unshare"], "--mount",
+    # named through this process's /proc entry, not passed down: an inherited descriptor would reach the code
+    command = [tools["nsenter"], f"--mount=/proc/{os.getpid()}/fd/{namespace}", "--", tools["unshare"], "--mount",
                "--propagation", "private", "--", "/bin/sh", "-c", _RUN.format(uid=SANDBOX_UID, stage=STAGE),
                tools["setpriv"], str(disk_bytes), str(files)]
-    return Launch(command, (namespace,), ["--bind", STAGE, "/tmp", "--bind", STAGE, "/dev/shm"])
+    return Launch(command, ["--bind", STAGE, "/tmp", "--bind", STAGE, "/dev/shm"])
 
 
 def main() -> None:
