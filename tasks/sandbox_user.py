@@ -32,6 +32,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 
 SANDBOX_UID = 65534
@@ -42,6 +43,8 @@ SHM_BYTES = 1 << 20
 _RUN = ('mount -t tmpfs -o "size=$1,nr_inodes=$2,uid={uid},gid={uid},mode=0755" sandbox {stage} && shift 2 && '
         'exec "$0" --reuid={uid} --regid={uid} --clear-groups -- "$@"')
 _CLONE_NEWNS, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x00020000, 0x1000, 0x4000, 0x40000
+_MAKING = threading.Lock()
+"""Held while the mount namespace is made: reward workers starting their first runs at once share one."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,8 @@ def launcher(paths: list[str], disk_bytes: int, files: int) -> Launch:
         return Launch([], ["--size", str(disk_bytes), "--tmpfs", "/tmp", "--size", str(SHM_BYTES), "--tmpfs",
                            "/dev/shm"])
     tools = _tools()
-    namespace = _mount_namespace(tuple(paths))
+    with _MAKING:
+        namespace = _mount_namespace(tuple(paths))
     # named through this process's /proc entry, not passed down: an inherited descriptor would reach the code
     command = [tools["nsenter"], f"--mount=/proc/{os.getpid()}/fd/{namespace}", "--", tools["unshare"], "--mount",
                "--propagation", "private", "--", "/bin/sh", "-c", _RUN.format(uid=SANDBOX_UID, stage=STAGE),
