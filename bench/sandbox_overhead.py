@@ -3,7 +3,7 @@
 Interleaved rounds; each round times one run of: a bare ``python -I -S -c pass`` process (the
 floor any process-based sandbox pays), the unsafe ``process`` back end (a child with rlimits, the
 audit hook and a network namespace where possible: the isolation before bubblewrap) and the
-``bwrap`` back end (namespaces, read-only root, tmpfs, seccomp), and ``bwrap`` on a check of 20
+``bwrap`` back end (namespaces, an unprivileged user, read-only root, tmpfs, seccomp), and ``bwrap`` on a check of 20
 sequential calls (one process answers them one at a time). Then one group of
 ``--group`` completions through the code reward's worker pool (``--workers``) per back end.
 

@@ -47,16 +47,18 @@ class SandboxLimits:
     file_size_mb: int = 8
     """Largest file it may write, and the most it may print (stdout, stderr and its answers together)."""
     disk_mb: int = 16
-    """Size of its private writable folder (``bwrap``: a tmpfs; its files and their count live in it)."""
+    """Size of its private writable folder (``bwrap``: a tmpfs; its files live in it)."""
+    files: int = 4096
+    """Most files and folders in that folder, itself included (``bwrap`` started by root: the tmpfs's inode count)."""
     open_files: int = 64
     processes: int = 32
-    """RLIMIT_NPROC: processes and threads it may have. It does not hold back root (``bwrap`` runs the code as root
-    in its user namespace): there the seccomp filter forbids new processes, and threads share ``memory_mb``."""
+    """RLIMIT_NPROC: processes and threads it may have (``bwrap`` runs the code as an unprivileged host user, so it
+    binds; the seccomp filter forbids new processes there all the same: the other rlimits are per process)."""
     captured_bytes: int = 4096
     """How much of stdout/stderr comes back in the result."""
 
     def __post_init__(self) -> None:
-        for name in ("wall_seconds", "cpu_seconds", "memory_mb", "file_size_mb", "disk_mb", "open_files",
+        for name in ("wall_seconds", "cpu_seconds", "memory_mb", "file_size_mb", "disk_mb", "files", "open_files",
                      "processes"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"sandbox {name} must be positive, got {getattr(self, name)}")

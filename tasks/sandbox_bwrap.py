@@ -9,12 +9,15 @@ child program (:mod:`tasks.sandbox_child`) with:
   installation and the child program; no ``/proc``, no ``/sys``, ``/dev`` with the null, zero,
   random and tty nodes only;
 - one writable place, ``/tmp`` (also its working directory and ``HOME``): a private tmpfs of
-  ``disk_mb``, which exists only in its mount namespace and is gone with its last process
-  (and a 1 MiB one at ``/dev/shm`` for POSIX semaphores; ``/dev`` itself is read-only);
+  ``disk_mb`` and, when the trainer is root, at most ``files`` files and folders, also bound at
+  ``/dev/shm`` for POSIX semaphores (:mod:`tasks.sandbox_user`; for another trainer, a 1 MiB tmpfs
+  there); it exists only in its mount namespace and is gone with its last process; ``/dev`` is read-only;
 - no capabilities, a new session (no terminal to inject into), ``--die-with-parent``, and the
   seccomp filter of :mod:`tasks.sandbox_seccomp`;
-- the child's rlimits (CPU, memory, file size, open files; per process, so the seccomp filter
-  forbids creating processes: threads only) and this side's wall clock and output cap
+- an unprivileged host user (:mod:`tasks.sandbox_user`: ``nobody`` when the trainer is root), so
+  ``RLIMIT_NPROC`` holds its threads to ``processes`` and it owns none of the host files it sees;
+- the child's rlimits (CPU, memory, file size, open files, threads; per process, so the seccomp
+  filter forbids creating processes: threads only) and this side's wall clock and output cap
   (:mod:`tasks.sandbox_local`): killing ``bwrap`` kills its PID namespace, so nothing outlives the run.
 """
 
@@ -26,13 +29,13 @@ import shutil
 import sys
 from pathlib import Path
 
-from tasks import sandbox_seccomp
+from tasks import sandbox_seccomp, sandbox_user
 from tasks.sandbox import BACKENDS, SandboxLimits, job
 from tasks.sandbox_local import LocalSession
+from tasks.sandbox_user import Launch
 
 CHILD_PROGRAM = Path(__file__).with_name("sandbox_child.py")
 CHILD_INSIDE = "/opt/mmgrpo/sandbox_child.py"
-SHM_BYTES = 1 << 20
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
 INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), "
                 "or opt into the unsafe in-process sandbox with task.options.sandbox.backend=process")
@@ -40,6 +43,12 @@ INSTALL_HINT = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; 
 
 class SandboxUnavailable(RuntimeError):
     """The back end cannot run on this machine; the message says why and what to do."""
+
+
+def _installation() -> list[str]:
+    """The interpreter's installation, where it is not under a system folder (bound on its own)."""
+    prefix = os.path.realpath(sys.base_prefix)
+    return [] if any(prefix == folder or prefix.startswith(folder + "/") for folder in SYSTEM_FOLDERS) else [prefix]
 
 
 def _folder_arguments() -> list[str]:
@@ -50,19 +59,17 @@ def _folder_arguments() -> list[str]:
             arguments += ["--symlink", os.readlink(folder), folder]
         elif os.path.isdir(folder):
             arguments += ["--ro-bind", folder, folder]
-    prefix = os.path.realpath(sys.base_prefix)
-    if not any(prefix == folder or prefix.startswith(folder + "/") for folder in SYSTEM_FOLDERS):
+    for prefix in _installation():
         arguments += ["--ro-bind", prefix, prefix]
     return arguments
 
 
-def bwrap_command(executable: str, limits: SandboxLimits, seccomp_fd: int) -> list[str]:
+def bwrap_command(executable: str, seccomp_fd: int, launch: Launch) -> list[str]:
     """The full command line of one run (``{events_fd}`` is filled in by :class:`LocalSession`)."""
     return [
-        executable, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        *launch.command, executable, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--hostname", "sandbox", *_folder_arguments(), "--ro-bind", str(CHILD_PROGRAM), CHILD_INSIDE,
-        "--dev", "/dev", "--size", str(limits.disk_mb << 20), "--tmpfs", "/tmp", "--size", str(SHM_BYTES),
-        "--tmpfs", "/dev/shm", "--remount-ro", "/dev", "--remount-ro", "/",
+        "--dev", "/dev", *launch.folders, "--remount-ro", "/dev", "--remount-ro", "/",
         "--chdir", "/tmp", "--seccomp", str(seccomp_fd),
         os.path.realpath(sys.executable), "-I", "-S", "-B", CHILD_INSIDE, "{events_fd}",
     ]
@@ -76,7 +83,10 @@ def unavailable_reason(executable: str) -> str | None:
     path = shutil.which(executable)
     if path is None:
         return f"{executable!r} is not installed"
-    session = BwrapSandbox(path).start("", SandboxLimits(wall_seconds=20))
+    try:
+        session = BwrapSandbox(path).start("", SandboxLimits(wall_seconds=20))
+    except OSError as error:
+        return str(error)
     loaded = session.events.loaded
     (probe, _), = session.close()
     if probe.status != "ok" or not loaded:
@@ -93,7 +103,7 @@ class BwrapSandbox:
     def __init__(self, executable: str = "bwrap") -> None:
         """``executable``: the bubblewrap program (a name on ``PATH`` or a path)."""
         self.executable = executable
-        self.isolation = "bwrap (namespaces, read-only root, private tmpfs, seccomp)"
+        self.isolation = "bwrap (namespaces, unprivileged user, read-only root, private tmpfs, seccomp)"
 
     @classmethod
     def from_options(cls, executable: str = "bwrap") -> BwrapSandbox:
@@ -105,11 +115,12 @@ class BwrapSandbox:
 
     def start(self, source: str, limits: SandboxLimits) -> LocalSession:
         payload, tag = job(source, [], limits)
+        launch = sandbox_user.launcher([*_installation(), str(CHILD_PROGRAM)], limits.disk_mb << 20, limits.files)
         seccomp_read, seccomp_write = os.pipe()
         try:
             os.write(seccomp_write, sandbox_seccomp.build_filter())
             os.close(seccomp_write)
-            return LocalSession(bwrap_command(self.executable, limits, seccomp_read), payload, tag,
+            return LocalSession(bwrap_command(self.executable, seccomp_read, launch), payload, tag,
                                 wall_seconds=limits.wall_seconds, output_bytes=limits.file_size_mb << 20,
                                 captured_bytes=limits.captured_bytes, pass_fds=(seccomp_read,),
                                 env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})

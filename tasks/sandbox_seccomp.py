@@ -14,13 +14,14 @@ What it does, on x86-64 and AArch64:
   namespace flag), keyrings, kernel modules, BPF, perf, ``userfaultfd``, ``io_uring`` (its
   operations bypass seccomp), the clock, swap, reboot, file handles;
 - kills it on creating a process: ``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD`` (threads
-  stay allowed). The sandbox runs as root in its user namespace, where ``RLIMIT_NPROC`` does not
-  apply, and the memory and CPU limits are per process: a process of its own would escape both;
+  stay allowed, as many as ``RLIMIT_NPROC`` lets the sandbox's unprivileged user make). The memory
+  and CPU limits are per process: a process of its own would escape both;
 - kills it on ``memfd_create`` (memory outside the tmpfs's size), ``inotify_init`` (a per-user
-  quota shared with the trainer) and ``socket`` of any family but ``AF_UNIX`` (``AF_VSOCK``
+  quota, shared with every sandbox of the trainer) and ``socket`` of any family but ``AF_UNIX`` (``AF_VSOCK``
   reaches a virtual machine's host, past the network namespace);
-- answers ``EPERM`` to extended attributes (``shutil.copy2`` tries them and carries on) and to
-  ``sysinfo`` (the host's process count and memory), ``ENOSYS`` to ``clone3`` (whose flags a
+- answers ``EPERM`` to extended attributes (``shutil.copy2`` tries them and carries on), to
+  ``sysinfo`` (the host's process count and memory) and to ``fcntl(F_SETLEASE)`` (a lease on a host file
+  bound into the sandbox makes the host's writers of that file wait), ``ENOSYS`` to ``clone3`` (whose flags a
   filter cannot read: the C library falls back to ``clone``);
 - kills a process of any other architecture (32-bit or x32 system calls) outright.
 """
@@ -40,11 +41,12 @@ _RET_K = 0x06
 RET_ALLOW = 0x7FFF0000
 RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
-_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0 = 0, 4, 16  # struct seccomp_data (little-endian)
+_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0, _OFFSET_ARG1 = 0, 4, 16, 24  # struct seccomp_data (little-endian)
 _X32_BIT = 0x40000000
 CLONE_NAMESPACE_FLAGS = 0x7E020000 | 0x00000080  # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET + NEWTIME
 CLONE_THREAD = 0x00010000
 AF_UNIX = 1
+F_SETLEASE = 1024
 
 KILLED = (
     "mknod", "mknodat", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_send_signal",
@@ -80,6 +82,7 @@ NUMBERS = {
     "prlimit64": (302, 261), "clone": (56, 220), "clone3": (435, 435),
     "fork": (57, None), "vfork": (58, None), "memfd_create": (319, 279), "memfd_secret": (447, 447),
     "inotify_init": (253, None), "inotify_init1": (294, 26), "sysinfo": (99, 179), "socket": (41, 198),
+    "fcntl": (72, 25),
 }
 _ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in NUMBERS, AUDIT_ARCH_*
 
@@ -115,7 +118,7 @@ def build_filter(machine: str | None = None) -> bytes:
         program += [_op(_JEQ_K, number[name], jf=1), _op(_RET_K, RET_ERRNO | errno.EPERM)]
     program += [_op(_JEQ_K, number["clone3"], jf=1), _op(_RET_K, RET_ERRNO | errno.ENOSYS)]
     # clone is allowed for a thread only (CLONE_THREAD, no namespace flag); socket for AF_UNIX only; prlimit64 on
-    # itself only (pid 0): anything else is killed
+    # itself only (pid 0): anything else is killed; fcntl but F_SETLEASE (EPERM)
     program += [
         _op(_JEQ_K, number["clone"], jf=5),
         _op(_LD_W_ABS, _OFFSET_ARG0),
@@ -132,6 +135,11 @@ def build_filter(machine: str | None = None) -> bytes:
         _op(_LD_W_ABS, _OFFSET_ARG0),
         _op(_JEQ_K, 0, jt=1),
         _op(_RET_K, RET_KILL_PROCESS),
+        _op(_RET_K, RET_ALLOW),
+        _op(_JEQ_K, number["fcntl"], jf=4),
+        _op(_LD_W_ABS, _OFFSET_ARG1),
+        _op(_JEQ_K, F_SETLEASE, jf=1),
+        _op(_RET_K, RET_ERRNO | errno.EPERM),
         _op(_RET_K, RET_ALLOW),
         _op(_RET_K, RET_ALLOW),
     ]

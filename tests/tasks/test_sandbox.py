@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 import tasks.sandbox
-from tasks import get_task
+from tasks import get_task, sandbox_user
 from tasks.code import sandbox_results
 from tasks.sandbox import SandboxLimits, make_sandbox, run_tests
 from tasks.sandbox_bwrap import BwrapSandbox, SandboxUnavailable, unavailable_reason
-from tasks.sandbox_grading import decode, free_names
 from tasks.sandbox_child import encode
+from tasks.sandbox_grading import decode, free_names
 from tasks.sandbox_process import ProcessSandbox
 
 ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(10, 5) == 15"]
@@ -165,6 +165,17 @@ def test_results_are_computed_once_per_completion_for_both_rewards(bwrap, limits
     first = sandbox_results(completions, [ADD_TESTS] * 2, bwrap, limits, workers=2)
     assert first[0].status == "passed" and first[1] is None
     assert sandbox_results(completions, [ADD_TESTS] * 2, bwrap, limits, workers=2)[0] is first[0]
+
+
+def test_the_folders_covered_for_the_unprivileged_user_are_tmp_and_the_topmost_unsearchable_ones(tmp_path):
+    shut = tmp_path / "home"
+    (shut / "inner").mkdir(parents=True, mode=0o700)
+    shut.chmod(0o700)
+    paths = [str(shut / "inner" / "python"), str(shut / "child.py"), "/usr/bin/env"]
+    (topmost,) = sandbox_user.covered_folders(paths, always=())  # shut, or a shut folder above it
+    assert str(shut).startswith(topmost) and not os.stat(topmost).st_mode & 0o001
+    assert all(os.stat(parent).st_mode & 0o001 for parent in Path(topmost).parents)
+    assert sandbox_user.covered_folders(paths) == ["/tmp"]  # tmp_path is under /tmp, covered already
 
 
 def test_limits_must_be_positive():

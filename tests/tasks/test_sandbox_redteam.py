@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks import sandbox_seccomp
+from tasks import sandbox_seccomp, sandbox_user
 from tasks.code import sandbox_results
 from tasks.sandbox import STATUSES, SandboxLimits, run_tests
 from tasks.sandbox_bwrap import BwrapSandbox, SandboxUnavailable
@@ -88,6 +88,14 @@ def test_host_files_cannot_be_read_by_path_fd_or_proc(sandbox, limits, tmp_path)
         assert "root:" not in result.stdout
 
 
+def test_it_inherits_no_file_descriptor_but_its_pipes(sandbox, limits):
+    """The launcher's handle on its mount namespace (or anything else of the trainer's) never reaches the code."""
+    source = ("import os, stat\nkinds = set()\nfor fd in range(1024):\n    try:\n"
+              "        kinds.add(stat.S_ISFIFO(os.fstat(fd).st_mode))\n    except OSError:\n        pass\n"
+              "print(kinds)\nraise SystemExit(1)")
+    assert attack(sandbox, limits, source).stdout == "{True}\n"
+
+
 def test_host_files_cannot_be_written_by_fspath_tricks_dir_fd_or_symlinks(sandbox, limits, tmp_path):
     target = tmp_path / "planted.txt"
     routes = [
@@ -140,6 +148,17 @@ def test_raw_system_calls_past_pythons_wrappers_are_forbidden(sandbox, limits, n
     source = f"import ctypes\nctypes.CDLL(None).syscall({number}, 1, 0, 0, 0, 0, 0)\n{CORRECT_ADD}"
     result = attack(sandbox, limits, source)
     assert result.status == "forbidden" and "seccomp" in result.error
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a trainer that is not root runs the sandbox as itself")
+def test_a_root_trainer_runs_the_code_as_an_unprivileged_user_owning_nothing_it_sees(sandbox, limits):
+    """Host root's real user is exempt from RLIMIT_NPROC and owns the files bound in (leases): not the code's user.
+    (Host files show as uid 65534 inside, the kernel's name for an unmapped owner; O_NOATIME needs the real owner.)"""
+    source = ("import os, sys\nprint(os.getuid(), os.getgid(), os.getgroups(), os.stat('.').st_uid == os.getuid())\n"
+              "try:\n    os.open(sys.executable, os.O_RDONLY | os.O_NOATIME)\nexcept PermissionError:\n"
+              "    print('not the owner')\nraise SystemExit(1)")
+    uid = sandbox_user.SANDBOX_UID
+    assert attack(sandbox, limits, source).stdout == f"{uid} {uid} [] True\nnot the owner\n"
 
 
 def test_extended_attributes_are_refused_and_setuid_bits_mean_nothing(sandbox, limits):
@@ -350,11 +369,47 @@ def test_memory_disk_file_count_and_fork_bombs_are_contained(sandbox, limits):
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - host_peak_before < 100 * 1024  # KiB
     disk = attack(sandbox, limits, "n = 0\nwhile True:\n    open(f'f{n}', 'wb').write(b'x' * 1_000_000)\n    n += 1")
     assert "No space left" in disk.error or "File too large" in disk.error
-    files = attack(sandbox, limits, "n = 0\nwhile True:\n    open(f'f{n}', 'w').close()\n    n += 1")
-    assert files.status in ("cpu_limit", "timeout", "error")
+    files = attack(sandbox, limits, "import os\nn = 0\ntry:\n    while True:\n        os.close(os.open(f'f{n}', os.O_CREAT))\n"
+                                    "        n += 1\nfinally:\n    print(n)")
+    assert "No space left" in files.error and int(files.stdout) < limits.files  # not bounded by CPU time alone
     bomb = attack(sandbox, short(limits), "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
                                    "        pass")
     assert bomb.status == "forbidden"
+
+
+RAW_THREADS = (  # clone(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD), each thread parked in pause()
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nstart = ctypes.cast(libc.syscall, ctypes.c_void_p)\n"
+    "stacks, made = [], 0\nfor _ in range({attempts}):\n    stacks.append(ctypes.create_string_buffer(65536))\n"
+    "    top = (ctypes.addressof(stacks[-1]) + 65536 - 256) & ~15\n"
+    "    if libc.clone(start, ctypes.c_void_p(top), 0x10F00, ctypes.c_void_p(34)) == -1:\n        {on_refusal}\n"
+    "    made += 1\nprint(made)\n")
+
+
+@pytest.mark.parametrize("source", [
+    RAW_THREADS.format(attempts=400, on_refusal="break"),
+    "import threading, time\nthreading.stack_size(65536)\nmade = 0\nfor _ in range(400):\n    try:\n"
+    "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n    except RuntimeError:\n"
+    "        break\n    made += 1\nprint(made)\n",
+])
+def test_threads_raw_or_not_stop_at_the_process_limit(sandbox, limits, source):
+    """Each thread is a host process id: the run may make ``processes`` of them, not the host's 32,768 (as root,
+    ``RLIMIT_NPROC`` did not bind: 400 raw clone threads were made, as many as asked)."""
+    result = attack(sandbox, limits, f"{source}raise SystemExit(1)")
+    assert 0 < int(result.stdout) < limits.processes, result
+
+
+def test_a_thread_bomb_ends_at_a_limit_having_made_few_threads(sandbox, limits):
+    result = attack(sandbox, short(limits), RAW_THREADS.format(attempts=10 ** 9, on_refusal="stacks.pop()\n        continue"))
+    assert result.status in ("cpu_limit", "timeout") and result.stdout == "", result
+
+
+def test_no_lease_on_the_host_files_it_can_read_nor_on_its_own(sandbox, limits):
+    """A read lease on a host file makes every host process that opens it for writing wait (45 s, or until the
+    run ends): the sandbox's user owns none of them, and the seccomp filter answers EPERM to any lease."""
+    source = ("import errno, fcntl, os, sys\nopen('own', 'w').close()\nfor path in (sys.executable, 'own'):\n"
+              "    fd = os.open(path, os.O_RDONLY)\n    try:\n        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)\n"
+              "    except OSError as error:\n        print(errno.errorcode[error.errno])\nraise SystemExit(1)")
+    assert attack(sandbox, limits, source).stdout == "EPERM\nEPERM\n"
 
 
 def test_output_floods_are_capped(sandbox, limits):
@@ -438,7 +493,8 @@ def test_files_cleanup_cannot_delete_leave_nothing_on_the_host(sandbox, limits):
 
 
 def test_innocent_code_passes_tempfile_own_files_threads_unix_sockets_copy2(sandbox, limits):
-    """Threads (a pool of 8 too) and Unix socket pairs are allowed; ``sysinfo`` is refused (EPERM), not killed."""
+    """Threads (a pool of 8 too), Unix socket pairs, file locks (sqlite) and POSIX semaphores are allowed;
+    ``sysinfo`` is refused (EPERM), not killed."""
     source = (
         "import tempfile, threading, shutil, os, socket, ctypes\nfrom concurrent.futures import ThreadPoolExecutor\n"
         "with tempfile.NamedTemporaryFile('w', delete=False) as handle:\n    handle.write('4')\n"
@@ -448,6 +504,8 @@ def test_innocent_code_passes_tempfile_own_files_threads_unix_sockets_copy2(sand
         "left, right = socket.socketpair()\nleft.sendall(b'x')\nassert right.recv(1) == b'x'\n"
         "libc = ctypes.CDLL(None, use_errno=True)\n"
         "assert libc.sysinfo(ctypes.create_string_buffer(256)) == -1 and ctypes.get_errno() == 1\n"
+        "import sqlite3\nwith sqlite3.connect('rows.db') as db:\n    db.execute('create table t (x)')\n"
+        "import multiprocessing\nwith multiprocessing.Lock():\n    pass\n"
         "def add(a, b):\n    return a + b + OFFSET\n"
     )
     result = run_tests(source, ADD_TESTS, sandbox, limits)
