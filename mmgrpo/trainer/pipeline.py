@@ -30,6 +30,7 @@ import torch
 from eval import EvalResult, comparison_table, evaluate_policy
 from eval.benchmark import eval_options, held_out_datasets
 from mmgrpo.config import Config
+from mmgrpo.distributed import Ranks
 from mmgrpo.failures import FAILURE_FILE, RunFailure
 from mmgrpo.models.prompt_cache import open_prompt_cache
 from mmgrpo.reports.html import refresh_report
@@ -39,7 +40,6 @@ from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.trainer.backends import TrainingBackend
 from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger
 from mmgrpo.run_files import read_metrics
-from mmgrpo.trainer.ranks import Ranks
 from mmgrpo.trainer.report import write_report
 from mmgrpo.trainer.reward_errors import reward_error_summary
 from mmgrpo.trainer.resume import SFT_CHECKPOINTS, SFT_MODEL, ResumePoint, plan_resume

@@ -26,9 +26,6 @@ does that for a config.
 
 from __future__ import annotations
 
-import datetime
-import os
-import socket
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,31 +206,6 @@ def reduce_across_ranks(
     if op == "mean":
         packed /= torch.distributed.get_world_size()
     return dict(zip(names, packed.tolist()))
-
-
-def one_process_group_unless_launched() -> None:
-    """Started without a launcher (plain ``python``): set what torchrun would for a group of one."""
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        return
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    one = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
-    for name, value in one.items():
-        os.environ.setdefault(name, value)
-
-
-def init_process_group(timeout_seconds: float) -> None:
-    """The default process group, unless one exists: NCCL where CUDA is, else gloo. A collective
-    that waits longer than ``timeout_seconds`` (a rank crashed or hangs) raises instead of hanging."""
-    if torch.distributed.is_initialized():
-        return
-    one_process_group_unless_launched()
-    if torch.cuda.is_available():  # NCCL: one GPU per rank on each node
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    torch.distributed.init_process_group(
-        backend="nccl" if torch.cuda.is_available() else "gloo", timeout=datetime.timedelta(seconds=timeout_seconds)
-    )
 
 
 def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:

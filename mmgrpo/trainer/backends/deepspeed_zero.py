@@ -23,10 +23,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from mmgrpo.config.errors import ConfigError
+from mmgrpo.distributed import one_process_group_unless_launched
 from mmgrpo.models.policy_weights import plain_weights
-from mmgrpo.trainer.backends.base import (
-    BACKENDS, OptimizerSpec, ProcessGroupMember, one_process_group_unless_launched,
-)
+from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, ProcessGroupMember
 from mmgrpo.trainer.backends.deepspeed_config import implied_settings, merged_config, read_user_config
 from mmgrpo.trainer.optim import parameter_groups
 from mmgrpo.trainer.nonfinite import require_finite

@@ -23,9 +23,8 @@ from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionP
 from torch.distributed.tensor import DTensor
 
 from mmgrpo.config.errors import ConfigError
-from mmgrpo.trainer.backends.base import (
-    BACKENDS, OptimizerSpec, ProcessGroupMember, init_process_group, trainable_parameters,
-)
+from mmgrpo.distributed import init_process_group
+from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, ProcessGroupMember, trainable_parameters
 from mmgrpo.trainer.nonfinite import require_finite
 
 if TYPE_CHECKING:

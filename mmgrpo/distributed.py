@@ -1,0 +1,93 @@
+"""Which process this is among the ranks a launcher (torchrun, accelerate, ``mmgrpo train --nproc``)
+started, and the default process group they share.
+
+Below the trainer and eval in the layers: training uses it for its set-up around the back end
+(data, SFT, outputs), evaluation to split items over ranks (``mmgrpo eval`` under torchrun).
+Every rank runs the same job; files are written by the main process only, and what every rank
+reads from a shared cache (generated datasets, tiny models) is built by the main process first.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from mmgrpo.config.validation import launched_world_size
+
+
+def one_process_group_unless_launched() -> None:
+    """Started without a launcher (plain ``python``): set what torchrun would for a group of one."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    one = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    for name, value in one.items():
+        os.environ.setdefault(name, value)
+
+
+def init_process_group(timeout_seconds: float) -> None:
+    """The default process group, unless one exists: NCCL where CUDA is, else gloo. A collective
+    that waits longer than ``timeout_seconds`` (a rank crashed or hangs) raises instead of hanging."""
+    if torch.distributed.is_initialized():
+        return
+    one_process_group_unless_launched()
+    if torch.cuda.is_available():  # NCCL: one GPU per rank on each node
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    torch.distributed.init_process_group(
+        backend="nccl" if torch.cuda.is_available() else "gloo", timeout=datetime.timedelta(seconds=timeout_seconds)
+    )
+
+
+@dataclass(frozen=True)
+class Ranks:
+    rank: int = 0
+    world_size: int = 1
+
+    @classmethod
+    def join(cls, timeout_seconds: float) -> Ranks:
+        """This process's place among the launched ranks (joining their process group), or the only one."""
+        if launched_world_size() == 1:
+            return cls()
+        init_process_group(timeout_seconds)
+        return cls(torch.distributed.get_rank(), torch.distributed.get_world_size())
+
+    @property
+    def is_main_process(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            torch.distributed.barrier()
+
+    @contextmanager
+    def main_process_first(self) -> Iterator[None]:
+        """The main process runs the block first (e.g. builds a shared cache), then the others."""
+        if not self.is_main_process:
+            self.barrier()
+        yield
+        if self.is_main_process:
+            self.barrier()
+
+    def gather(self, value: Any) -> list[Any]:
+        """Every rank's ``value`` (picklable), in rank order, on every rank."""
+        if self.world_size == 1:
+            return [value]
+        values: list[Any] = [None] * self.world_size
+        torch.distributed.all_gather_object(values, value)
+        return values
+
+    def share_main_weights(self, model: torch.nn.Module) -> None:
+        """Every rank takes the main process's weights (replicated work, e.g. SFT, may differ in the last bits)."""
+        if self.world_size == 1:
+            return
+        for tensor in model.state_dict().values():
+            torch.distributed.broadcast(tensor.data, src=0)
