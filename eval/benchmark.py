@@ -28,11 +28,13 @@ from eval.benchmarks.runs import (
 )
 from eval.report import write_outputs
 from eval.results import EvalOptions, EvalResult
+from eval.resume import Journal, claim, finish
 from eval.runner import evaluate_policy
-from mmgrpo.config import BenchmarkConfig, Config, DatasetConfig, ModelConfig, TaskConfig
+from mmgrpo.config import BenchmarkConfig, Config, DataConfig, DatasetConfig, ModelConfig, RolloutConfig, TaskConfig
+from mmgrpo.distributed import Ranks
 from mmgrpo.models.budget_limits import require_budgets_fit
 from mmgrpo.models.loading import load_model_and_processor
-from mmgrpo.rollout.base import ENGINES
+from mmgrpo.rollout.base import ENGINES, RolloutEngine
 from mmgrpo.models.prompt_cache import PromptCache, open_prompt_cache
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.inputs import (
@@ -44,6 +46,7 @@ from mmgrpo.reward_models import RewardModel
 logger = logging.getLogger(__name__)
 
 CACHE_DIR_NAME = "_cache"  # under the output folder: generated datasets and tiny models
+IN_PROCESS_ENGINE = "hf"  # takes the evaluation's own options; other engines are built from their config
 
 
 def run(
@@ -57,6 +60,7 @@ def run(
     max_prompt_tokens: int = 1024,
     device: str = "auto",
     engine: str = "hf",
+    rollout: RolloutConfig | None = None,
     group_shared: bool = True,
     cache_dir: str | Path | None = None,
     data_seed: int = 0,
@@ -65,6 +69,7 @@ def run(
     prompt_style: PromptStyle = "official",
     benchmark_max_new_tokens: int | None = None,
     judge: Ask | None = None,
+    ranks: Ranks = Ranks(),
 ) -> dict[str, EvalResult]:
     """Evaluate every model in ``models`` on ``datasets`` and ``benchmarks``; returns model -> result.
 
@@ -73,9 +78,14 @@ def run(
     dtype, media budgets and tiny-model options shared by all models; ``task`` the
     default task and prompt style. Datasets generated from a recipe (and tiny models) are
     cached under ``cache_dir`` (default ``out_dir/_cache``); encoded prompts in ``prompt_cache``
-    (the preprocessing cache) when the engine decodes from encoded tensors. Benchmarks are asked
-    in ``prompt_style`` and generated under ``benchmark_max_new_tokens`` (None: each its own limit);
-    ``judge`` extracts the answers a benchmark's rules cannot read where its reference uses an LLM.
+    (the preprocessing cache) when the engine decodes from encoded tensors. ``engine`` names the
+    rollout engine; one other than ``hf`` is built from ``rollout`` (e.g. ``rollout.vllm``). Benchmarks
+    are asked in ``prompt_style`` and generated under ``benchmark_max_new_tokens`` (None: each its own
+    limit); ``judge`` extracts the answers a benchmark's rules cannot read where its reference uses an LLM.
+
+    On several ``ranks`` each scores its block of every dataset and benchmark and the main process alone
+    writes (:mod:`eval.shards`). A run killed midway resumes, into the same ``out_dir`` with the same
+    settings, from the items it had scored (:mod:`eval.resume`).
     """
     if not models:
         raise ValueError("run needs at least one model")
@@ -85,34 +95,13 @@ def run(
     cache = Path(cache_dir) if cache_dir is not None else out / CACHE_DIR_NAME
     options = options or EvalOptions()
     model_config, task_config = model or ModelConfig(), task or TaskConfig()
-    ledger = SkipLedger(out / LEDGER_FILE)
+    main = ranks.is_main_process
+    ledger = SkipLedger(out / LEDGER_FILE if main else None)
     engine_options = {"group_shared": group_shared, "max_prompt_len": max_prompt_tokens}
     if prompt_cache is not None and not getattr(ENGINES.get(engine), "needs_loaded_media", True):
         engine_options["cache"] = prompt_cache
-    results: dict[str, EvalResult] = {}
-    model_paths: dict[str, str] = {}
-    benches = [load_benchmark(spec, prompt_style, think=task_config.think, ask=judge) for spec in benchmarks]
-    for index, name in enumerate(_unique_names(models)):
-        config = dataclasses.replace(model_config, name_or_path=models[index])
-        model_paths[name] = resolve_model_path(config, cache / "models", options.seed)
-        # Built per model: a task sees images at the size this model sees them, in its coordinate system.
-        info = task_model_info(config, model_paths[name])
-        eval_sets = {label: load_samples([spec], task_config, cache / "data", seed=data_seed, model=info)
-                     for label, spec in zip(_unique_names([_dataset_label(spec) for spec in datasets]), datasets)}
-        if index == 0:
-            ledger.add([row for eval_set in eval_sets.values() for row in eval_set.skipped], split="test", stage="load")
-        logger.info("evaluating %s on %d dataset(s) and %d benchmark(s)", name, len(eval_sets), len(benches))
-        results[name] = _evaluate_model(
-            model_paths[name], config, eval_sets, [bench.for_model(info) for bench in benches], options,
-            device=pick_device(device), engine=engine,
-            rewards=reward_policy(task_config), benchmark_max_new_tokens=benchmark_max_new_tokens, **engine_options,
-        )
-        model_out = out / "models" / f"{index + 1}-{_slug(name)}"
-        results[name].write(model_out, model_name=name)
-        write_submissions(model_out, results[name], benches)
-        ledger.add(results[name].skipped, split="test", stage="eval")
     settings = {
-        "models": model_paths,
+        "models": list(models),
         "datasets": [dataclasses.asdict(spec) for spec in datasets],
         "options": dataclasses.asdict(options),
         "model": dataclasses.asdict(model_config),
@@ -122,9 +111,43 @@ def run(
         "data_seed": data_seed,
         "benchmarks": [dataclasses.asdict(spec) for spec in benchmarks],
         "prompt_style": prompt_style,
+        "benchmark_max_new_tokens": benchmark_max_new_tokens,
         "judge": judge is not None,
     }
-    write_outputs(out, results, config=settings)
+    partial = claim(out, {**settings, "options": dataclasses.asdict(dataclasses.replace(options, progress=True))}, ranks)
+    results: dict[str, EvalResult] = {}
+    model_paths: dict[str, str] = {}
+    benches = [load_benchmark(spec, prompt_style, think=task_config.think, ask=judge) for spec in benchmarks]
+    for index, name in enumerate(_unique_names(models)):
+        config = dataclasses.replace(model_config, name_or_path=models[index])
+        with ranks.main_process_first():  # tiny models and generated datasets are built once, in the cache
+            model_paths[name] = resolve_model_path(config, cache / "models", options.seed)
+            # Built per model: a task sees images at the size this model sees them, in its coordinate system.
+            info = task_model_info(config, model_paths[name])
+            eval_sets = {label: load_samples([spec], task_config, cache / "data", seed=data_seed, model=info)
+                         for label, spec in zip(_unique_names([_dataset_label(spec) for spec in datasets]), datasets)}
+        if index == 0:
+            ledger.add([row for eval_set in eval_sets.values() for row in eval_set.skipped], split="test", stage="load")
+        logger.info("evaluating %s on %d dataset(s) and %d benchmark(s)", name, len(eval_sets), len(benches))
+        folder = f"{index + 1}-{_slug(name)}"
+        journal = Journal(partial / folder, ranks)
+        try:
+            results[name] = _evaluate_model(
+                model_paths[name], config, eval_sets, [bench.for_model(info) for bench in benches], options,
+                device=pick_device(device), engine=engine,
+                rollout=rollout or RolloutConfig(), rewards=reward_policy(task_config),
+                benchmark_max_new_tokens=benchmark_max_new_tokens, ranks=ranks, journal=journal, **engine_options,
+            )
+        finally:
+            journal.close()
+        if main:
+            model_out = out / "models" / folder
+            results[name].write(model_out, model_name=name)
+            write_submissions(model_out, results[name], benches)
+        ledger.add(results[name].skipped, split="test", stage="eval")
+    if main:
+        write_outputs(out, results, config=settings | {"models": model_paths})
+    finish(partial, ranks)
     return results
 
 
@@ -155,8 +178,8 @@ def score_predictions(
 
 def _evaluate_model(
     path: str, config: ModelConfig, eval_sets: Mapping[str, SampleSet], benches: Sequence[BenchmarkSet],
-    options: EvalOptions, *, device: torch.device, engine: str, rewards: RewardPolicy,
-    benchmark_max_new_tokens: int | None, **engine_options: Any,
+    options: EvalOptions, *, device: torch.device, engine: str, rollout: RolloutConfig, rewards: RewardPolicy,
+    benchmark_max_new_tokens: int | None, ranks: Ranks, journal: Journal, **engine_options: Any,
 ) -> EvalResult:
     """Load one model, evaluate it on each dataset's task samples (labelled with their dataset when there
     are several, for per-dataset results) then each benchmark (under its own token limit), and free it
@@ -168,29 +191,49 @@ def _evaluate_model(
     )
     load_seconds = time.perf_counter() - started
     require_budgets_fit(config, policy, processor)
-    rollout = ENGINES.get(engine)(policy, processor, budgets=media_budgets(config, processor), **engine_options)
+    limits = {bench.name: benchmark_max_new_tokens or bench.benchmark.generation_limit(bench.style) for bench in benches}
+    longest = max([options.max_new_tokens, *limits.values()])
+    sampler = _engine(engine, policy, processor, config, rollout, max_new_tokens=longest, seed=options.seed,
+                      **engine_options)
     parts = []
     for label, eval_set in eval_sets.items():
         part = evaluate_policy(
-            rollout, eval_set.samples, eval_set.tasks, options, skipped=eval_set.skipped, reward_policy=rewards
+            sampler, eval_set.samples, eval_set.tasks, options, skipped=eval_set.skipped, reward_policy=rewards,
+            ranks=ranks, journal=journal.part(f"data:{label}"), label=label,
         )
         if len(eval_sets) > 1:
             for item in part.items:
                 item.categories["dataset"] = label
         parts.append(part)
     for bench in benches:
-        limit = benchmark_max_new_tokens or bench.benchmark.generation_limit(bench.style)
-        logger.info("%s: generating at most %d new tokens per completion", bench.name, limit)
-        part = bench.evaluate(rollout, dataclasses.replace(options, max_new_tokens=limit))
-        part.limits[bench.name] = limit
+        logger.info("%s: generating at most %d new tokens per completion", bench.name, limits[bench.name])
+        part = bench.evaluate(sampler, dataclasses.replace(options, max_new_tokens=limits[bench.name]), ranks=ranks,
+                              journal=journal.part(f"benchmark:{bench.name}"))
+        part.limits[bench.name] = limits[bench.name]
         parts.append(part)
     result = EvalResult.merged(parts)
     result.timings["load_seconds"] = load_seconds
-    del policy, processor, rollout
+    del policy, processor, sampler
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     return result
+
+
+def _engine(
+    name: str, policy: torch.nn.Module, processor: Any, config: ModelConfig, rollout: RolloutConfig, *,
+    max_new_tokens: int, seed: int, **engine_options: Any,
+) -> RolloutEngine:
+    """The rollout engine ``name`` around ``policy``: the in-process one with the evaluation's own options, any
+    other as its config section describes it (``rollout.vllm``), sized for the longest completion asked."""
+    budgets = media_budgets(config, processor)
+    if name == IN_PROCESS_ENGINE:
+        return ENGINES.get(name)(policy, processor, budgets=budgets, **engine_options)
+    view = Config(
+        seed=seed, model=config, rollout=dataclasses.replace(rollout, engine=name, max_new_tokens=max_new_tokens),
+        data=dataclasses.replace(DataConfig(), max_prompt_tokens=engine_options["max_prompt_len"]),
+    )
+    return ENGINES.get(name).from_config(view, policy, processor, budgets)
 
 
 def run_config(
@@ -214,6 +257,7 @@ def run_config(
         max_prompt_tokens=config.data.max_prompt_tokens,
         device=config.train.device,
         engine=config.rollout.engine,
+        rollout=config.rollout,
         group_shared=config.train.group_shared_encoding,
         cache_dir=config.data.dir,
         data_seed=config.data.seed,
@@ -222,6 +266,7 @@ def run_config(
         prompt_style=config.eval.prompt_style,
         benchmark_max_new_tokens=config.eval.max_new_tokens,
         judge=answer_judge(config),
+        ranks=Ranks.join(config.train.collective_timeout_s),
     )
 
 

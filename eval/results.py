@@ -128,6 +128,11 @@ class ItemRecord:
     def n_correct(self, threshold: float) -> int:
         return sum(completion.metric >= threshold for completion in self.completions)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ItemRecord:
+        """The record ``dataclasses.asdict`` turned into ``data``."""
+        return cls(**{**data, "completions": [CompletionRecord(**c) for c in data["completions"]]})
+
 
 @dataclass
 class EvalResult:
@@ -225,13 +230,9 @@ class EvalResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EvalResult:
-        items = [
-            ItemRecord(**{**item, "completions": [CompletionRecord(**c) for c in item["completions"]]})
-            for item in data["items"]
-        ]
         return cls(
             options=EvalOptions(**data["options"]),
-            items=items,
+            items=[ItemRecord.from_dict(item) for item in data["items"]],
             skipped=[SkippedRow(**row) for row in data.get("skipped", [])],
             timings=dict(data.get("timings", {})),
             limits=dict(data.get("limits", {})),

@@ -6,6 +6,8 @@ loaded checkpoint, a vLLM engine). Prompts go in batches of ``options.batch_size
 engine that encodes in process (it has ``encode(samples) -> PromptBatch``, as the HF
 engine does) has each batch encoded first, so an item it cannot take (media that fail to
 decode, a prompt too long) is skipped with the batch builder's reason and the batch goes on.
+Under several ranks the items are split between them; with a journal, an interrupted evaluation
+resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from tqdm.auto import tqdm
-
+from eval.progress import Progress
+from eval.resume import Outcome, PartJournal
 from eval.results import FORMAT_REWARD, CompletionRecord, EvalOptions, EvalResult, ItemRecord, json_safe
+from eval.shards import gathered, shard, slowest
+from mmgrpo.distributed import Ranks
 from mmgrpo.rollout.base import RolloutEngine, generate_or_skip
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
@@ -41,6 +45,9 @@ def evaluate_policy(
     *,
     skipped: Sequence[SkippedRow] = (),
     reward_policy: RewardPolicy = RewardPolicy(),
+    ranks: Ranks = Ranks(),
+    journal: PartJournal | None = None,
+    label: str = "eval",
 ) -> EvalResult:
     """Generate ``options.samples`` completions per sample and score each with its task (or, for a
     benchmark, the :data:`ItemScorer` given under its name).
@@ -50,32 +57,61 @@ def evaluate_policy(
     ``max_prompt_len``) or the engine returns nothing for is skipped and counted with its
     reason too, never scored as a failure. More than 10% of a task's completions cut at
     ``options.max_new_tokens`` is a logged warning (also in the report).
+
+    On several ``ranks`` each scores its block of the items and every rank returns the whole result,
+    in item order (:mod:`eval.shards`); items ``journal`` holds are not scored again, the others are
+    appended to it (:mod:`eval.resume`). ``label`` names the evaluation in the progress bar and log.
     """
     missing = sorted({sample.task for sample in samples} - set(tasks))
     if missing:
         raise KeyError(f"no Task given for task(s) {missing}; tasks given: {sorted(tasks)}")
     started = time.perf_counter()
     generation_seconds = 0.0
-    items: list[ItemRecord] = []
-    dropped: list[SkippedRow] = []
-    with tqdm(total=len(samples), desc="eval", unit="prompt", disable=not options.progress) as bar:
-        for batch_index, batch in enumerate(_batches(samples, options.batch_size)):
+    done = journal.done(samples) if journal is not None else {}
+    mine = shard([index for index in range(len(samples)) if index not in done], ranks)
+    outcomes: dict[int, Outcome] = {}
+    bar_label = label if ranks.world_size == 1 else f"{label} (rank 0's block of {ranks.world_size})"
+    with Progress(len(mine), bar_label, bar=options.progress, log=ranks.is_main_process) as progress:
+        for batch_index, indices in enumerate(_batches(mine, options.batch_size)):
+            batch = [samples[index] for index in indices]
             generate_started = time.perf_counter()
             groups, left_out = generate_or_skip(engine, batch, options.sampling_params(batch_index))
             generation_seconds += time.perf_counter() - generate_started
-            items += [_score(sample, group, tasks[sample.task], reward_policy) for sample, group in groups]
-            dropped += left_out
-            bar.update(len(batch))
+            scored = _batch_outcomes(indices, batch, groups, left_out, tasks, reward_policy)
+            if journal is not None:
+                journal.record(scored, samples)
+            outcomes |= scored
+            progress.update(len(batch))
     total_seconds = time.perf_counter() - started
-    timings = {
+    timings = slowest({
         "generation_seconds": generation_seconds,
         "scoring_seconds": total_seconds - generation_seconds,
         "total_seconds": total_seconds,
-    }
+    }, ranks)
+    every = gathered(outcomes, ranks) | done
+    ordered = [every[index] for index in sorted(every)]
+    items = [outcome for outcome in ordered if isinstance(outcome, ItemRecord)]
+    dropped = [outcome for outcome in ordered if not isinstance(outcome, ItemRecord)]
     result = EvalResult(options=options, items=items, skipped=[*skipped, *dropped], timings=timings)
-    for line in result.truncation_warnings():
-        logger.warning("%s", line)
+    if ranks.is_main_process:
+        for line in result.truncation_warnings():
+            logger.warning("%s", line)
     return result
+
+
+def _batch_outcomes(
+    indices: Sequence[int], batch: Sequence[Sample], groups: Sequence[tuple[Sample, list[Completion]]],
+    left_out: Sequence[SkippedRow], tasks: Mapping[str, Task | ItemScorer], policy: RewardPolicy,
+) -> dict[int, Outcome]:
+    """Index -> scored record (or the row left out) of each item of one batch; ``groups`` and ``left_out``
+    keep the batch's order, as ``generate_or_skip`` returns them."""
+    answered = {id(sample): group for sample, group in groups}
+    reasons = iter(left_out)
+    return {
+        index: _score(sample, answered[id(sample)], tasks[sample.task], policy) if id(sample) in answered
+        else next(reasons)
+        for index, sample in zip(indices, batch)
+    }
 
 
 def _score(sample: Sample, group: Sequence[Completion], judge: Task | ItemScorer, policy: RewardPolicy) -> ItemRecord:
@@ -127,6 +163,6 @@ def media_label(ref: Any) -> str:
     return f"<{type(ref).__name__}>"
 
 
-def _batches(samples: Sequence[Sample], size: int) -> Iterator[list[Sample]]:
-    for start in range(0, len(samples), size):
-        yield list(samples[start : start + size])
+def _batches(indices: Sequence[int], size: int) -> Iterator[list[int]]:
+    for start in range(0, len(indices), size):
+        yield list(indices[start : start + size])

@@ -19,8 +19,10 @@ from eval.results import (
     ItemRecord,
     json_safe,
 )
+from eval.resume import PartJournal
 from eval.runner import evaluate_policy
 from mmgrpo.config import BenchmarkConfig
+from mmgrpo.distributed import Ranks
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
@@ -51,10 +53,14 @@ class BenchmarkSet:
     def name(self) -> str:
         return self.benchmark.name
 
-    def evaluate(self, engine: RolloutEngine, options: EvalOptions) -> EvalResult:
+    def evaluate(
+        self, engine: RolloutEngine, options: EvalOptions, *, ranks: Ranks = Ranks(), journal: PartJournal | None = None
+    ) -> EvalResult:
         """Every item answered by ``engine`` and scored by the benchmark's rules, with what it reports of its own
-        (:meth:`~eval.benchmarks.base.Benchmark.aggregate` over first completions)."""
-        result = evaluate_policy(engine, self.samples, {self.name: self.score}, options, skipped=self.skipped)
+        (:meth:`~eval.benchmarks.base.Benchmark.aggregate` over first completions); items split over ``ranks``
+        and resumed from ``journal`` as :func:`~eval.runner.evaluate_policy` does."""
+        result = evaluate_policy(engine, self.samples, {self.name: self.score}, options, skipped=self.skipped,
+                                 ranks=ranks, journal=journal, label=self.name)
         scored = [(self.items[record.sample_id], record.completions[0].parsed_answer, record.completions[0].metric)
                   for record in result.items]
         numbers = self.benchmark.aggregate(scored)

@@ -8,8 +8,10 @@
 ``mmgrpo eval --predictions FILE.jsonl --benchmark NAME=DIR`` (saved completions scored the same way, no
 model); or ``mmgrpo eval --recipe eval.yaml [KEY=VALUE ...]`` where the recipe is an mmgrpo config
 whose ``data.test`` lists the task/dataset pairs, ``eval.benchmarks`` the benchmarks and ``eval.*`` the
-options. Flags override the recipe. Writes results.json, report.md, report.html, samples.jsonl and
-accuracy.png (and submission-<benchmark>.json for a split whose answers are hidden) into ``--out``.
+options. Flags override the recipe. Writes results.json, report.md, report.html, samples.jsonl,
+accuracy.png and eval.log (and submission-<benchmark>.json for a split whose answers are hidden) into ``--out``.
+Under ``torchrun --nproc_per_node N -m mmgrpo eval ...`` the ranks split the items; a run stopped
+midway continues from what it scored when run again with the same ``--out`` and settings.
 
 ``mmgrpo eval --compare RUN_A RUN_B [--out DIR]`` compares two evaluation output folders (or per-model
 folders ``models/<i>-<name>``) item by item (:mod:`eval.compare`): prints the table and writes
@@ -19,15 +21,19 @@ compare.md and compare.json into ``--out`` (default: RUN_B).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import logging
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from mmgrpo.config import BenchmarkConfig
 
+LOG_FILE = "eval.log"  # in the output folder
 # flag (argparse dest) -> the config key it overrides
 FLAG_KEYS = {
     "task": "task.name",
@@ -116,9 +122,12 @@ def run(args: argparse.Namespace) -> int:
     from eval import comparison_table, run_config  # heavy imports once the config is known good
 
     out = Path(args.out) if args.out else Path(config.log.output_dir) / time.strftime("eval-%Y%m%d-%H%M%S")
-    results = run_config(config, out, models=args.model, explicit_data=bool(args.data))
-    print(comparison_table(results))
-    print(f"wrote {out}")
+    main = int(os.environ.get("RANK", "0")) == 0  # under torchrun every rank evaluates its block; the main one reports
+    with _logging_to(out / LOG_FILE) if main else contextlib.nullcontext():
+        results = run_config(config, out, models=args.model, explicit_data=bool(args.data))
+    if main:
+        print(comparison_table(results))
+        print(f"wrote {out}")
     return 0
 
 
@@ -158,6 +167,24 @@ def _named_benchmarks(names: str | None, root: str | None) -> list[BenchmarkConf
                               f"(expected: {BENCHMARKS.get(name).layout})")
         specs.append(BenchmarkConfig(name, str(path)))
     return specs
+
+
+@contextlib.contextmanager
+def _logging_to(path: Path) -> Iterator[None]:
+    """INFO and above (progress with rate and ETA, resuming, warnings) also go to ``path`` during the block."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    previous = root.level
+    root.addHandler(handler)
+    root.setLevel(min(previous, logging.INFO))
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous)
+        handler.close()
 
 
 def _name_and_path(text: str) -> tuple[str, str]:
