@@ -17,9 +17,9 @@ LOG_EVERY_S = 30.0
 class Progress:
     """Counts the items of one evaluation (one dataset or benchmark) as they are scored."""
 
-    def __init__(self, total: int, label: str, *, bar: bool, log: bool, log_every_s: float = LOG_EVERY_S) -> None:
+    def __init__(self, total: int, label: str, *, bar: bool, log: bool) -> None:
         """``total`` items to score here; ``bar``: show the bar; ``log``: this process logs (the main one)."""
-        self.total, self.label, self.log, self.log_every_s = total, label, log, log_every_s
+        self.total, self.label, self.log = total, label, log
         self.done = 0
         self.started = self.last_logged = time.perf_counter()
         self.bar = tqdm(total=total, desc=label, unit="item", disable=not (bar and log))
@@ -28,7 +28,7 @@ class Progress:
         self.done += count
         self.bar.update(count)
         now = time.perf_counter()
-        if self.log and self.bar.disable and now - self.last_logged >= self.log_every_s and self.done < self.total:
+        if self.log and self.bar.disable and now - self.last_logged >= LOG_EVERY_S and self.done < self.total:
             self.last_logged = now
             rate = self.rate()
             eta = tqdm.format_interval((self.total - self.done) / rate) if rate else "?"

@@ -96,24 +96,27 @@ def run(args: argparse.Namespace) -> int:
 
     if args.compare:
         return _compare(args)
-    overrides = [f"{key}={getattr(args, flag)}" for flag, key in FLAG_KEYS.items() if getattr(args, flag) is not None]
-    config = load_config(args.recipe, [*args.overrides, *overrides])
-    if args.media_root and not args.data:
-        raise ConfigError("--media-root applies to --data; a recipe's datasets set data.test[i].media_root")
-    if args.data:
-        config.data.test = [DatasetConfig(
-            path=args.data, split=args.split, adapter=args.adapter, task=args.task, media_root=args.media_root,
-        )]
-        config.validate()
-    if args.benchmark_root and not args.benchmarks:
-        raise ConfigError("--benchmark-root applies to --benchmarks NAME[,NAME...]")
-    if args.benchmark or args.benchmarks:
-        config.eval.benchmarks = [BenchmarkConfig(*_name_and_path(text)) for text in args.benchmark or []]
-        config.eval.benchmarks += _named_benchmarks(args.benchmarks, args.benchmark_root)
-    if args.limit is not None:  # --limit caps benchmarks too (eval.limit, a training-time default, does not)
-        config.eval.benchmarks = [
-            dataclasses.replace(spec, limit=min(spec.limit or args.limit, args.limit)) for spec in config.eval.benchmarks
-        ]
+    if os.environ.get("WORLD_SIZE", "1") != "1" and not args.out:
+        raise ConfigError("under several ranks give --out: the ranks share the output folder (each would name its own)")
+    with _validated_as_one_process():
+        overrides = [f"{key}={getattr(args, flag)}" for flag, key in FLAG_KEYS.items() if getattr(args, flag) is not None]
+        config = load_config(args.recipe, [*args.overrides, *overrides])
+        if args.media_root and not args.data:
+            raise ConfigError("--media-root applies to --data; a recipe's datasets set data.test[i].media_root")
+        if args.data:
+            config.data.test = [DatasetConfig(
+                path=args.data, split=args.split, adapter=args.adapter, task=args.task, media_root=args.media_root,
+            )]
+            config.validate()
+        if args.benchmark_root and not args.benchmarks:
+            raise ConfigError("--benchmark-root applies to --benchmarks NAME[,NAME...]")
+        if args.benchmark or args.benchmarks:
+            config.eval.benchmarks = [BenchmarkConfig(*_name_and_path(text)) for text in args.benchmark or []]
+            config.eval.benchmarks += _named_benchmarks(args.benchmarks, args.benchmark_root)
+        if args.limit is not None:  # --limit caps benchmarks too (eval.limit, a training-time default, does not)
+            config.eval.benchmarks = [
+                dataclasses.replace(spec, limit=min(spec.limit or args.limit, args.limit)) for spec in config.eval.benchmarks
+            ]
     _check_benchmarks(config.eval.benchmarks)
     if config.eval.judge is not None and config.eval.judge not in [m.name for m in config.task.reward_models]:
         raise ConfigError(f"eval.judge {config.eval.judge!r} names no task.reward_models entry")
@@ -167,6 +170,21 @@ def _named_benchmarks(names: str | None, root: str | None) -> list[BenchmarkConf
                               f"(expected: {BENCHMARKS.get(name).layout})")
         specs.append(BenchmarkConfig(name, str(path)))
     return specs
+
+
+@contextlib.contextmanager
+def _validated_as_one_process() -> Iterator[None]:
+    """Config checks as for one process: the data-parallel rules of training (a distributed back end, batch
+    sizes that split by rank) do not bind eval, whose ranks split the items instead."""
+    launched = os.environ.get("WORLD_SIZE")
+    os.environ["WORLD_SIZE"] = "1"
+    try:
+        yield
+    finally:
+        if launched is None:
+            del os.environ["WORLD_SIZE"]
+        else:
+            os.environ["WORLD_SIZE"] = launched
 
 
 @contextlib.contextmanager
