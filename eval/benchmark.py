@@ -24,7 +24,8 @@ import torch
 
 from eval.benchmarks.base import Ask, PromptStyle
 from eval.benchmarks.runs import (
-    BenchmarkSet, SavedCompletions, load_benchmark, read_predictions, with_predictions, write_submissions,
+    BenchmarkSet, SavedCompletions, evaluate_benchmarks, generation_limit, load_benchmark, read_predictions,
+    with_predictions, write_submissions,
 )
 from eval.report import write_outputs
 from eval.results import EvalOptions, EvalResult
@@ -191,8 +192,7 @@ def _evaluate_model(
     )
     load_seconds = time.perf_counter() - started
     require_budgets_fit(config, policy, processor)
-    limits = {bench.name: benchmark_max_new_tokens or bench.benchmark.generation_limit(bench.style) for bench in benches}
-    longest = max([options.max_new_tokens, *limits.values()])
+    longest = max([options.max_new_tokens, *(generation_limit(bench, benchmark_max_new_tokens) for bench in benches)])
     sampler = _engine(engine, policy, processor, config, rollout, max_new_tokens=longest, seed=options.seed,
                       **engine_options)
     parts = []
@@ -205,12 +205,8 @@ def _evaluate_model(
             for item in part.items:
                 item.categories["dataset"] = label
         parts.append(part)
-    for bench in benches:
-        logger.info("%s: generating at most %d new tokens per completion", bench.name, limits[bench.name])
-        part = bench.evaluate(sampler, dataclasses.replace(options, max_new_tokens=limits[bench.name]), ranks=ranks,
-                              journal=journal.part(f"benchmark:{bench.name}"))
-        part.limits[bench.name] = limits[bench.name]
-        parts.append(part)
+    parts += evaluate_benchmarks(benches, sampler, options, max_new_tokens=benchmark_max_new_tokens, ranks=ranks,
+                                 journal=journal)
     result = EvalResult.merged(parts)
     result.timings["load_seconds"] = load_seconds
     del policy, processor, sampler
@@ -295,6 +291,17 @@ def eval_options(config: Config) -> EvalOptions:
 def held_out_datasets(config: Config) -> list[DatasetConfig]:
     """``data.test``, each dataset capped at ``eval.limit`` rows: a mixture's every task is evaluated."""
     return [dataclasses.replace(spec, limit=_smaller(spec.limit, config.eval.limit)) for spec in config.data.test]
+
+
+def held_out_benchmarks(config: Config) -> list[BenchmarkSet]:
+    """``eval.benchmarks`` as training evaluates them (before and after GRPO, every ``eval.every_n_steps``):
+    each capped at ``eval.limit`` items (and its own ``limit``), asked in ``eval.prompt_style``."""
+    judge = answer_judge(config)
+    return [
+        load_benchmark(dataclasses.replace(spec, limit=_smaller(spec.limit, config.eval.limit)), config.eval.prompt_style,
+                       think=config.task.think, ask=judge)
+        for spec in config.eval.benchmarks
+    ]
 
 
 def _dataset_label(spec: DatasetConfig) -> str:

@@ -19,7 +19,7 @@ from eval.results import (
     ItemRecord,
     json_safe,
 )
-from eval.resume import PartJournal
+from eval.resume import Journal, PartJournal
 from eval.runner import evaluate_policy
 from mmgrpo.config import BenchmarkConfig
 from mmgrpo.distributed import Ranks
@@ -94,6 +94,27 @@ class BenchmarkSet:
             sample_id=item.id, task=self.name, answer=json_safe(item.answer), media=list(item.media_refs),
             completions=records, prompt=sample.user_text(), categories=json_safe(dict(item.categories)),
         )
+
+
+def evaluate_benchmarks(
+    benches: Sequence[BenchmarkSet], engine: RolloutEngine, options: EvalOptions, *, max_new_tokens: int | None = None,
+    ranks: Ranks = Ranks(), journal: Journal | None = None,
+) -> list[EvalResult]:
+    """Each benchmark evaluated under its own token limit (``max_new_tokens`` when given), the limit recorded."""
+    parts = []
+    for bench in benches:
+        limit = generation_limit(bench, max_new_tokens)
+        logger.info("%s: generating at most %d new tokens per completion", bench.name, limit)
+        part = bench.evaluate(engine, dataclasses.replace(options, max_new_tokens=limit), ranks=ranks,
+                              journal=journal.part(f"benchmark:{bench.name}") if journal is not None else None)
+        part.limits[bench.name] = limit
+        parts.append(part)
+    return parts
+
+
+def generation_limit(bench: BenchmarkSet, max_new_tokens: int | None) -> int:
+    """The token limit ``bench`` is generated under: ``max_new_tokens``, else its own for its prompt style."""
+    return max_new_tokens or bench.benchmark.generation_limit(bench.style)
 
 
 def load_benchmark(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,8 +11,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Panel:
-    """One chart: a title and the metric keys drawn on it (a key ending in '/*' draws every
-    ``reward/<name>`` style key under that prefix except error counts and spreads)."""
+    """One chart: a title and the metric keys drawn on it (a ``*`` stands for one key segment: ``reward/*``
+    draws every ``reward/<name>`` key except the total, error counts and spreads; ``eval/*/accuracy`` every
+    task's and benchmark's held-out accuracy)."""
 
     title: str
     keys: tuple[str, ...]
@@ -21,6 +23,7 @@ PANELS: tuple[Panel, ...] = (
     Panel("Reward (weighted total)", ("reward/total",)),
     Panel("Reward components", ("reward/*",)),
     Panel("Training accuracy", ("accuracy",)),
+    Panel("Held-out accuracy (data.test and eval.benchmarks)", ("eval/accuracy", "eval/*/accuracy")),
     Panel("KL to the reference", ("kl",)),
     Panel("Policy entropy", ("entropy",)),
     Panel("Clipped fraction", ("clip_frac", "clip_frac_low", "clip_frac_high")),
@@ -41,12 +44,11 @@ def panel_keys(panel: Panel, rows: Sequence[dict[str, Any]]) -> list[str]:
     present = {key for row in rows for key, value in row.items() if _is_number(value)}
     keys: list[str] = []
     for key in panel.keys:
-        if key.endswith("/*"):
-            prefix = key[:-1]
+        if "*" in key:
+            pattern = re.compile(re.escape(key).replace(r"\*", "[^/]+"))
             keys += sorted(
                 k for k in present
-                if k.startswith(prefix) and k != "reward/total" and "/" not in k[len(prefix):]
-                and not k.endswith(SKIPPED_SUFFIXES)
+                if pattern.fullmatch(k) and k != "reward/total" and not k.endswith(SKIPPED_SUFFIXES)
             )
         elif key in present:
             keys.append(key)

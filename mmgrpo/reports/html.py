@@ -138,12 +138,12 @@ def _config_changes(runs: Sequence[RunData]) -> list[str]:
 
 
 def _curves(runs: Sequence[RunData]) -> list[str]:
-    charts = []
+    charts, run_rows = [], [run.curve_rows() for run in runs]
     for panel in PANELS:
         lines = []
-        for run_index, run in enumerate(runs):
-            for key_index, key in enumerate(panel_keys(panel, run.rows)):
-                xs, ys = series(run.rows, key)
+        for run_index, (run, rows) in enumerate(zip(runs, run_rows)):
+            for key_index, key in enumerate(panel_keys(panel, rows)):
+                xs, ys = series(rows, key)
                 label = key if len(runs) == 1 else f"{run.name}: {key}"
                 color = COLORS[(run_index * 3 + key_index) % len(COLORS)]
                 lines.append(Line(label, xs, ys, ema(ys, smoothing_weight(len(ys))), color))

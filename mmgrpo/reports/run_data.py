@@ -41,6 +41,23 @@ class RunData:
             self._numbers[tag] = EvalResult.from_dict(data).summary() if data else {}
         return self._numbers[tag]
 
+    def curve_rows(self) -> list[dict[str, Any]]:
+        """The metrics rows, with the evaluations before GRPO (at step 0) and after (at the last step) as rows of
+        ``eval/<key>`` numbers among them (as every ``eval.every_n_steps`` logs them), in step order."""
+        from eval import EvalResult
+        from eval.held_out import STAGES, benchmarks_tag, held_out_numbers
+
+        last = max((row["step"] for row in self.rows if isinstance(row.get("step"), (int, float))), default=None)
+        extra = []
+        for step, stage in zip((0, last), STAGES):
+            if step is None or stage not in self.evaluations:
+                continue
+            benchmarks = self.evaluations.get(benchmarks_tag(stage))
+            numbers = held_out_numbers(EvalResult.from_dict(self.evaluations[stage]),
+                                       EvalResult.from_dict(benchmarks) if benchmarks else None)
+            extra.append({"step": step, **{f"eval/{key}": value for key, value in numbers.items()}})
+        return sorted([*self.rows, *extra], key=lambda row: row.get("step", 0))
+
     @classmethod
     def load(cls, run_dir: Path) -> RunData:
         """Read ``run_dir``; a run still training (no summary yet) loads with what it has written."""

@@ -1,6 +1,7 @@
 """``mmgrpo train``: the whole DeepSeek-R1-style job for one config.
 
-Model -> data -> cold-start SFT -> eval (before) -> GRPO -> eval (after) -> report.
+Model -> data -> cold-start SFT -> eval (before) -> GRPO -> eval (after) -> report. Each eval covers
+``data.test`` and ``eval.benchmarks`` (each at most ``eval.limit`` items), also every ``eval.every_n_steps``.
 Outputs go to ``<log.output_dir>/<log.run_name>/``: ``config.yaml``, ``metrics.jsonl``,
 ``completions.jsonl``, ``checkpoints/``, ``eval/``, ``report.md``, ``summary.json``,
 ``skipped_rows.jsonl`` (every row of either split left out, by whom and why),
@@ -28,7 +29,9 @@ import numpy as np
 import torch
 
 from eval import EvalResult, comparison_table, evaluate_policy
-from eval.benchmark import eval_options, held_out_datasets
+from eval.benchmark import eval_options, held_out_benchmarks, held_out_datasets
+from eval.benchmarks.runs import BenchmarkSet, evaluate_benchmarks
+from eval.held_out import benchmarks_tag, held_out_numbers
 from mmgrpo.config import Config
 from mmgrpo.distributed import Ranks
 from mmgrpo.failures import FAILURE_FILE, RunFailure
@@ -148,10 +151,12 @@ def _run_stages(
         policy_info = task_model_info(config.model, base_model_path(config, paths))  # tasks see what the model sees
         train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed, model=policy_info)
         test_set = SampleSet(samples=[], tasks={})  # built only for an eval the config asks for
+        benches: list[BenchmarkSet] = []
         if config.eval.before or config.eval.after or config.eval.every_n_steps:
             test_set = load_samples(
                 held_out_datasets(config), config.task, paths.data, seed=config.data.seed, model=policy_info
             )
+            benches = held_out_benchmarks(config)
     _refuse_mixed_media_on_ranks(train_set, ranks)
     ledger = SkipLedger(paths.root / LEDGER_FILE if main else None)
     ledger.add(train_set.skipped, split="train", stage="load")
@@ -159,22 +164,30 @@ def _run_stages(
     model, processor, _ = load_run_policy(config, checkpoint=resume.weights)
     trainer: GRPOTrainer | None = None  # once built, its back end syncs decoding across ranks
 
-    def evaluate(tag: str) -> EvalResult:
+    def evaluate(tag: str) -> HeldOut:
         backend = trainer.backend if trainer is not None else None
-        return _evaluate(config, model, processor, test_set, paths.root / "eval" / tag, ledger, backend, write=main)
+        return _evaluate(config, model, processor, test_set, benches, paths.root / "eval" / tag, ledger, backend,
+                         write=main)
+
+    def evaluate_stage(tag: str, label: str) -> None:
+        """The evaluation ``label`` ("before GRPO"), kept in ``evaluations`` (its benchmarks under their own label)."""
+        held_out = evaluate(tag)
+        evaluations[label] = held_out.test
+        if held_out.benchmarks is not None:
+            evaluations[benchmarks_tag(label)] = held_out.benchmarks
+        if main:
+            _save_evaluations(paths.root, evaluations)
 
     evaluations = _load_evaluations(paths.root)
     with_sft = config.sft.enabled and config.sft.steps > 0
     if with_sft and not resume.past_sft:
         _cold_start(config, model, processor, train_set, paths.root, ledger, resume.sft_checkpoint, ranks)
     if config.eval.before and resume.grpo is None and "before GRPO" not in evaluations:
-        evaluations["before GRPO"] = evaluate("before")
-        if main:
-            _save_evaluations(paths.root, evaluations)
+        evaluate_stage("before", "before GRPO")
 
     trainer = GRPOTrainer(
         config, paths.root, model, processor, train_set,
-        evaluate=lambda tag: _reported(evaluate(tag).summary(), tag, on_eval),
+        evaluate=lambda tag: _reported(evaluate(tag).numbers(), tag, on_eval),
         resume_from=resume.grpo,
         reference_source=_initial_policy(paths.root / SFT_MODEL if with_sft else base_model_path(config, paths)),
         skip_ledger=ledger,
@@ -183,9 +196,7 @@ def _run_stages(
     trainer.train()
     grpo_seconds = time.perf_counter() - grpo_started
     if config.eval.after:
-        evaluations["after GRPO"] = evaluate("after")
-        if main:
-            _save_evaluations(paths.root, evaluations)
+        evaluate_stage("after", "after GRPO")
 
     summary = _summary(evaluations, trainer, train_set, test_set, ledger, grpo_seconds, time.perf_counter() - started)
     if main:
@@ -263,21 +274,39 @@ def _initial_policy(source: str | Path) -> str:
     return str(Path(source).resolve()) if Path(source).exists() else str(source)
 
 
+@dataclass
+class HeldOut:
+    """One held-out evaluation: ``data.test``, and ``eval.benchmarks`` (None when there are none)."""
+
+    test: EvalResult
+    benchmarks: EvalResult | None
+
+    def numbers(self) -> dict[str, float]:
+        """What is logged (as ``eval/<key>``): data.test's summary, each benchmark's numbers and categories."""
+        return held_out_numbers(self.test, self.benchmarks)
+
+
 def _evaluate(  # noqa: ANN001
-    config: Config, model, processor, test_set: SampleSet, out_dir: Path, ledger: SkipLedger,
-    backend: TrainingBackend | None, *, write: bool,
-) -> EvalResult:
-    """The held-out evaluation of the live policy (on every rank, each the whole set: under ZeRO-3 and
-    FSDP2 a forward pass needs every rank); ``write``: this process writes its files."""
+    config: Config, model, processor, test_set: SampleSet, benches: list[BenchmarkSet], out_dir: Path,
+    ledger: SkipLedger, backend: TrainingBackend | None, *, write: bool,
+) -> HeldOut:
+    """The held-out evaluation of the live policy on data.test and the benchmarks (on every rank, each the
+    whole set: under ZeRO-3 and FSDP2 a forward pass needs every rank); ``write``: this process writes its
+    files (the benchmarks' under ``out_dir/benchmarks``)."""
     engine = build_engine(config, model, processor, backend)
+    options = eval_options(config)
     result = evaluate_policy(
-        engine, test_set.samples, test_set.tasks, eval_options(config), skipped=test_set.skipped,
-        reward_policy=reward_policy(config.task),
+        engine, test_set.samples, test_set.tasks, options, skipped=test_set.skipped,
+        reward_policy=reward_policy(config.task), label="data.test",
     )
+    parts = evaluate_benchmarks(benches, engine, options, max_new_tokens=config.eval.max_new_tokens)
+    benchmarks = EvalResult.merged(parts) if parts else None
     if write:
         result.write(out_dir, model_name=out_dir.name)
+        if benchmarks is not None:
+            benchmarks.write(out_dir / "benchmarks", model_name=out_dir.name)
     ledger.add(result.skipped, split="test", stage="eval")
-    return result
+    return HeldOut(result, benchmarks)
 
 
 def _summary(
@@ -288,7 +317,11 @@ def _summary(
     for key, tag in (("accuracy_before_grpo", "before GRPO"), ("accuracy_after_grpo", "after GRPO")):
         if tag in evaluations:
             summary[key] = evaluations[tag].summary()["accuracy"]
-    if len(summary) == 2:
+        benchmarks = evaluations.get(benchmarks_tag(tag))
+        if benchmarks is not None:
+            numbers = benchmarks.summary()
+            summary |= {f"{name}/{key}": numbers[f"{name}/accuracy"] for name in benchmarks.tasks()}
+    if "accuracy_before_grpo" in summary and "accuracy_after_grpo" in summary:
         summary["accuracy_gain"] = summary["accuracy_after_grpo"] - summary["accuracy_before_grpo"]
     summary |= {
         "n_eval": len(test_set.samples),

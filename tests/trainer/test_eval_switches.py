@@ -23,7 +23,7 @@ def test_progress_bar_false_silences_the_eval_bars(small_config, capfd) -> None:
     summary = run_training(config)
     assert summary["n_eval"] == 4 and "accuracy_after_grpo" in summary
     err = capfd.readouterr().err
-    assert "prompt/s" not in err  # the eval bar's unit (tqdm writes even off a terminal)
+    assert "item/s" not in err  # the eval bar's unit (tqdm writes even off a terminal)
     assert "Loading weights" not in err  # transformers' own bar
 
 
