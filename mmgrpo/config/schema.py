@@ -491,7 +491,8 @@ class EvalConfig:
     )
     benchmarks: list[BenchmarkConfig] = option(
         [], "Benchmarks `mmgrpo eval` runs, e.g. [{name: mmmu_val, path: DIR}]; when set, data.test is evaluated "
-        "only if given with --data.",
+        "only if given with --data. In training: evaluated beside data.test (each at most eval.limit items) before "
+        "and after GRPO and every eval.every_n_steps, logged as eval/<benchmark>/accuracy.",
     )
     prompt_style: Literal["official", "task"] = option(
         "official", "Benchmark prompts: the benchmark's own, or the trained task's <think>/<answer> format."

@@ -22,9 +22,7 @@ from eval.shards import shard
 from mmgrpo.cli import main
 from mmgrpo.config import BenchmarkConfig, DatasetConfig, TaskConfig
 from mmgrpo.distributed import Ranks
-from mmgrpo.models.loading import load_model_and_processor
 from tests.eval import published
-from tests.rollout.conftest import peaked_copy
 
 BUILD = benchmark._engine
 OPTIONS = EvalOptions(max_new_tokens=8, batch_size=2, progress=False)
@@ -32,13 +30,8 @@ MMMU_LIMIT = 3
 
 
 @pytest.fixture(scope="module")
-def peaked_model(tmp_path_factory: pytest.TempPathFactory, tiny_qwen25vl: Path) -> Path:
-    """The tiny Qwen2.5-VL made peaked: its greedy completions are long and differ by prompt."""
-    model, processor = load_model_and_processor(tiny_qwen25vl)
-    out = tmp_path_factory.mktemp("peaked")
-    peaked_copy(model).save_pretrained(out)
-    processor.save_pretrained(out)
-    return out
+def peaked_model(peaked_model_dir) -> Path:
+    return peaked_model_dir()
 
 
 @pytest.fixture(scope="module")
