@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+@pytest.mark.slow
 def test_eval_on_the_vllm_engine_answers_as_the_hf_engine(peaked_model_dir, tmp_path):
     model = peaked_model_dir("qwen2_5_vl", **VLLM_CPU_TINY_OPTIONS)
     make_dataset("clevr_count", 8, tmp_path / "clevr", seed=0, test_fraction=0.5)
