@@ -153,18 +153,39 @@ def torchrun(ranks: int, *arguments: str) -> subprocess.CompletedProcess:
                           timeout=600)
 
 
+def cli_arguments(model: Path, inputs: dict[str, Path]) -> list[str]:
+    """``mmgrpo eval`` arguments for the same evaluation as :func:`evaluate`."""
+    return ["--model", str(model), "--task", "clevr_count", "--data", str(inputs["clevr"]),
+            f"eval.benchmarks=[{{name: mmmu_val, path: {inputs['mmmu']}, limit: {MMMU_LIMIT}}}]",
+            "eval.max_new_tokens=8", "--batch-size", "2", "task.think=false", "log.progress_bar=false",
+            "train.num_threads=1"]
+
+
+def succeeded(done: subprocess.CompletedProcess) -> None:
+    assert done.returncode == 0, "\n".join(line for line in done.stderr.splitlines() if "error" in line.lower())
+    assert done.stdout.count("wrote ") == 1  # the main process alone reports
+
+
 @pytest.mark.slow
 @pytest.mark.distributed
 def test_two_ranks_under_torchrun_give_the_one_rank_result(uninterrupted, peaked_model, inputs, tmp_path):
-    arguments = ["--model", str(peaked_model), "--task", "clevr_count", "--data", str(inputs["clevr"]),
-                 f"eval.benchmarks=[{{name: mmmu_val, path: {inputs['mmmu']}, limit: {MMMU_LIMIT}}}]", "eval.max_new_tokens=8",
-                 "--batch-size", "2", "task.think=false", "log.progress_bar=false", "train.num_threads=1"]
+    arguments = cli_arguments(peaked_model, inputs)
     assert main(["eval", *arguments, "--out", str(tmp_path / "ranks-1")]) == 0  # one rank, in this process
-    done = torchrun(2, *arguments, "--out", str(tmp_path / "ranks-2"))
-    assert done.returncode == 0, "\n".join(line for line in done.stderr.splitlines() if "error" in line.lower())
-    assert done.stdout.count("wrote ") == 1  # the main process alone reports
+    succeeded(torchrun(2, *arguments, "--out", str(tmp_path / "ranks-2")))
     one, two = scored(tmp_path / "ranks-1"), scored(tmp_path / "ranks-2")
     assert two == one
     assert [row["completion"] for row in two["samples"]] == [row["completion"] for row in samples(uninterrupted)]
     log = (tmp_path / "ranks-2" / "eval.log").read_text()
     assert "rank 0's block of 2" in log and "mmmu_val" in log
+
+
+@pytest.mark.slow
+@pytest.mark.distributed
+def test_an_eval_killed_on_one_rank_resumes_on_two(uninterrupted, peaked_model, inputs, tmp_path, monkeypatch):
+    recording_engines(monkeypatch, [], stop_at=3)
+    with pytest.raises(Stopped):
+        main(["eval", *cli_arguments(peaked_model, inputs), "--out", str(tmp_path)])
+    succeeded(torchrun(2, *cli_arguments(peaked_model, inputs), "--out", str(tmp_path)))
+    assert "4 items already scored" in (tmp_path / "eval.log").read_text()
+    assert scored(tmp_path)["samples"] == samples(uninterrupted)
+    assert not (tmp_path / PARTIAL_DIR).exists()
