@@ -29,7 +29,7 @@ from eval.benchmarks.runs import (
 )
 from eval.report import write_outputs
 from eval.results import EvalOptions, EvalResult
-from eval.resume import Journal, claim, finish
+from eval.resume import AlreadyScored, Journal, claim, finish
 from eval.runner import evaluate_policy
 from mmgrpo.config import BenchmarkConfig, Config, DataConfig, DatasetConfig, ModelConfig, RolloutConfig, TaskConfig
 from mmgrpo.distributed import Ranks
@@ -184,7 +184,13 @@ def _evaluate_model(
 ) -> EvalResult:
     """Load one model, evaluate it on each dataset's task samples (labelled with their dataset when there
     are several, for per-dataset results) then each benchmark (under its own token limit), and free it
-    again before the next one loads."""
+    again before the next one loads. A model whose every item ``journal`` holds is not loaded at all."""
+    scoring = {"rewards": rewards, "benchmark_max_new_tokens": benchmark_max_new_tokens, "ranks": ranks,
+               "journal": journal}
+    if journal.holds_all({f"data:{label}": eval_set.samples for label, eval_set in eval_sets.items()}
+                         | {f"benchmark:{bench.name}": bench.samples for bench in benches}):
+        logger.info("%s: every item was scored before the run stopped; the model is not loaded", path)
+        return _evaluate_sets(AlreadyScored(), eval_sets, benches, options, **scoring)
     started = time.perf_counter()
     policy, processor = load_model_and_processor(
         path, dtype=config.dtype, attn_implementation=config.attn_implementation,
@@ -195,6 +201,20 @@ def _evaluate_model(
     longest = max([options.max_new_tokens, *(generation_limit(bench, benchmark_max_new_tokens) for bench in benches)])
     sampler = _engine(engine, policy, processor, config, rollout, max_new_tokens=longest, seed=options.seed,
                       **engine_options)
+    result = _evaluate_sets(sampler, eval_sets, benches, options, **scoring)
+    result.timings["load_seconds"] = load_seconds
+    del policy, processor, sampler
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return result
+
+
+def _evaluate_sets(
+    sampler: RolloutEngine, eval_sets: Mapping[str, SampleSet], benches: Sequence[BenchmarkSet], options: EvalOptions,
+    *, rewards: RewardPolicy, benchmark_max_new_tokens: int | None, ranks: Ranks, journal: Journal,
+) -> EvalResult:
+    """Every dataset's and benchmark's items answered by ``sampler`` and scored, in one result."""
     parts = []
     for label, eval_set in eval_sets.items():
         part = evaluate_policy(
@@ -207,13 +227,7 @@ def _evaluate_model(
         parts.append(part)
     parts += evaluate_benchmarks(benches, sampler, options, max_new_tokens=benchmark_max_new_tokens, ranks=ranks,
                                  journal=journal)
-    result = EvalResult.merged(parts)
-    result.timings["load_seconds"] = load_seconds
-    del policy, processor, sampler
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-    return result
+    return EvalResult.merged(parts)
 
 
 def _engine(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from types import TracebackType
+from typing import Self
 
 from tqdm.auto import tqdm
 
@@ -45,7 +46,7 @@ class Progress:
             elapsed = tqdm.format_interval(time.perf_counter() - self.started)
             logger.info("%s: %d items in %s (%.2f items/s)", self.label, self.done, elapsed, self.rate())
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:

@@ -85,6 +85,11 @@ class Journal:
         self.handle: IO[str] | None = None
         if self.scored:
             logger.info("%s: %d items already scored", folder.name, len(self.scored))
+        ranks.barrier()  # every rank has read the files before any appends to them
+
+    def holds_all(self, parts: Mapping[str, Sequence[Sample]]) -> bool:
+        """Whether every item of every evaluation (name -> its samples) is scored already."""
+        return all(len(self.part(name).done(samples)) == len(samples) for name, samples in parts.items())
 
     def part(self, name: str) -> PartJournal:
         """The journal of one evaluation (a dataset or a benchmark) of this model."""
@@ -102,6 +107,16 @@ class Journal:
         if self.handle is not None:
             self.handle.close()
             self.handle = None
+
+
+class AlreadyScored:
+    """The rollout engine of a model whose every item a journal holds: it is never asked to generate."""
+
+    def generate(self, samples: Sequence[Sample], params: Any, group_sizes: Any = None, **_: Any) -> list[Any]:
+        raise RuntimeError(f"asked to generate {len(samples)} items, but every item was scored already")
+
+    def update_weights(self, model_or_state_dict: Any) -> None:
+        raise RuntimeError("a model whose every item was scored already has no weights loaded")
 
 
 @dataclasses.dataclass

@@ -79,24 +79,28 @@ class Stopped(RuntimeError):
 
 
 class Recording:
-    """A rollout engine that records the ids it is asked for, and stops (raises) at its ``stop_at``-th call."""
+    """A rollout engine that records each batch of ids it is asked for in ``asked`` (shared by the engines of
+    one run, one per model), and stops (raises) at the run's ``stop_at``-th call."""
 
-    def __init__(self, engine: Any, asked: list[str], stop_at: int | None = None) -> None:
-        self.engine, self.asked, self.stop_at, self.calls = engine, asked, stop_at, 0
+    def __init__(self, engine: Any, asked: list[list[str]], stop_at: int | None = None) -> None:
+        self.engine, self.asked, self.stop_at = engine, asked, stop_at
 
     def generate(self, samples: Any, params: Any, group_sizes: Any = None, **kwargs: Any) -> Any:
-        self.calls += 1
-        if self.calls == self.stop_at:
+        if len(self.asked) + 1 == self.stop_at:
             raise Stopped("killed")
-        self.asked += [sample.id for sample in samples]
+        self.asked.append([sample.id for sample in samples])
         return self.engine.generate(samples, params, group_sizes, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)
 
 
-def recording_engines(monkeypatch: pytest.MonkeyPatch, asked: list[str], stop_at: int | None = None) -> None:
+def recording_engines(monkeypatch: pytest.MonkeyPatch, asked: list[list[str]], stop_at: int | None = None) -> None:
     monkeypatch.setattr(benchmark, "_engine", lambda *args, **kwargs: Recording(BUILD(*args, **kwargs), asked, stop_at))
+
+
+def flat(batches: list[list[str]]) -> list[str]:
+    return [item for batch in batches for item in batch]
 
 
 def test_a_killed_eval_resumes_from_the_scored_items_to_the_uninterrupted_result(
@@ -111,14 +115,40 @@ def test_a_killed_eval_resumes_from_the_scored_items_to_the_uninterrupted_result
     assert [line["index"] for line in lines] == [0, 1, 2, 3] and lines[2]["skipped"]["row_id"] == "broken"
     assert not (out / "results.json").exists()
 
-    first_run, asked[:] = list(asked), []
+    first_run, asked[:] = flat(asked), []
     recording_engines(monkeypatch, asked)
     evaluate(peaked_model, inputs, out)
-    assert len(first_run) == 4 and not set(first_run) & set(asked)  # nothing scored twice
-    assert len(asked) == 6 - 4 + MMMU_LIMIT  # the rest: 2 counting rows, then the benchmark
+    assert len(first_run) == 4 and not set(first_run) & set(flat(asked))  # nothing scored twice
+    assert len(flat(asked)) == 6 - 4 + MMMU_LIMIT  # the rest: 2 counting rows, then the benchmark
     assert scored(out) == scored(uninterrupted)
     assert {row["completion"] for row in samples(out)} != {""}  # long completions, compared above
     assert not (out / PARTIAL_DIR).exists()  # finished: nothing left to resume
+
+
+def test_a_model_whose_items_were_all_scored_is_not_loaded_again(
+    peaked_model, tiny_qwen25vl, inputs, tmp_path, monkeypatch
+):
+    models, loaded = [peaked_model, tiny_qwen25vl], []
+    load = benchmark.load_model_and_processor
+
+    def recorded_load(path: str, **kwargs: Any) -> Any:
+        loaded.append(path)
+        return load(path, **kwargs)
+
+    monkeypatch.setattr(benchmark, "load_model_and_processor", recorded_load)
+    batches = 6 // 2 + 2  # per model: 6 counting rows, then 3 benchmark items, two at a time
+    recording_engines(monkeypatch, [], stop_at=batches + 2)  # killed in the second model's second batch
+    specs = {"datasets": [DatasetConfig(path=str(inputs["clevr"]), split="test", task="clevr_count")],
+             "options": OPTIONS, "task": TaskConfig(think=False), "benchmark_max_new_tokens": 8,
+             "benchmarks": [BenchmarkConfig("mmmu_val", str(inputs["mmmu"]), limit=MMMU_LIMIT)]}
+    with pytest.raises(Stopped):
+        evaluation.run([str(model) for model in models], out_dir=tmp_path / "out", **specs)
+    loaded[:], asked = [], []
+    recording_engines(monkeypatch, asked)
+    evaluation.run([str(model) for model in models], out_dir=tmp_path / "out", **specs)
+    assert loaded == [str(tiny_qwen25vl)] and len(asked) == batches - 1
+    evaluation.run([str(model) for model in models], out_dir=tmp_path / "again", **specs)
+    assert scored(tmp_path / "out") == scored(tmp_path / "again")
 
 
 def test_resuming_with_other_settings_is_refused_naming_what_changed(peaked_model, inputs, tmp_path, monkeypatch):
@@ -150,7 +180,7 @@ def torchrun(ranks: int, *arguments: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
                "-m", "mmgrpo", "eval", *arguments]
     return subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, check=False)
 
 
 def cli_arguments(model: Path, inputs: dict[str, Path]) -> list[str]:

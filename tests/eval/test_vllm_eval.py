@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
@@ -38,7 +37,8 @@ def test_eval_on_the_vllm_engine_answers_as_the_hf_engine(peaked_model_dir, tmp_
             benchmark_max_new_tokens=8,
         )
         rows[engine] = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
-    assert [(row["task"], row["prompt_id"]) for row in rows["vllm"]] == [(row["task"], row["prompt_id"]) for row in rows["hf"]]
+    ids = {engine: [(row["task"], row["prompt_id"]) for row in engine_rows] for engine, engine_rows in rows.items()}
+    assert ids["vllm"] == ids["hf"]
     assert len(rows["vllm"]) == 4 + 3
     assert [row["completion"] for row in rows["vllm"]] == [row["completion"] for row in rows["hf"]]
     assert [row["metric"] for row in rows["vllm"]] == [row["metric"] for row in rows["hf"]]
