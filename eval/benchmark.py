@@ -108,6 +108,7 @@ def run(
         "model": dataclasses.asdict(model_config),
         "task": dataclasses.asdict(task_config),
         "engine": engine,
+        "rollout": None if engine == IN_PROCESS_ENGINE else dataclasses.asdict(rollout or RolloutConfig()),
         "max_prompt_tokens": max_prompt_tokens,
         "data_seed": data_seed,
         "benchmarks": [dataclasses.asdict(spec) for spec in benchmarks],

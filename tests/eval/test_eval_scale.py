@@ -196,7 +196,6 @@ def succeeded(done: subprocess.CompletedProcess) -> None:
     assert done.stdout.count("wrote ") == 1  # the main process alone reports
 
 
-@pytest.mark.slow
 @pytest.mark.distributed
 def test_two_ranks_under_torchrun_give_the_one_rank_result(uninterrupted, peaked_model, inputs, tmp_path):
     arguments = cli_arguments(peaked_model, inputs)
@@ -209,7 +208,6 @@ def test_two_ranks_under_torchrun_give_the_one_rank_result(uninterrupted, peaked
     assert "rank 0's block of 2" in log and "mmmu_val" in log
 
 
-@pytest.mark.slow
 @pytest.mark.distributed
 def test_an_eval_killed_on_one_rank_resumes_on_two(uninterrupted, peaked_model, inputs, tmp_path, monkeypatch):
     recording_engines(monkeypatch, [], stop_at=3)
