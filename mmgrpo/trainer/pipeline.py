@@ -156,7 +156,7 @@ def _run_stages(
             test_set = load_samples(
                 held_out_datasets(config), config.task, paths.data, seed=config.data.seed, model=policy_info
             )
-            benches = held_out_benchmarks(config)
+            benches = [bench.for_model(policy_info) for bench in held_out_benchmarks(config)]
     _refuse_mixed_media_on_ranks(train_set, ranks)
     ledger = SkipLedger(paths.root / LEDGER_FILE if main else None)
     ledger.add(train_set.skipped, split="train", stage="load")
