@@ -21,7 +21,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"mmgrpo", "mmgrpo.types", "mmgrpo.registry", "mmgrpo.failures", "mmgrpo.skipped_rows", "mmgrpo.run_files"},
     {"processors", "mmgrpo.algos", "mmgrpo.plugins"},
     {"mmgrpo.config", "data_recipes"},
-    {"mmgrpo.models"},
+    {"mmgrpo.models", "mmgrpo.distributed"},
     {"tasks"},
     {"mmgrpo.rollout"},
     {"mmgrpo.reward_models"},
