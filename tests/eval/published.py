@@ -17,6 +17,8 @@ from typing import Any
 import datasets
 from PIL import Image
 
+from tests.eval import video_files
+
 
 def png(seed: int, size: int | tuple[int, int] = 56) -> bytes:
     """A small distinct PNG, ``size`` square or ``(width, height)``."""
@@ -131,3 +133,30 @@ def write_parquet(path: Path, rows: list[dict], image_columns: tuple[str, ...] =
     path.parent.mkdir(parents=True, exist_ok=True)
     dataset.to_parquet(str(path))
     return path
+
+
+def videomme_row(question_id: str, video: str, duration: str, task_type: str, answer: str) -> dict:
+    """One question with the Hub's columns."""
+    return {"video_id": question_id.split("-")[0], "duration": duration, "domain": "Knowledge",
+            "sub_category": "Astronomy", "url": f"https://www.youtube.com/watch?v={video}", "videoID": video,
+            "question_id": question_id, "task_type": task_type, "question": "What is shown first?",
+            "options": ["A. A star.", "B. A planet.", "C. A moon.", "D. A comet."], "answer": answer}
+
+
+VIDEOMME_ROWS = [videomme_row("001-1", "vidA", "short", "Counting Problem", "B"), videomme_row("001-2", "vidA", "short", "OCR Problems", "C"),
+        videomme_row("301-1", "vidB", "long", "Counting Problem", "A"), videomme_row("302-1", "gone", "long", "OCR Problems", "D")]
+VIDEOMME_SRT = ('1\n00:00:00,000 --> 00:00:01,500\n<font color="white" size=".72c">Look at the sky.</font>\n\n'
+       '2\n00:00:01,500 --> 00:00:03,000\n<font color="white" size=".72c">A planet rises.</font>\n\n'
+       '3\n00:00:10,000 --> 00:00:12,000\n<font color="white" size=".72c">After the clip.</font>\n')
+
+
+def write_videomme(folder: Path) -> Path:
+    """Video-MME as the Hub publishes it: ``videomme/test-*.parquet``, ``data/<videoID>.mp4`` (one ``.MP4``: the
+    release's other containers), ``subtitle/<videoID>.srt``; the last question's video is missing."""
+    write_parquet(folder / "videomme" / "test-00000-of-00001.parquet", VIDEOMME_ROWS, image_columns=())
+    (folder / "data").mkdir(parents=True)
+    (folder / "data" / "vidA.mp4").write_bytes(video_files.clip(1))
+    (folder / "data" / "vidB.MP4").write_bytes(video_files.clip(2))
+    (folder / "subtitle").mkdir()
+    (folder / "subtitle" / "vidA.srt").write_text(VIDEOMME_SRT)
+    return folder

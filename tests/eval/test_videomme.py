@@ -15,36 +15,14 @@ from mmgrpo.cli import main
 from mmgrpo.config import BenchmarkConfig
 from processors.budgets import VideoBudget
 from tasks.base import ModelInfo
-from tests.eval import published, saved_predictions, video_files
+from tests.eval import published, saved_predictions
 from tests.eval.scoring import tables
 from tests.eval.scoring.tables import Case
 
 
-def row(question_id: str, video: str, duration: str, task_type: str, answer: str) -> dict:
-    """One question with the Hub's columns."""
-    return {"video_id": question_id.split("-")[0], "duration": duration, "domain": "Knowledge",
-            "sub_category": "Astronomy", "url": f"https://www.youtube.com/watch?v={video}", "videoID": video,
-            "question_id": question_id, "task_type": task_type, "question": "What is shown first?",
-            "options": ["A. A star.", "B. A planet.", "C. A moon.", "D. A comet."], "answer": answer}
-
-
-ROWS = [row("001-1", "vidA", "short", "Counting Problem", "B"), row("001-2", "vidA", "short", "OCR Problems", "C"),
-        row("301-1", "vidB", "long", "Counting Problem", "A"), row("302-1", "gone", "long", "OCR Problems", "D")]
-SRT = ('1\n00:00:00,000 --> 00:00:01,500\n<font color="white" size=".72c">Look at the sky.</font>\n\n'
-       '2\n00:00:01,500 --> 00:00:03,000\n<font color="white" size=".72c">A planet rises.</font>\n\n'
-       '3\n00:00:10,000 --> 00:00:12,000\n<font color="white" size=".72c">After the clip.</font>\n')
-
-
 @pytest.fixture(scope="module")
 def videomme_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("Video-MME")
-    published.write_parquet(folder / "videomme" / "test-00000-of-00001.parquet", ROWS, image_columns=())
-    (folder / "data").mkdir()
-    (folder / "data" / "vidA.mp4").write_bytes(video_files.clip(1))
-    (folder / "data" / "vidB.MP4").write_bytes(video_files.clip(2))  # the release's other containers are found too
-    (folder / "subtitle").mkdir()
-    (folder / "subtitle" / "vidA.srt").write_text(SRT)
-    return folder
+    return published.write_videomme(tmp_path_factory.mktemp("Video-MME"))
 
 
 def test_items_hold_their_video_and_a_missing_video_is_skipped(videomme_folder):
