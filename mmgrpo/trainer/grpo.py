@@ -15,24 +15,20 @@ writes files.
 
 from __future__ import annotations
 
-import copy
 import logging
-import math
 import time
 from collections import deque
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 from tqdm.auto import tqdm
 
-from mmgrpo.algos import ISCorrection, group_advantages
+from mmgrpo.algos import group_advantages
 from mmgrpo.config import Config
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import PromptBatch, build_prompt_batch
-from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor
 from mmgrpo.models.policy_weights import checkpoint_dir
 from mmgrpo.models.prompt_cache import hit_rate_metrics, open_prompt_cache
 from mmgrpo.models.special_tokens import tokenizer_of
@@ -41,12 +37,13 @@ from mmgrpo.reports.alerts import StepMonitor
 from mmgrpo.reports.html import refresh_report
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.trainer.async_rollouts import AsyncRollouts, RolloutRequest, ranks_share
-from mmgrpo.trainer.backends import OptimizerSpec, build_backend
+from mmgrpo.trainer.backends import build_backend
 from mmgrpo.trainer.checkpoint import (
     TrainerState, capture_rng_state, load_trainer_state, remove_stale_staging, restore_rng_state,
     retire_checkpoints_after, save_checkpoint, save_last_finished,
 )
 from mmgrpo.trainer.group_sizes import GroupSizeTracker
+from mmgrpo.trainer.kl_reference import make_reference
 from mmgrpo.trainer.interrupts import signals_allowed, signals_deferred, stop_on_signals
 from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger, completion_prompt
 from mmgrpo.trainer.nonfinite import naming_rows
@@ -62,7 +59,8 @@ from mmgrpo.trainer.setup import build_engine, sampling_params, scoring_rule
 from mmgrpo.trainer.process_steps import step_advantages
 from mmgrpo.trainer.step_metrics import rollout_metrics, staleness_metrics
 from mmgrpo.trainer.update import (
-    LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, policy_update, sampler_logprobs,
+    LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, grpo_optimizer_spec, policy_update,
+    sampler_logprobs,
 )
 
 logger = logging.getLogger(__name__)
@@ -70,7 +68,6 @@ logger = logging.getLogger(__name__)
 _RANK_SEED_STRIDE = 1_000_003  # rank r samples with seed + r * this: ranks draw different tokens
 _STEP_SEED_STRIDE = 100_003  # step (rollout batch) s samples with seed * this + s
 WORKER_MODEL_DIR = "rollout_worker_model"  # where an async worker loads a policy without a folder from
-REFERENCE_ADAPTER = "reference"  # the frozen SFT adapter of a LoRA run's KL reference
 Evaluator = Callable[[str], dict[str, float]]  # tag -> metrics, run on the live policy
 
 
@@ -112,11 +109,13 @@ class GRPOTrainer:
         resumed = load_trainer_state(resume_from) if resume_from is not None else None
         recorded = resumed.reference if resumed is not None else None  # a run keeps its first reference
         self.reference_source = recorded or (str(reference_source) if reference_source is not None else None)
-        self.reference = self._make_reference(fresh=resumed is None)
-        self.backend = build_backend(model, self._optimizer_spec(), config.train)
+        self.reference = make_reference(config, model, self.reference_source, fresh=resumed is None)
+        self.backend = build_backend(model, grpo_optimizer_spec(config), config.train)
         if self.reference is not None and self.reference.module is not model:  # sharded like the policy
             self.reference.module = self.backend.prepare_frozen(self.reference.module)
         self.optimizer, self.scheduler = self.backend.optimizer, self.backend.scheduler
+        self.loss_settings = LossSettings.from_config(config)
+        self.update_settings = UpdateSettings.from_config(config, self.backend.world_size)
         self.step_index = 0
         self.saved_step: int | None = None  # the step of the newest checkpoint this trainer wrote
         self.batches_drawn = 0  # rollout batches drawn so far (an async worker's requests are named by it)
@@ -267,14 +266,14 @@ class GRPOTrainer:
             rollout_done = time.perf_counter()
             if self.reference is not None:
                 batch.ref_logp = batch_logprobs(
-                    self.reference.module, backend, batch, self._update_settings(), cfg.rollout.temperature,
+                    self.reference.module, backend, batch, self.update_settings, cfg.rollout.temperature,
                     self.reference.context,
                 )
             reference_done = time.perf_counter()
         self.model.train()
         # a stop request waits for the weights to be whole again
         with signals_deferred(), naming_rows(rollouts.samples, stage="GRPO", step=self.step_index + 1):
-            metrics |= policy_update(self.backend, batch, self._loss_settings(), self._update_settings())
+            metrics |= policy_update(self.backend, batch, self.loss_settings, self.update_settings)
             metrics |= self.backend.precision_metrics()
             self._sync_weights()
         metrics |= _advantage_metrics(advantages)
@@ -420,26 +419,6 @@ class GRPOTrainer:
         algo = self.config.algo
         return step_advantages(rollouts, self.token_text_ends, length, scale_std=algo.scale_std, eps=algo.advantage_eps)
 
-    def _loss_settings(self) -> LossSettings:
-        algo = self.config.algo
-        return LossSettings(
-            eps_low=algo.eps_low, eps_high=algo.eps_high, dual_clip=algo.dual_clip, agg=algo.loss_agg,
-            beta=algo.beta, kl=algo.kl_estimator, kl_clamp=algo.kl_clamp,
-            max_len=self.config.rollout.max_new_tokens, temperature=self.config.rollout.temperature,
-            correction=None if algo.is_correction == "none" else ISCorrection(algo.is_correction, algo.is_level, algo.is_cap),
-        )
-
-    def _update_settings(self) -> UpdateSettings:
-        train = self.config.train
-        return UpdateSettings(
-            num_iterations=self.config.algo.num_iterations, micro_batch_size=train.micro_batch_size,
-            mini_batch_size=train.mini_batch_size and train.mini_batch_size // self.backend.world_size,
-            group_shared_encoding=train.group_shared_encoding, precision=train.precision,
-            old_logp_source=self.config.rollout.logprobs_source,
-            # engines report log-probs at temperature 1 ("raw"), the trainer at rollout.temperature
-            measure_sampler_gap=self.config.rollout.temperature == 1.0,
-        )
-
     def _record_successes(self, rollouts: Rollouts) -> None:
         for group in [*rollouts.groups, *rollouts.filtered]:
             self.group_sizes.record(group.sample.id, group.successes())
@@ -464,63 +443,7 @@ class GRPOTrainer:
                 position += 1
         self.metrics.log_completions(records[: self.config.log.completions_per_log])
 
-    # -- reference model ------------------------------------------------------------------
-    def _make_reference(self, *, fresh: bool) -> _Reference | None:
-        """None when beta = 0; with LoRA see :meth:`_lora_reference`; else a frozen initial policy:
-        a copy of ``model`` in a fresh run, reloaded from ``reference_source`` in a resumed one.
-        Under a back end that shards the weights it is always loaded from ``reference_source``, on
-        the CPU: the back end shards it onto the device (``prepare_frozen``), where a copy of the
-        policy would have put a second whole model on every rank's device."""
-        cfg = self.config
-        if cfg.algo.beta == 0:
-            return None
-        if cfg.lora.enabled:
-            return self._lora_reference()
-        if self.reference_source is None:
-            raise ValueError(
-                "algo.beta > 0 with full fine-tuning needs reference_source: where the initial policy loads from"
-            )
-        sharded = cfg.train.shards_weights
-        if fresh and not sharded:
-            frozen = copy.deepcopy(self.model)
-        else:
-            frozen, _ = load_model_and_processor(
-                self.reference_source, dtype=cfg.model.dtype, attn_implementation=cfg.model.attn_implementation,
-                trust_remote_code=cfg.model.trust_remote_code, device="cpu" if sharded else _device(self.model),
-            )
-        frozen.eval().requires_grad_(False)
-        return _Reference(frozen, nullcontext)
-
-    def _lora_reference(self) -> _Reference:
-        """The initial policy under LoRA: the base with adapters off, or, when the run starts
-        from a LoRA SFT (``reference_source`` holds an adapter), the base with that SFT adapter,
-        loaded frozen beside the adapter GRPO trains (no second copy of the base)."""
-        source = Path(self.reference_source) if self.reference_source is not None else None
-        if source is None or not (source / ADAPTER_CONFIG).is_file():
-            return _Reference(self.model, self.model.disable_adapter)
-        self.model.load_adapter(str(source), adapter_name=REFERENCE_ADAPTER, is_trainable=False)
-        trained = self.model.active_adapter
-        return _Reference(self.model, lambda: _adapter_active(self.model, REFERENCE_ADAPTER, then=trained))
-
     # -- optimisation and checkpoints ---------------------------------------------------------
-    def _optimizer_spec(self) -> OptimizerSpec:
-        train = self.config.train
-        return OptimizerSpec(
-            lr=train.lr, weight_decay=train.weight_decay, total_steps=self._total_optimizer_steps(),
-            schedule=train.lr_schedule, warmup_ratio=train.warmup_ratio, betas=(train.adam_beta1, train.adam_beta2),
-            eps=train.adam_eps, max_grad_norm=train.max_grad_norm, samples_per_step=self._samples_per_optimizer_step(),
-        )
-
-    def _samples_per_optimizer_step(self) -> int:
-        rollout = self.config.rollout.prompts_per_step * self.config.rollout.num_generations
-        return self.config.train.mini_batch_size or rollout
-
-    def _total_optimizer_steps(self) -> int:
-        cfg = self.config
-        rollout = cfg.rollout.prompts_per_step * cfg.rollout.num_generations
-        per_iteration = math.ceil(rollout / self._samples_per_optimizer_step())
-        return cfg.train.steps * cfg.algo.num_iterations * per_iteration
-
     def save(self, *, rng: dict[str, Any] | None = None, unconsumed: list[dict[str, Any]] | None = None) -> Path:
         """Checkpoint the current step on every rank (``rng``: the generator state to record, default
         the current one; ``unconsumed``: the rollout batches drawn and not trained on, default the current ones)."""
@@ -575,23 +498,6 @@ class _Finished:
     skipped_ids: set[str]  # samples left out so far (never drawn again)
     unconsumed: list[dict[str, Any]]  # rollout batches drawn and not trained on
     batches_drawn: int
-
-
-@contextmanager
-def _adapter_active(model: torch.nn.Module, name: str, *, then: str) -> Iterator[None]:
-    """Run the block with LoRA adapter ``name`` active, then make ``then`` active (and trainable) again."""
-    model.set_adapter(name)
-    try:
-        yield
-    finally:
-        model.set_adapter(then)
-
-
-class _Reference:
-    """The frozen reference policy: a module and the context under which it is the reference."""
-
-    def __init__(self, module: torch.nn.Module, context: Callable[[], Any]) -> None:
-        self.module, self.context = module, context
 
 
 def _advantage_metrics(advantages: torch.Tensor) -> dict[str, float]:

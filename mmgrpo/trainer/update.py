@@ -30,7 +30,8 @@ from mmgrpo.algos import ISCorrection, importance_weights, logprob_gap, masked_m
 from mmgrpo.models.batch import PromptBatch, ragged_rows
 from mmgrpo.models.train_batch import pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
-from mmgrpo.trainer.backends import TrainingBackend
+from mmgrpo.config import Config
+from mmgrpo.trainer.backends import OptimizerSpec, TrainingBackend
 from mmgrpo.trainer.loss_scaling import autocast_dtype
 from mmgrpo.trainer.nonfinite import blamed_on, require_finite
 from mmgrpo.types import Completion
@@ -53,6 +54,16 @@ class LossSettings:
     temperature: float = 1.0
     correction: ISCorrection | None = None  # importance sampling against the sampler's log-probs; None = off
 
+    @classmethod
+    def from_config(cls, config: Config) -> LossSettings:
+        algo = config.algo
+        return cls(
+            eps_low=algo.eps_low, eps_high=algo.eps_high, dual_clip=algo.dual_clip, agg=algo.loss_agg,
+            beta=algo.beta, kl=algo.kl_estimator, kl_clamp=algo.kl_clamp,
+            max_len=config.rollout.max_new_tokens, temperature=config.rollout.temperature,
+            correction=None if algo.is_correction == "none" else ISCorrection(algo.is_correction, algo.is_level, algo.is_cap),
+        )
+
 
 @dataclass(frozen=True)
 class UpdateSettings:
@@ -67,9 +78,35 @@ class UpdateSettings:
     old_logp_source: str = "trainer"  # "engine": the sampler's log-probs are the PPO ratio's old log-probs
     measure_sampler_gap: bool = False  # log how far the sampler's log-probs are from the trainer's
 
+    @classmethod
+    def from_config(cls, config: Config, world_size: int) -> UpdateSettings:
+        """The split a GRPO step uses on one of ``world_size`` ranks (``train.mini_batch_size`` is global)."""
+        train = config.train
+        return cls(
+            num_iterations=config.algo.num_iterations, micro_batch_size=train.micro_batch_size,
+            mini_batch_size=train.mini_batch_size and train.mini_batch_size // world_size,
+            group_shared_encoding=train.group_shared_encoding, precision=train.precision,
+            old_logp_source=config.rollout.logprobs_source,
+            # engines report log-probs at temperature 1 ("raw"), the trainer at rollout.temperature
+            measure_sampler_gap=config.rollout.temperature == 1.0,
+        )
+
     def autocast(self, device: torch.device) -> ContextManager:
         dtype = autocast_dtype(self.precision)
         return torch.autocast(device.type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
+
+
+def grpo_optimizer_spec(config: Config) -> OptimizerSpec:
+    """AdamW and its schedule over the run's optimizer steps: ``train.steps`` x mu x the mini-batches of a step."""
+    train = config.train
+    rollout = config.rollout.prompts_per_step * config.rollout.num_generations
+    samples_per_step = train.mini_batch_size or rollout
+    total_steps = train.steps * config.algo.num_iterations * math.ceil(rollout / samples_per_step)
+    return OptimizerSpec(
+        lr=train.lr, weight_decay=train.weight_decay, total_steps=total_steps, schedule=train.lr_schedule,
+        warmup_ratio=train.warmup_ratio, betas=(train.adam_beta1, train.adam_beta2), eps=train.adam_eps,
+        max_grad_norm=train.max_grad_norm, samples_per_step=samples_per_step,
+    )
 
 
 @dataclass

@@ -264,10 +264,9 @@ def test_a_sharded_backends_reference_loads_on_the_cpu_never_as_a_copy_on_the_de
 ):
     """Under ZeRO-3/FSDP2 the fresh reference is read from disk onto the CPU (prepare_frozen then
     shards it onto the device); elsewhere it is a copy of the policy, where the device holds it whole anyway."""
-    import types
 
     from mmgrpo.models.loading import load_model_and_processor
-    from mmgrpo.trainer import grpo
+    from mmgrpo.trainer import kl_reference
 
     loads = []
 
@@ -275,12 +274,10 @@ def test_a_sharded_backends_reference_loads_on_the_cpu_never_as_a_copy_on_the_de
         loads.append(options["device"])
         return load_model_and_processor(source, **options)
 
-    monkeypatch.setattr(grpo, "load_model_and_processor", recording_load)
+    monkeypatch.setattr(kl_reference, "load_model_and_processor", recording_load)
     policy, _ = load_model_and_processor(tiny_qwen25vl)
-    trainer = types.SimpleNamespace(
-        config=load_config(None, ["algo.beta=0.04", *overrides]), model=policy, reference_source=str(tiny_qwen25vl)
-    )
-    reference = grpo.GRPOTrainer._make_reference(trainer, fresh=True)
+    config = load_config(None, ["algo.beta=0.04", *overrides])
+    reference = kl_reference.make_reference(config, policy, str(tiny_qwen25vl), fresh=True)
     assert loads == ([] if loaded_on is None else [loaded_on])
     assert reference.module is not policy and not reference.module.training
     for (name, frozen), (_, live) in zip(reference.module.named_parameters(), policy.named_parameters()):
