@@ -45,7 +45,7 @@ from mmgrpo.trainer.checkpoint import (
 from mmgrpo.trainer.group_sizes import GroupSizeTracker
 from mmgrpo.trainer.kl_reference import make_reference
 from mmgrpo.trainer.interrupts import signals_allowed, signals_deferred, stop_on_signals
-from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger, completion_prompt
+from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger
 from mmgrpo.trainer.nonfinite import naming_rows
 from mmgrpo.trainer.prompt_sampler import PromptSampler
 from mmgrpo.trainer.reward_errors import record_reward_errors
@@ -57,7 +57,9 @@ from mmgrpo.trainer.rollouts import (
 from mmgrpo.inputs import SampleSet, media_budgets
 from mmgrpo.trainer.setup import build_engine, sampling_params, scoring_rule
 from mmgrpo.trainer.process_steps import step_advantages
-from mmgrpo.trainer.step_metrics import rollout_metrics, staleness_metrics
+from mmgrpo.trainer.step_metrics import (
+    advantage_metrics, completion_records, rollout_metrics, staleness_metrics, step_timing,
+)
 from mmgrpo.trainer.update import (
     LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, grpo_optimizer_spec, policy_update,
     sampler_logprobs,
@@ -260,7 +262,7 @@ class GRPOTrainer:
             if not backend.all_ranks(bool(rollouts.groups)):
                 logger.warning("step %d: a rank has no informative group to train on", self.step_index + 1)
                 rollout_done = time.perf_counter()
-                return metrics | _timing(started, rollout_done, rollout_done, rollout_done)
+                return metrics | step_timing(started, rollout_done, rollout_done, rollout_done)
             advantages, mine = rank_advantages(parts, backend.rank, self._advantages)
             batch = self._step_batch(rollouts, mine)  # advantages and the training batch count as rollout time
             rollout_done = time.perf_counter()
@@ -276,10 +278,10 @@ class GRPOTrainer:
             metrics |= policy_update(self.backend, batch, self.loss_settings, self.update_settings)
             metrics |= self.backend.precision_metrics()
             self._sync_weights()
-        metrics |= _advantage_metrics(advantages)
+        metrics |= advantage_metrics(advantages)
         if cache_before is not None:
             metrics |= hit_rate_metrics(self.prompt_cache.stats.since(cache_before))
-        metrics |= backend.all_reduce(_timing(started, rollout_done, reference_done, time.perf_counter()), "max")
+        metrics |= backend.all_reduce(step_timing(started, rollout_done, reference_done, time.perf_counter()), "max")
         metrics["tokens_per_second"] = metrics["length/total"] / metrics["time/step"]
         if backend.is_main_process:
             self._maybe_log_completions(everyone, advantages)
@@ -430,17 +432,7 @@ class GRPOTrainer:
         every, step = self.config.log.log_completions_every, self.step_index + 1
         if not every or (step % every and step != 1):  # a run shorter than `every` still shows samples
             return
-        records, position, advantages = [], 0, advantages.tolist()
-        for group in rollouts.groups:
-            prompt, successes = completion_prompt(group.sample), group.successes()
-            for index, (completion, reward) in enumerate(zip(group.completions, group.rewards)):
-                records.append({
-                    "step": self.step_index + 1, "sample_id": group.sample.id, "task": group.sample.task,
-                    "answer": group.sample.answer, **prompt, "completion": completion.text, "reward": reward,
-                    "rewards": {name: values[index] for name, values in group.components.items()},
-                    "advantage": advantages[position], "correct": successes[index], "truncated": completion.truncated,
-                })
-                position += 1
+        records = completion_records(rollouts, advantages, step)
         self.metrics.log_completions(records[: self.config.log.completions_per_log])
 
     # -- optimisation and checkpoints ---------------------------------------------------------
@@ -498,23 +490,6 @@ class _Finished:
     skipped_ids: set[str]  # samples left out so far (never drawn again)
     unconsumed: list[dict[str, Any]]  # rollout batches drawn and not trained on
     batches_drawn: int
-
-
-def _advantage_metrics(advantages: torch.Tensor) -> dict[str, float]:
-    return {
-        "advantage/mean": float(advantages.mean()),
-        "advantage/std": float(advantages.std()) if advantages.numel() > 1 else 0.0,
-        "advantage/abs_max": float(advantages.abs().max()),
-    }
-
-
-def _timing(started: float, rollout_done: float, reference_done: float, finished: float) -> dict[str, float]:
-    return {
-        "time/rollout": rollout_done - started,
-        "time/reference": reference_done - rollout_done,
-        "time/update": finished - reference_done,
-        "time/step": finished - started,
-    }
 
 
 def _model_type(model: torch.nn.Module) -> str:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Sequence
+from typing import Any, Sequence
 
+import torch
+
+from mmgrpo.trainer.metrics import completion_prompt
 from mmgrpo.trainer.rollouts import Group, Rollouts
 
 
@@ -62,6 +65,41 @@ def staleness_metrics(groups: Sequence[Group], version: int, max_staleness: int)
     for lag in range(max_staleness + 1):
         metrics[f"async/staleness_{lag}_frac"] = _mean([float(value == lag) for value in lags])
     return metrics
+
+
+def advantage_metrics(advantages: torch.Tensor) -> dict[str, float]:
+    """Mean, spread and largest magnitude of the step's advantages (all zero: no group taught anything)."""
+    return {
+        "advantage/mean": float(advantages.mean()),
+        "advantage/std": float(advantages.std()) if advantages.numel() > 1 else 0.0,
+        "advantage/abs_max": float(advantages.abs().max()),
+    }
+
+
+def step_timing(started: float, rollout_done: float, reference_done: float, finished: float) -> dict[str, float]:
+    """Seconds of the step's phases from their end times (``time.perf_counter``)."""
+    return {
+        "time/rollout": rollout_done - started,
+        "time/reference": reference_done - rollout_done,
+        "time/update": finished - reference_done,
+        "time/step": finished - started,
+    }
+
+def completion_records(rollouts: Rollouts, advantages: torch.Tensor, step: int) -> list[dict[str, Any]]:
+    """One ``completions.jsonl`` row per completion, whole groups in order: what a report shows of it (the
+    prompt's text and media references, the answer, each reward component, the advantage)."""
+    records, position, values = [], 0, advantages.tolist()
+    for group in rollouts.groups:
+        prompt, successes = completion_prompt(group.sample), group.successes()
+        for index, (completion, reward) in enumerate(zip(group.completions, group.rewards)):
+            records.append({
+                "step": step, "sample_id": group.sample.id, "task": group.sample.task,
+                "answer": group.sample.answer, **prompt, "completion": completion.text, "reward": reward,
+                "rewards": {name: scores[index] for name, scores in group.components.items()},
+                "advantage": values[position], "correct": successes[index], "truncated": completion.truncated,
+            })
+            position += 1
+    return records
 
 
 def _mean(values: Sequence[float]) -> float:
