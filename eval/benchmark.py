@@ -99,7 +99,7 @@ def run(
     main = ranks.is_main_process
     ledger = SkipLedger(out / LEDGER_FILE if main else None)
     engine_options = {"group_shared": group_shared, "max_prompt_len": max_prompt_tokens}
-    if prompt_cache is not None and not getattr(ENGINES.get(engine), "needs_loaded_media", True):
+    if prompt_cache is not None and not ENGINES.get(engine).needs_loaded_media:
         engine_options["cache"] = prompt_cache
     settings = {
         "models": list(models),

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from eval.results import ItemRecord
+from mmgrpo.rollout.base import EncodesNothing
 from mmgrpo.distributed import Ranks
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Sample
@@ -109,7 +110,7 @@ class Journal:
             self.handle = None
 
 
-class AlreadyScored:
+class AlreadyScored(EncodesNothing):
     """The rollout engine of a model whose every item a journal holds: it is never asked to generate."""
 
     def generate(self, samples: Sequence[Sample], params: Any, group_sizes: Any = None, **_: Any) -> list[Any]:

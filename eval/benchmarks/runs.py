@@ -23,7 +23,7 @@ from eval.resume import Journal, PartJournal
 from eval.runner import evaluate_policy
 from mmgrpo.config import BenchmarkConfig
 from mmgrpo.distributed import Ranks
-from mmgrpo.rollout.base import RolloutEngine, SamplingParams
+from mmgrpo.rollout.base import EncodesNothing, RolloutEngine, SamplingParams
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
 from tasks.base import ModelInfo
@@ -145,7 +145,7 @@ def prompt_sample(benchmark: Benchmark, item: Item, style: PromptStyle, *, think
                   messages=[*system, {"role": "user", "content": content}])
 
 
-class SavedCompletions:
+class SavedCompletions(EncodesNothing):
     """A rollout engine that answers each prompt with a completion saved earlier (by any system)."""
 
     def __init__(self, texts: Mapping[str, str]) -> None:

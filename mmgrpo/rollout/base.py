@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import torch
 
@@ -104,6 +104,16 @@ class SamplingParams:
 class RolloutEngine(Protocol):
     """Samples completions from the current policy."""
 
+    needs_loaded_media: ClassVar[bool]
+    """True when the engine takes the loaded media themselves (vLLM) rather than the processor's tensors:
+    its prompts cannot come from the preprocessing cache."""
+
+    def encode(self, samples: Sequence[Sample]) -> PromptBatch | None:
+        """``samples`` as the engine's batch builder encodes them, those it cannot take left out with the reason
+        (``PromptBatch.dropped``: bad media, a prompt over the length limit); None when the engine has no
+        prompts of its own to build (:class:`EncodesNothing`)."""
+        ...
+
     def generate(
         self,
         samples: Sequence[Sample],
@@ -115,11 +125,9 @@ class RolloutEngine(Protocol):
         """One list of completions per sample, ``group_sizes[i]`` (default ``params.n``) for sample i.
 
         A sample the engine cannot take (its media fail to decode, its prompt exceeds the
-        engine's prompt length limit) gets an empty list; the caller drops that group. An
-        in-process engine also offers ``encode(samples) -> PromptBatch`` whose ``dropped``
-        says why (eval uses it when present). ``prompts`` is
-        ``samples`` already encoded by the caller (``build_prompt_batch``): an in-process
-        engine reuses it rather than encoding twice; a remote engine ignores it.
+        engine's prompt length limit) gets an empty list; the caller drops that group (``encode``
+        says why). ``prompts`` is ``samples`` already encoded by the caller (``encode`` or
+        ``build_prompt_batch``): an in-process engine reuses it rather than encoding twice.
         """
         ...
 
@@ -136,6 +144,16 @@ class RolloutEngine(Protocol):
         ...
 
 
+class EncodesNothing:
+    """For an engine whose answers need no prompt of ours (saved completions, a finished evaluation's stand-in):
+    nothing to encode, nothing to take from the preprocessing cache."""
+
+    needs_loaded_media: ClassVar[bool] = True
+
+    def encode(self, samples: Sequence[Sample]) -> None:
+        return None
+
+
 ENGINES: Registry[type[RolloutEngine]] = Registry("rollout engine")
 
 
@@ -143,10 +161,9 @@ def generate_or_skip(
     engine: RolloutEngine, samples: Sequence[Sample], params: SamplingParams
 ) -> tuple[list[tuple[Sample, list[Completion]]], list[SkippedRow]]:
     """Completions of ``samples`` (pairs of sample and its non-empty group) and the samples left
-    out, each with why: the engine's batch builder reason when it has ``encode`` (bad media, a
-    prompt over the length limit), else "prompt too long" for a group the engine returned empty."""
-    encode = getattr(engine, "encode", None)
-    prompts = encode(samples) if callable(encode) else None
+    out, each with why: the engine's batch builder reason (bad media, a prompt over the length
+    limit), else "prompt too long" for a group the engine returned empty."""
+    prompts = engine.encode(samples)
     groups = engine.generate(samples, params, **({} if prompts is None else {"prompts": prompts}))
     reasons = {row.row_id: row for row in getattr(prompts, "dropped", [])}
     kept, skipped = [], []

@@ -131,7 +131,7 @@ class GRPOTrainer:
         else:
             self.engine = build_engine(config, model, processor, self.backend)
         # The trainer's prompt batches also feed a sync engine: one that needs loaded media gets no cached ones.
-        uses_loaded_media = self.engine is not None and getattr(self.engine, "needs_loaded_media", True)
+        uses_loaded_media = self.engine is not None and self.engine.needs_loaded_media
         self.prompt_cache = None if uses_loaded_media else open_prompt_cache(config)
         self.token_text_ends = TokenTextEnds(tokenizer_of(processor))  # places process-reward steps on tokens
         self.monitor = StepMonitor(config.log.alerts)  # training-health warnings in the log

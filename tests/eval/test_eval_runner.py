@@ -10,7 +10,7 @@ import pytest
 from data_recipes.loading import SkippedRow
 from eval import EvalOptions, EvalResult, comparison_table, evaluate_policy
 from mmgrpo.models.batch import PROMPT_TOO_LONG
-from mmgrpo.rollout.base import SamplingParams
+from mmgrpo.rollout.base import EncodesNothing, SamplingParams
 from mmgrpo.types import Completion, Sample
 from tasks import get_task
 
@@ -24,7 +24,7 @@ SCRIPT = {
 MEDIA_COLUMN = {"clevr_count": "image", "video_count": "video"}
 
 
-class ScriptedEngine:
+class ScriptedEngine(EncodesNothing):
     """Answers each prompt with its scripted completions; a completion without a closing
     answer tag is marked truncated. Records every generate call."""
 
