@@ -17,18 +17,20 @@ class Panel:
 
     title: str
     keys: tuple[str, ...]
+    in_markdown: bool = False
+    """Also drawn as a PNG (of its first key) in report.md, for readers without the HTML page."""
 
 
 PANELS: tuple[Panel, ...] = (
-    Panel("Reward (weighted total)", ("reward/total",)),
+    Panel("Reward (weighted total)", ("reward/total",), in_markdown=True),
     Panel("Reward components", ("reward/*",)),
-    Panel("Training accuracy", ("accuracy",)),
+    Panel("Training accuracy", ("accuracy",), in_markdown=True),
     Panel("Held-out accuracy (data.test and eval.benchmarks)", ("eval/accuracy", "eval/*/accuracy")),
-    Panel("KL to the reference", ("kl",)),
-    Panel("Policy entropy", ("entropy",)),
+    Panel("KL to the reference", ("kl",), in_markdown=True),
+    Panel("Policy entropy", ("entropy",), in_markdown=True),
     Panel("Clipped fraction", ("clip_frac", "clip_frac_low", "clip_frac_high")),
     Panel("Gradient norm", ("grad_norm",)),
-    Panel("Completion length (tokens)", ("length/mean", "length/max")),
+    Panel("Completion length (tokens)", ("length/mean", "length/max"), in_markdown=True),
     Panel("Truncation rate", ("truncation_rate",)),
     Panel("Reward spread inside groups", ("reward/total_std", "zero_variance_frac")),
     Panel("Tokens per second", ("tokens_per_second",)),

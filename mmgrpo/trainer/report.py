@@ -5,28 +5,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from mmgrpo.reports.curves import PANELS
 from mmgrpo.skipped_rows import LEDGER_FILE, SkippedRow
 
-# (metric key in metrics.jsonl, plot title)
-DEFAULT_CURVES: tuple[tuple[str, str], ...] = (
-    ("reward/total", "Reward (weighted total)"),
-    ("accuracy", "Training accuracy"),
-    ("kl", "KL to reference"),
-    ("length/mean", "Completion length (tokens)"),
-    ("entropy", "Policy entropy"),
-)
 SKIPPED_ROWS_SHOWN = 20  # the report lists this many skipped rows; skipped_rows.jsonl has them all
 
 
-def plot_curves(rows: Sequence[dict[str, Any]], out_dir: Path, curves=DEFAULT_CURVES) -> list[Path]:
-    """One PNG per curve present in ``rows``; returns the written paths."""
+def plot_curves(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
+    """One PNG per report.md panel (its first key) present in ``rows``; returns the written paths."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     written = []
-    for key, title in curves:
+    for key, title in ((panel.keys[0], panel.title) for panel in PANELS if panel.in_markdown):
         points = [(row["step"], row[key]) for row in rows if isinstance(row.get(key), (int, float))]
         if not points:
             continue
