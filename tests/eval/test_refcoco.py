@@ -130,7 +130,7 @@ def test_saved_qwen2_vl_boxes_score_right_only_when_named_as_qwen2_vl(refcoco_fo
                                                                       hits):
     """The model behind saved predictions is read from its config and processor; its weights never load."""
     monkeypatch.setattr(evaluation.benchmark, "load_model_and_processor", lambda *args, **kwargs: pytest.fail("loaded"))
-    entry, rows = saved_predictions.score(tmp_path, "refcoco_val", refcoco_folder, QWEN2_BOXES, *flags)
+    _, rows = saved_predictions.score(tmp_path, "refcoco_val", refcoco_folder, QWEN2_BOXES, *flags)
     assert [(row["prompt_id"], row["metric"]) for row in rows] == [("101", hits[0]), ("102", hits[1])]
 
 
