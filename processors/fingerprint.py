@@ -2,9 +2,9 @@
 
 A file hashes by its bytes, not its path (a dataset copied elsewhere keeps its
 fingerprints); in-memory media (encoded bytes, arrays, PIL images, audio pairs, frame
-lists, ``datasets`` dicts) hash by their content; a ``VideoSpan`` by its video and its window. A reference of a kind not listed, or a
-path that is not a readable file, has no fingerprint: such media are never cached and the
-loader reports the error as usual.
+lists, ``datasets`` dicts) hash by their content; a ``VideoSpan`` by its video and its
+window. A reference of a kind not listed, or a path that is not a readable file, has no
+fingerprint: such media are never cached and the loader reports the error as usual.
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ class MVBench(Benchmark):
             raise BadRow("bad field", f"answer {answer!r} is not among the candidates {candidates}")
         if folder is None or not raw.get("video"):
             raise BadRow("missing field", "'video'")
-        bound = question_bound(raw)
+        bound, named = question_bound(raw), str(folder / raw["video"])
         if task.frames:
             clip: str | tuple[str, ...] | VideoSpan = clip_frames(folder / raw["video"], bound)
         else:
@@ -148,7 +148,7 @@ class MVBench(Benchmark):
         options = dict(zip(option_letters(len(candidates)), candidates))
         letter = option_letters(len(candidates))[candidates.index(answer)]
         fields = {"options": options, "gold": mvbench_answer(letter, answer)}
-        ref = str(folder / raw["video"]) if bound is None else str(VideoSpan(str(folder / raw["video"]), *bound))
+        ref = named if bound is None else str(VideoSpan(named, *bound))
         return Item(item_id, str(raw.get("question") or "").strip(), (), (ref,), letter, fields,
                     {TASK_KEY: task.label}, videos=(clip,))
 

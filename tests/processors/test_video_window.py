@@ -44,10 +44,13 @@ def test_a_window_of_a_frame_sequence_counts_time_at_the_budgets_rate(frame_code
     assert clip.timestamps == [1.0, 1.5, 2.5, 3.0]
 
 
-def test_a_window_past_the_end_names_the_clip_and_its_window(video_file) -> None:
+@pytest.mark.parametrize("backend", sorted(VIDEO_BACKENDS))
+def test_a_window_past_the_end_names_the_clip_and_its_window(video_file, backend: str) -> None:
+    if backend == "decord":
+        pytest.importorskip("decord")
     path = video_file(frames=10, fps=10)
     with pytest.raises(EmptyMediaError, match=r"#t=5\.0,6\.0.*no frame inside the window"):
-        load_video(VideoSpan(path, 5.0, 6.0), VideoBudget(**SMALL))
+        load_video(VideoSpan(path, 5.0, 6.0), VideoBudget(**SMALL), backend=backend)
 
 
 @pytest.mark.parametrize(("start", "end"), [(2.0, 1.0), (-1.0, 1.0), (0.0, float("nan"))])
