@@ -41,6 +41,7 @@ from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.inputs import (
     SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, reward_policy, task_model_info,
 )
+from tasks.base import ModelInfo
 from tasks.reward_calls import RewardPolicy
 from mmgrpo.reward_models import RewardModel
 
@@ -156,24 +157,27 @@ def run(
 def score_predictions(
     predictions: str | Path, benchmarks: Sequence[BenchmarkConfig], out_dir: str | Path, *,
     options: EvalOptions | None = None, prompt_style: PromptStyle = "official", think: bool = True,
-    judge: Ask | None = None,
+    judge: Ask | None = None, model: ModelInfo | None = None,
 ) -> dict[str, EvalResult]:
     """Score saved completions (JSON lines: item id + completion, from any system) on ``benchmarks``
-    with the same scorer a model run uses; no model is loaded. Items without a prediction are
-    skipped as ``no prediction``. Returns {predictions file name: result}."""
+    with the same scorer a model run uses; no model is loaded. ``model``: the model that wrote them, for
+    the benchmarks that read answers in its conventions (RefCOCO); None: each benchmark's default. Items
+    without a prediction are skipped as ``no prediction``. Returns {predictions file name: result}."""
     if not benchmarks:
         raise ValueError("scoring predictions needs at least one benchmark (eval.benchmarks / --benchmark)")
     texts = read_predictions(predictions)
     options = options or EvalOptions()
     engine = SavedCompletions(texts)
-    benches = [with_predictions(load_benchmark(spec, prompt_style, think=think, ask=judge), texts, str(predictions))
-               for spec in benchmarks]
+    loaded = [load_benchmark(spec, prompt_style, think=think, ask=judge) for spec in benchmarks]
+    benches = [with_predictions(bench if model is None else bench.for_model(model), texts, str(predictions))
+               for bench in loaded]
     parts = [bench.evaluate(engine, options) for bench in benches]
     name = Path(predictions).name
     results = {name: EvalResult.merged(parts)}
     write_outputs(out_dir, results, config={"predictions": str(predictions), "prompt_style": prompt_style,
                                             "benchmarks": [dataclasses.asdict(spec) for spec in benchmarks],
-                                            "judge": judge is not None})
+                                            "judge": judge is not None,
+                                            "predictions_model": None if model is None else dataclasses.asdict(model)})
     write_submissions(out_dir, results[name], benches)
     return results
 
@@ -257,7 +261,8 @@ def run_config(
     if config.eval.predictions:
         return score_predictions(config.eval.predictions, config.eval.benchmarks, out_dir,
                                  options=eval_options(config), prompt_style=config.eval.prompt_style,
-                                 think=config.task.think, judge=answer_judge(config))
+                                 think=config.task.think, judge=answer_judge(config),
+                                 model=predictions_model_info(config, out_dir))
     return run(
         list(models or [config.model.name_or_path]),
         [] if config.eval.benchmarks and not explicit_data else held_out_datasets(config),
@@ -289,6 +294,16 @@ def answer_judge(config: Config) -> Ask | None:
     if config.eval.judge not in entries:
         raise ValueError(f"eval.judge {config.eval.judge!r} names no task.reward_models entry; entries: {sorted(entries)}")
     return RewardModel(entries[config.eval.judge]).ask
+
+
+def predictions_model_info(config: Config, out_dir: str | Path) -> ModelInfo | None:
+    """What ``eval.predictions_model`` is, read as a model run reads its model (config and processor, no
+    weights; a ``tiny:<family>`` built in the cache like a run's); None when it is not set."""
+    if not config.eval.predictions_model:
+        return None
+    model = dataclasses.replace(config.model, name_or_path=config.eval.predictions_model)
+    cache = Path(config.data.dir) if config.data.dir else Path(out_dir) / CACHE_DIR_NAME
+    return task_model_info(model, resolve_model_path(model, cache / "models", config.seed))
 
 
 def eval_options(config: Config) -> EvalOptions:

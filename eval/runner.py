@@ -27,6 +27,7 @@ from mmgrpo.distributed import Ranks
 from mmgrpo.rollout.base import RolloutEngine, generate_or_skip
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
+from processors import VideoSpan
 from tasks import Task, score_completions
 from tasks.reward_calls import RewardPolicy
 from tasks.base import MEDIA_KINDS
@@ -155,9 +156,11 @@ def score_item(
 
 def media_label(ref: Any) -> str:
     """A printable media reference: the path; embedded bytes as ``<bytes sha256:...>`` (the same image, the same
-    label); other in-memory media as ``<TypeName>``."""
+    label); a video window as its video's label and ``#t=<start>,<end>``; other in-memory media as ``<TypeName>``."""
     if isinstance(ref, (str, os.PathLike)):
         return os.fspath(ref)
+    if isinstance(ref, VideoSpan):
+        return f"{media_label(ref.video)}{ref.fragment}"
     if isinstance(ref, (bytes, bytearray)):
         return f"<bytes sha256:{hashlib.sha256(ref).hexdigest()[:16]}>"
     return f"<{type(ref).__name__}>"

@@ -25,6 +25,7 @@ from processors.errors import (
 )
 from processors.image import load_image
 from processors.sizing import smart_resize
+from processors.sources import VideoSpan
 from processors.video import VideoClip, load_video
 
 Budget = ImageBudget | VideoBudget | AudioBudget
@@ -64,6 +65,7 @@ __all__ = [
     "Modality",
     "VideoBudget",
     "VideoClip",
+    "VideoSpan",
     "load_audio",
     "load_image",
     "load_video",

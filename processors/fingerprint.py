@@ -2,9 +2,9 @@
 
 A file hashes by its bytes, not its path (a dataset copied elsewhere keeps its
 fingerprints); in-memory media (encoded bytes, arrays, PIL images, audio pairs, frame
-lists, ``datasets`` dicts) hash by their content. A reference of a kind not listed, or a
-path that is not a readable file, has no fingerprint: such media are never cached and the
-loader reports the error as usual.
+lists, ``datasets`` dicts) hash by their content; a ``VideoSpan`` by its video and its
+window. A reference of a kind not listed, or a path that is not a readable file, has no
+fingerprint: such media are never cached and the loader reports the error as usual.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from processors.sources import local_path
+from processors.sources import VideoSpan, local_path
 
 FileDigest = Callable[[Path], str]
 EXIF_ORIENTATION = 0x0112  # the loader turns images by this tag, so it is part of their content
@@ -67,6 +67,9 @@ def _feed(digest: Any, ref: Any, digest_file: FileDigest) -> bool:
             return False
         digest.update(b"file:" + digest_file(path).encode())
         return True
+    if isinstance(ref, VideoSpan):
+        digest.update(f"span:{float(ref.start)!r}:{float(ref.end)!r}:".encode())
+        return _feed(digest, ref.video, digest_file)
     if isinstance(ref, (bytes, bytearray, memoryview)):
         digest.update(b"bytes:")
         digest.update(ref)

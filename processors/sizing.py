@@ -100,6 +100,15 @@ def sample_frame_indices(total_frames: int, count: int) -> list[int]:
     return np.linspace(0, total_frames - 1, count).round().astype(int).tolist()
 
 
+def window_frame_range(start: float, end: float, source_fps: float, total_frames: int) -> tuple[int, int]:
+    """First and last index of the frames whose time (index / ``source_fps``) lies in [``start``, ``end``]
+    seconds, within the video's ``total_frames`` (qwen-vl-utils' ``video_start`` / ``video_end``); the first
+    exceeds the last when no frame does."""
+    first = math.ceil(round(start * source_fps, 6))  # rounded first: 0.1 s x 30 fps is frame 3, not 4
+    last = math.floor(round(end * source_fps, 6))
+    return max(first, 0), min(last, total_frames - 1)
+
+
 def frame_max_pixels(frame_count: int, budget: VideoBudget) -> float:
     """Per-frame pixel cap: the frame's share of ``total_pixels``, within the budget.
 

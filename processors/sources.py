@@ -1,4 +1,5 @@
-"""Media references: resolve local files (plain paths or ``file://`` URIs) and name sources.
+"""Media references: resolve local files (plain paths or ``file://`` URIs), name sources, and
+``VideoSpan``, a video reference cut to a time window.
 
 Shared by the image, video and audio loaders so every error names its source the
 same way and file checks (missing, not a file, zero bytes) happen in one place.
@@ -6,8 +7,12 @@ same way and file checks (missing, not a file, zero bytes) happen in one place.
 
 from __future__ import annotations
 
+import math
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
@@ -17,6 +22,38 @@ from PIL import Image
 from processors.errors import EmptyMediaError, MissingMediaError
 
 PathRef = str | os.PathLike
+_FRAGMENT = re.compile(r"^(?P<video>.+)#t=(?P<start>[0-9.]+),(?P<end>[0-9.]+)$")
+
+
+@dataclass(frozen=True)
+class VideoSpan:
+    """The part of a video between ``start`` and ``end`` seconds, accepted wherever a video reference is.
+
+    ``video`` is any video reference (a file, or a frame sequence played at the budget's ``fps``); the
+    loader samples frames only inside the window. Printed as a media fragment: ``clip.mp4#t=3.0,7.5``.
+    """
+
+    video: Any
+    start: float
+    end: float
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.start) and math.isfinite(self.end) and 0 <= self.start <= self.end):
+            raise ValueError(f"a video window needs 0 <= start <= end seconds, got {self.start}, {self.end}")
+
+    @property
+    def fragment(self) -> str:
+        """The window as a media-fragment suffix, ``#t=<start>,<end>``."""
+        return f"#t={float(self.start)},{float(self.end)}"
+
+    def __str__(self) -> str:
+        return f"{describe(self.video)}{self.fragment}"
+
+    @classmethod
+    def from_label(cls, label: str) -> VideoSpan | str:
+        """A printed file window (``clip.mp4#t=3.0,7.5``) as a span again; any other label as it is."""
+        match = _FRAGMENT.match(label)
+        return cls(match["video"], float(match["start"]), float(match["end"])) if match else label
 
 
 def local_path(ref: PathRef) -> Path:
@@ -43,6 +80,8 @@ def describe(ref: object) -> str:
     """A short human-readable name for a media reference, used in error messages."""
     if isinstance(ref, (str, os.PathLike)):
         return str(local_path(ref))
+    if isinstance(ref, VideoSpan):
+        return str(ref)
     if isinstance(ref, (bytes, bytearray)):
         return f"<{len(ref)} bytes>"
     if isinstance(ref, np.ndarray):

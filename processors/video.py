@@ -2,8 +2,9 @@
 
 A video is a file (path or ``file://`` URI, decoded by a registered back end) or a
 sequence of frames (image references, or a ``[T, H, W, 3]`` array) played at
-``budget.fps``. Frames are sampled by ``fps`` or ``nframes`` and resized under a
-per-frame share of ``total_pixels``, with qwen-vl-utils semantics (see ``sizing``).
+``budget.fps``; a :class:`~processors.sources.VideoSpan` wrapping either keeps only its
+time window. Frames are sampled by ``fps`` or ``nframes`` (over the window's frames when there is
+one) and resized under a per-frame share of ``total_pixels``, with qwen-vl-utils semantics (see ``sizing``).
 """
 
 from __future__ import annotations
@@ -20,11 +21,18 @@ from PIL import Image
 from processors.budgets import VideoBudget
 from processors.errors import EmptyMediaError, MediaShapeError
 from processors.image import RESAMPLE, decode_image, to_rgb
-from processors.sizing import frame_max_pixels, sample_frame_count, sample_frame_indices, smart_resize
-from processors.sources import describe, existing_file
+from processors.sizing import (
+    frame_max_pixels,
+    sample_frame_count,
+    sample_frame_indices,
+    smart_resize,
+    window_frame_range,
+)
+from processors.sources import VideoSpan, describe, existing_file
 from processors.video_backends import VIDEO_BACKENDS, DecodedFrames, FrameChooser, default_video_backend
 
-VideoRef = str | os.PathLike | Sequence[Any] | np.ndarray
+VideoRef = str | os.PathLike | Sequence[Any] | np.ndarray | VideoSpan
+Window = tuple[float, float]  # (start, end) seconds
 
 
 @dataclass
@@ -37,7 +45,7 @@ class VideoClip:
 
     frames: np.ndarray  # [T, H, W, 3] uint8, T a multiple of frame_factor
     timestamps: list[float]  # seconds into the source, one per frame
-    fps: float  # sampled frames per second of source (qwen-vl-utils' "sample_fps")
+    fps: float  # sampled frames per second of the source (or of its window): qwen-vl-utils' "sample_fps"
     source: str
     frame_indices: list[int]  # position of each frame in the source
     source_fps: float
@@ -45,18 +53,22 @@ class VideoClip:
 
 
 def load_video(ref: VideoRef, budget: VideoBudget = VideoBudget(), *, backend: str | None = None) -> VideoClip:
-    """Sample and resize the frames of ``ref`` within ``budget``; ``backend`` decodes files (None = the default)."""
+    """Sample and resize the frames of ``ref`` (inside its window for a ``VideoSpan``) within ``budget``;
+    ``backend`` decodes files (None = the default). A window holding no frame raises ``EmptyMediaError``."""
     source = describe(ref)
-    choose = partial(_choose_frames, budget=budget)
-    if isinstance(ref, (str, os.PathLike)):
-        decoded = VIDEO_BACKENDS.get(backend or default_video_backend())(existing_file(ref), choose)
+    window = (ref.start, ref.end) if isinstance(ref, VideoSpan) else None
+    video = ref.video if isinstance(ref, VideoSpan) else ref
+    choose = partial(_choose_frames, budget=budget, window=window, source=source)
+    if isinstance(video, (str, os.PathLike)):
+        decoded = VIDEO_BACKENDS.get(backend or default_video_backend())(existing_file(video), choose)
     else:
-        decoded = _sample_frame_sequence(ref, budget.fps, choose, source)
+        decoded = _sample_frame_sequence(video, budget.fps, choose, source)
+    first, last = _frame_range(decoded.total_frames, decoded.source_fps, window, source)
     frames = _resize_frames(decoded, budget, source)
     return VideoClip(
         frames=frames,
         timestamps=decoded.timestamps,
-        fps=len(decoded.indices) / decoded.total_frames * decoded.source_fps,
+        fps=len(decoded.indices) / (last - first + 1) * decoded.source_fps,
         source=source,
         frame_indices=decoded.indices,
         source_fps=decoded.source_fps,
@@ -64,8 +76,22 @@ def load_video(ref: VideoRef, budget: VideoBudget = VideoBudget(), *, backend: s
     )
 
 
-def _choose_frames(total_frames: int, source_fps: float, *, budget: VideoBudget) -> list[int]:
-    return sample_frame_indices(total_frames, sample_frame_count(total_frames, source_fps, budget))
+def _frame_range(total_frames: int, source_fps: float, window: Window | None, source: str) -> tuple[int, int]:
+    """First and last frame that may be sampled: the whole video, or the frames inside ``window``."""
+    if window is None:
+        return 0, total_frames - 1
+    first, last = window_frame_range(*window, source_fps, total_frames)
+    if first > last:
+        raise EmptyMediaError(source, f"no frame inside the window ({total_frames} frames at {source_fps:g} fps)")
+    return first, last
+
+
+def _choose_frames(
+    total_frames: int, source_fps: float, *, budget: VideoBudget, window: Window | None, source: str
+) -> list[int]:
+    first, last = _frame_range(total_frames, source_fps, window, source)
+    span = last - first + 1
+    return [first + index for index in sample_frame_indices(span, sample_frame_count(span, source_fps, budget))]
 
 
 def _sample_frame_sequence(

@@ -62,8 +62,8 @@ class Item:
     categories: Mapping[str, str | tuple[str, ...]] = field(default_factory=dict)
     """Category key -> label (or several, e.g. MathVista's skills) for per-category results."""
     videos: tuple[Any, ...] = ()
-    """Resolved video references (a file path, or a clip's frame paths in order), shown after the images;
-    ``media_refs`` names them after the images' references."""
+    """Resolved video references (a file path, a clip's frame paths in order, or a ``VideoSpan`` of a file for a
+    question about part of it), shown after the images; ``media_refs`` names them after the images' references."""
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,12 @@ per clip for episodic reasoning); pass the folder holding ``json`` and ``video``
 absent are not read. Ids: ``<task>/<row number>``.
 
 The task -> video folder and data type are those of MVBench's own evaluation (``video_chat2/mvbench.ipynb``,
-:data:`TASKS`). For the frame clips (episodic reasoning, 3 frames per second) only the frames inside the
-question's bound are shown, as there; for the video clips with a bound (action sequence, action prediction,
-object interaction, action localization) the whole video is shown -- the video processors take no time
-window -- where the notebook samples inside the bound.
+:data:`TASKS`). A question with a bound is shown only the frames inside it, as there: a video clip (action
+sequence, action prediction, object interaction, action localization) as a
+:class:`~processors.sources.VideoSpan` of its file, the frames sampled inside the window under the model's
+budget; a frame clip (episodic reasoning, 3 frames per second, files numbered from 1) as the frames inside
+it, picked here because the loader plays a frame list at the budget's rate, not the clip's. Its media
+reference then ends in the window, ``#t=<start>,<end>``.
 
 Prompt: the notebook's system message, then ``Question: <question>``, ``Options:``, one ``(A) candidate``
 line each, "Only give the best option.", and the notebook's answer prefix "Best option:(" (which it writes
@@ -38,6 +40,7 @@ from eval.scoring.choice import (
     option_letters,
 )
 from mmgrpo.skipped_rows import SkippedRow
+from processors.sources import VideoSpan
 
 
 class Subtask(NamedTuple):
@@ -95,6 +98,20 @@ def clip_frames(folder: Path, bound: tuple[float, float] | None) -> tuple[str, .
     return tuple(frames)
 
 
+def question_bound(raw: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The question's ``(start, end)`` seconds when its row gives them; ``BadRow`` for a window that is not
+    one (unreadable, negative, or ending before it starts)."""
+    if "start" not in raw or "end" not in raw:
+        return None
+    try:
+        start, end = float(raw["start"]), float(raw["end"])
+    except (TypeError, ValueError) as error:
+        raise BadRow("bad field", f"start/end {raw['start']!r}, {raw['end']!r} are not seconds") from error
+    if not 0 <= start <= end:
+        raise BadRow("bad field", f"the window {start} s to {end} s is not one")
+    return start, end
+
+
 class MVBench(Benchmark):
     id_column = "id"
     max_new_tokens = 16
@@ -122,12 +139,16 @@ class MVBench(Benchmark):
             raise BadRow("bad field", f"answer {answer!r} is not among the candidates {candidates}")
         if folder is None or not raw.get("video"):
             raise BadRow("missing field", "'video'")
-        bound = (float(raw["start"]), float(raw["end"])) if "start" in raw and "end" in raw else None
-        clip = clip_frames(folder / raw["video"], bound) if task.frames else files.video(folder, str(raw["video"]))
+        bound, named = question_bound(raw), str(folder / raw["video"])
+        if task.frames:
+            clip: str | tuple[str, ...] | VideoSpan = clip_frames(folder / raw["video"], bound)
+        else:
+            path = files.video(folder, str(raw["video"]))
+            clip = path if bound is None else VideoSpan(path, *bound)
         options = dict(zip(option_letters(len(candidates)), candidates))
         letter = option_letters(len(candidates))[candidates.index(answer)]
         fields = {"options": options, "gold": mvbench_answer(letter, answer)}
-        ref = str(folder / raw["video"])
+        ref = named if bound is None else str(VideoSpan(named, *bound))
         return Item(item_id, str(raw.get("question") or "").strip(), (), (ref,), letter, fields,
                     {TASK_KEY: task.label}, videos=(clip,))
 

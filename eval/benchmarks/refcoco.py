@@ -14,8 +14,9 @@ coordinates: each model family answers in its own coordinates).
 Reading and scoring (:mod:`eval.scoring.boxes`): the first box in the model family's notation -- Qwen2.5-VL
 ``[x1, y1, x2, y2]`` in pixels of the image as resized for the model, Qwen2-VL ``(x1,y1),(x2,y2)`` on a
 0-1000 grid -- mapped to the original image's pixels, a hit at IoU >= 0.5. The family and image budget come
-from the model evaluated (:meth:`RefCOCO.for_model`); saved completions scored without a model are read as
-Qwen2.5-VL's at the default image budget. Results: accuracy per split (one benchmark name per split).
+from the model evaluated (:meth:`RefCOCO.for_model`); saved completions are read in the convention of the model
+``eval.predictions_model`` (``--predictions-model``) names, else as Qwen2.5-VL's at the default image budget.
+Results: accuracy per split (one benchmark name per split).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@
 ``mmgrpo eval --model M --benchmark mathvista_testmini=DIR --benchmark mmmu_val=DIR [--prompt-style task]``
 (each benchmark read from its files as published, scored by its own rules), or by names only:
 ``--benchmarks mathvista_testmini,mmmu_val --benchmark-root ROOT`` (each read from ``ROOT/<name>``);
-``mmgrpo eval --predictions FILE.jsonl --benchmark NAME=DIR`` (saved completions scored the same way, no
-model); or ``mmgrpo eval --recipe eval.yaml [KEY=VALUE ...]`` where the recipe is an mmgrpo config
+``mmgrpo eval --predictions FILE.jsonl --benchmark NAME=DIR [--predictions-model PATH_OR_ID]`` (saved completions
+scored the same way, no model run; the model that wrote them, when named, sets how its boxes are read); or ``mmgrpo eval --recipe eval.yaml [KEY=VALUE ...]`` where the recipe is an mmgrpo config
 whose ``data.test`` lists the task/dataset pairs, ``eval.benchmarks`` the benchmarks and ``eval.*`` the
 options. Flags override the recipe. Writes results.json, report.md, report.html, samples.jsonl,
 accuracy.png and eval.log (and submission-<benchmark>.json for a split whose answers are hidden) into ``--out``.
@@ -45,6 +45,7 @@ FLAG_KEYS = {
     "seed": "seed",
     "prompt_style": "eval.prompt_style",
     "predictions": "eval.predictions",
+    "predictions_model": "eval.predictions_model",
 }
 
 
@@ -80,6 +81,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--predictions", metavar="FILE.jsonl", help="score saved completions ({id, completion} lines) on the "
         "benchmarks instead of generating (eval.predictions)",
+    )
+    parser.add_argument(
+        "--predictions-model", metavar="PATH_OR_ID", help="the model that wrote --predictions (folder, Hub id or "
+        "tiny:<family>): its family and image budget set how boxes are read (eval.predictions_model; default: "
+        "Qwen2.5-VL at the default budget)",
     )
     parser.add_argument("--limit", type=int, help="at most N items per dataset (eval.limit) and per benchmark")
     parser.add_argument("--samples", type=int, help="completions per item; k > 1 reports pass@k and mean@k")
@@ -139,7 +145,8 @@ def _compare(args: argparse.Namespace) -> int:
     from eval.compare import compare, comparison_markdown, load_scores, write_comparison
     from mmgrpo.config import ConfigError
 
-    mixed = [f"--{flag.replace('_', '-')}" for flag in ("model", "benchmark", "benchmarks", "data", "predictions")
+    mixed = [f"--{flag.replace('_', '-')}" for flag in ("model", "benchmark", "benchmarks", "data", "predictions",
+                                                             "predictions_model")
              if getattr(args, flag)]
     if mixed:
         raise ConfigError(f"--compare takes two evaluation output folders and no {', '.join(mixed)}")

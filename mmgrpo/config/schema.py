@@ -501,6 +501,11 @@ class EvalConfig:
         None, "JSON-lines file of saved completions ({id, completion} per line) to score on eval.benchmarks "
         "instead of generating: no model is loaded.",
     )
+    predictions_model: str | None = option(
+        None, "The model that wrote eval.predictions (folder, Hub id or tiny:<family>, with model.* budgets): its "
+        "family and media budget set the convention its answers are read in (RefCOCO boxes); only its config and "
+        "processor are read. None = Qwen2.5-VL at the default image budget.",
+    )
     judge: str | None = option(
         None, "Name of a task.reward_models entry (kind judge, a text causal LM) that extracts the answers a "
         "benchmark's reference reads with an LLM (MathVista) where its rules cannot; such verdicts are noted "

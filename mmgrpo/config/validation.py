@@ -96,6 +96,11 @@ def _eval_sampling(config: Config) -> Iterator[str]:
         yield f"eval.samples={config.eval.samples} needs eval.temperature > 0 (greedy decoding gives one answer)"
 
 
+def _predictions_model(config: Config) -> Iterator[str]:
+    if config.eval.predictions_model and not config.eval.predictions:
+        yield "eval.predictions_model names the model of saved predictions: it needs eval.predictions"
+
+
 def _lora(config: Config) -> Iterator[str]:
     if config.lora.enabled and not config.lora.target_modules:
         yield "lora.target_modules is empty: LoRA needs at least one layer name"
@@ -303,6 +308,7 @@ RULES: list[Rule] = [
     _group_sizes,
     _overlong,
     _eval_sampling,
+    _predictions_model,
     _lora,
     _checkpointing,
     _training_backend,

@@ -24,8 +24,12 @@ VIDEO_SUFFIXES = {".mp4", ".avi", ".webm", ".mkv"}
 
 
 def media_kind(ref: str) -> str:
-    """The modality of a media path, by its suffix (image unless audio or video)."""
-    suffix = Path(ref).suffix.lower()
+    """The modality of a media path (a video's may end in a window, ``#t=<start>,<end>``), by its suffix
+    (image unless audio or video)."""
+    from processors import VideoSpan
+
+    span = VideoSpan.from_label(ref)
+    suffix = Path(span.video if isinstance(span, VideoSpan) else ref).suffix.lower()
     return "audio" if suffix in AUDIO_SUFFIXES else "video" if suffix in VIDEO_SUFFIXES else "image"
 
 
@@ -62,9 +66,10 @@ def _load_image(ref: str | bytes, label: str) -> Image.Image:
 
 
 def _video_frames(ref: str) -> list[Image.Image]:
-    from processors import VideoBudget, load_video
+    """Frames of the video at ``ref``, inside its window when the label names one."""
+    from processors import VideoBudget, VideoSpan, load_video
 
-    clip = load_video(ref, VideoBudget(nframes=VIDEO_FRAMES_SHOWN))
+    clip = load_video(VideoSpan.from_label(ref), VideoBudget(nframes=VIDEO_FRAMES_SHOWN))
     return [Image.fromarray(frame) for frame in clip.frames[:VIDEO_FRAMES_SHOWN]]
 
 

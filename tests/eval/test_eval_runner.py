@@ -178,3 +178,11 @@ def test_embedded_media_are_labelled_by_content_not_as_bytes():
     first, again, other = media_label(b"\x89PNG one"), media_label(b"\x89PNG one"), media_label(b"\x89PNG two")
     assert first.startswith("<bytes sha256:") and first == again != other
     assert media_label("/data/a.png") == "/data/a.png"
+
+
+def test_a_video_window_is_labelled_with_its_window():
+    from eval.runner import media_label
+    from processors import VideoSpan
+
+    assert media_label(VideoSpan("/data/a.mp4", 1, 2.5)) == "/data/a.mp4#t=1.0,2.5"
+    assert media_label(VideoSpan("/data/a.mp4", 0, 1)) != media_label(VideoSpan("/data/a.mp4", 1, 2))

@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from eval.benchmarks import BENCHMARKS
 from eval.benchmarks.runs import prompt_sample
+from mmgrpo.cli import main
+from mmgrpo.reports.thumbnails import thumbnail
+from processors import VideoSpan
 from processors.budgets import VideoBudget
 from processors.video import load_video
 from tests.eval import published, saved_predictions, video_files
@@ -102,3 +106,42 @@ def test_saved_completions_get_per_task_accuracy(mvbench_folder, tmp_path):
                                                      ("<answer>The answer is A</answer>", False)])
 def test_the_task_style_checks_the_answer_tags_content(read, completion: str, correct: bool):
     assert BENCHMARKS.get("mvbench").judge(completion, read[0][0], "task").correct is correct
+
+
+@pytest.fixture(scope="module")
+def bounded_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Action sequence (a task with a bound): one 4 s clip at 2 fps whose colour changes every frame."""
+    root = tmp_path_factory.mktemp("MVBenchBounded")
+    videos = root / "video" / "star" / "Charades_v1_480"
+    videos.mkdir(parents=True)
+    (videos / "A1.mp4").write_bytes(video_files.clip(0, frames=8, size=(56, 56)))
+    question = {"video": "A1.mp4", "question": "What did he do first?", "candidates": ["sat", "ran"], "answer": "sat"}
+    write_task(root, "action_sequence", [{**question, "start": 1.0, "end": 2.5}, question,
+                                         {**question, "start": 3.0, "end": 2.0}])
+    return root
+
+
+def test_a_bounded_question_carries_its_window_and_is_shown_only_its_frames(bounded_folder):
+    items, skipped = BENCHMARKS.get("mvbench").read(str(bounded_folder), "test")
+    path = str(bounded_folder / "video" / "star" / "Charades_v1_480" / "A1.mp4")
+    assert [item.videos for item in items] == [(VideoSpan(path, 1.0, 2.5),), (path,)]
+    assert [item.media_refs for item in items] == [(f"{path}#t=1.0,2.5",), (path,)]
+    assert [(row.row_id, row.reason) for row in skipped] == [("action_sequence/2", "bad field")]
+    clip = load_video(items[0].videos[0], VideoBudget(fps=2.0, min_pixels=28 * 28, max_pixels=56 * 56))
+    assert clip.frame_indices == [2, 3, 4, 5]  # 1.0 s to 2.5 s at 2 fps
+    shown = clip.frames[:, 28, 28, 0].astype(int)  # frame k is red 30 k (H.264 keeps it within a few levels)
+    assert np.abs(shown - [30 * index for index in clip.frame_indices]).max() <= 6
+
+
+def test_a_model_run_is_shown_the_window(bounded_folder, tiny_qwen25vl, tmp_path):
+    """``mmgrpo eval --model M --benchmark mvbench=DIR`` on a tiny model: the bounded question runs, labelled with
+    its window, and its report thumbnail shows the window."""
+    out = tmp_path / "out"
+    assert main(["eval", "--model", str(tiny_qwen25vl), "--benchmark", f"mvbench={bounded_folder}", "--out", str(out),
+                 "eval.max_new_tokens=3", "log.progress_bar=false"]) == 0
+    (entry,) = json.loads((out / "results.json").read_text())["models"].values()
+    rows = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    path = str(bounded_folder / "video" / "star" / "Charades_v1_480" / "A1.mp4")
+    assert entry["summary"]["mvbench/n"] == 2
+    assert [row["media"] for row in rows] == [[f"{path}#t=1.0,2.5"], [path]]
+    assert thumbnail("video", rows[0]["media"][0]) is not None

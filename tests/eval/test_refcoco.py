@@ -116,3 +116,39 @@ def test_a_model_run_scores_boxes_in_the_models_own_image_size(refcoco_folder, t
     assert result.summary()["refcoco_val/n"] == 2
     assert [item.sample_id for item in result.items] == ["101", "101#2"]
     assert [model.family for model in seen] == ["qwen2_5_vl"] and seen[0].image_budget.factor == 28
+
+
+QWEN2_BOXES = {"101": "<|box_start|>(100,200),(300,600)<|box_end|>", "102": "(500,400),(800,600)"}  # 0-1000 grid
+
+
+@pytest.mark.parametrize(("flags", "hits"), [
+    ((), [0.0, 0.0]),  # read as Qwen2.5-VL pixels (the default)
+    (("--predictions-model", "tiny:qwen2_5_vl"), [0.0, 0.0]),
+    (("--predictions-model", "tiny:qwen2_vl"), [1.0, 1.0]),
+])
+def test_saved_qwen2_vl_boxes_score_right_only_when_named_as_qwen2_vl(refcoco_folder, tmp_path, monkeypatch, flags,
+                                                                      hits):
+    """The model behind saved predictions is read from its config and processor; its weights never load."""
+    monkeypatch.setattr(evaluation.benchmark, "load_model_and_processor", lambda *args, **kwargs: pytest.fail("loaded"))
+    _, rows = saved_predictions.score(tmp_path, "refcoco_val", refcoco_folder, QWEN2_BOXES, *flags)
+    assert [(row["prompt_id"], row["metric"]) for row in rows] == [("101", hits[0]), ("102", hits[1])]
+
+
+def test_saved_boxes_are_read_at_the_named_models_image_budget(refcoco_folder, tmp_path):
+    """A Qwen2.5-VL shown the 1000x500 image at 140x56 (model.max_pixels) answers in that image's pixels."""
+    boxes = {"101": "[14, 11, 42, 34]"}  # [100, 100, 300, 300] of the original at 140x56
+    (tmp_path / "default").mkdir(), (tmp_path / "named").mkdir()
+    _, default = saved_predictions.score(tmp_path / "default", "refcoco_val", refcoco_folder, boxes)
+    _, named = saved_predictions.score(tmp_path / "named", "refcoco_val", refcoco_folder, boxes,
+                                       "--predictions-model", "tiny:qwen2_5_vl", f"model.max_pixels={28 * 28 * 16}")
+    assert [row["metric"] for row in default] == [0.0] and [row["metric"] for row in named] == [1.0]
+    assert named[0]["parsed_answer"] == pytest.approx([100.0, 98.21, 300.0, 303.57], abs=0.01)
+
+
+def test_a_predictions_model_without_predictions_is_refused(refcoco_folder, tmp_path, capsys):
+    from mmgrpo.cli import main
+
+    assert main(["eval", "--predictions-model", "tiny:qwen2_vl", "--benchmark", f"refcoco_val={refcoco_folder}",
+                 "--out", str(tmp_path)]) == 2
+    assert "eval.predictions_model names the model of saved predictions: it needs eval.predictions" in \
+        capsys.readouterr().err

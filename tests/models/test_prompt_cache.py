@@ -17,7 +17,7 @@ from mmgrpo.models.batch import build_prompt_batch
 from mmgrpo.models.train_batch import attach_completions
 from mmgrpo.models.logprobs import sequence_logprobs
 from mmgrpo.models.prompt_cache import PromptCache
-from processors import ImageBudget
+from processors import ImageBudget, VideoSpan
 from tests.models.conftest import one_media_sample
 
 LARGE = 1 << 40
@@ -59,6 +59,24 @@ def test_cached_video_prompt_equals_fresh(load_tiny, video_sample, video_budgets
     warm = build_prompt_batch(processor, samples, video_budgets, family="qwen2_5_vl", cache=cache)
     assert cache.stats.hits == 2
     assert_same_inputs(warm, fresh)
+
+
+def test_two_windows_of_one_video_are_two_entries(load_tiny, video_sample, video_budgets, tmp_path) -> None:
+    _, processor = load_tiny("qwen2_5_vl")
+    (frames,) = video_sample.media("video")  # 8 frames, played at the budget's 2 fps: 4 s
+    question = video_sample.user_text()
+    windows = [one_media_sample(f"w{start}", "video", VideoSpan(frames, start, start + 1.5), question)
+               for start in (0.0, 2.0)]
+    cache = PromptCache(tmp_path, LARGE)
+    keys = [cache.key(processor, sample, video_budgets, "qwen2_5_vl") for sample in [video_sample, *windows]]
+    assert len(set(keys)) == 3
+    build_prompt_batch(processor, windows, video_budgets, family="qwen2_5_vl", cache=cache)
+    warm = build_prompt_batch(processor, windows, video_budgets, family="qwen2_5_vl", cache=cache)
+    assert (cache.stats.stored, cache.stats.hits) == (2, 2)
+    fresh = build_prompt_batch(processor, windows, video_budgets, family="qwen2_5_vl")
+    assert_same_inputs(warm, fresh)
+    first, second = fresh.model_inputs()["pixel_values_videos"].chunk(2)
+    assert not torch.equal(first, second)  # each entry holds its own window's frames
 
 
 def test_tiled_family_from_cache_scores_like_fresh(load_tiny, media_samples, tmp_path) -> None:

@@ -7,7 +7,8 @@ import pytest
 
 from mmgrpo.models.batch import build_prompt_batch
 from mmgrpo.rollout.vllm import PromptMismatchError, check_prompt_ids, vllm_request
-from processors import AudioClip, VideoClip
+from mmgrpo.types import Sample
+from processors import AudioClip, VideoBudget, VideoClip, VideoSpan
 
 
 def test_requests_carry_the_rendered_prompt_and_the_loaded_media(policy, samples) -> None:
@@ -32,6 +33,19 @@ def test_video_and_audio_items_carry_what_vllm_needs() -> None:
     audio = AudioClip(np.zeros(1600, np.float32), 16_000, "beep")
     samples, rate = vllm_media_item(audio)
     assert samples is audio.samples and rate == 16_000
+
+
+def test_a_video_window_reaches_the_engine_as_the_frames_the_trainer_encodes(policy) -> None:
+    """The engine is sent the clip the batch builder loaded: a window's frames only, never the file anew."""
+    model, processor = policy
+    frames = np.stack([np.full((28, 28, 3), 20 * index, np.uint8) for index in range(8)])  # 4 s at 2 fps
+    content = [{"type": "video", "video": VideoSpan(frames, 2.0, 3.5)}, {"type": "text", "text": "What moves?"}]
+    sample = Sample(id="w", task="test", messages=[{"role": "user", "content": content}])
+    budgets = {"video": VideoBudget(fps=2.0, min_pixels=28 * 28, max_pixels=28 * 28)}
+    (prompt,) = build_prompt_batch(processor, [sample], budgets, family=model.config.model_type).prepared
+    sent, metadata = vllm_request(prompt)["multi_modal_data"]["video"]
+    assert sent is prompt.media["video"][0].frames
+    assert metadata["frames_indices"] == [4, 5, 6, 7] and sent[:, 0, 0, 0].tolist() == [80, 100, 120, 140]
 
 
 def test_a_prompt_tokenised_differently_by_the_engine_is_an_error_naming_the_sample(policy, samples) -> None:
