@@ -1,4 +1,6 @@
-"""``mmgrpo task new``: the package it writes installs, passes its own tests and trains."""
+"""``mmgrpo task new``: every modality's package makes data and passes its reward tests. That the image package
+installs with pip, passes its own tests and trains from another folder is shown by running the guide as written
+(tests/test_writing_tasks_guide.py)."""
 
 from __future__ import annotations
 
@@ -10,28 +12,6 @@ from pathlib import Path
 import pytest
 
 from mmgrpo.cli import main
-
-
-@pytest.mark.slow
-def test_a_new_image_task_installs_with_pip_and_passes_its_own_tests_from_a_fresh_folder(tmp_path: Path) -> None:
-    assert main(["task", "new", "leftmost", "--modality", "image", "--out", str(tmp_path)]) == 0
-    package = tmp_path / "mmgrpo-leftmost"
-    venv = tmp_path / "venv"  # sees this environment's packages (mmgrpo, torch), holds the new one alone
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-deps",
-                    "--no-build-isolation", "-e", str(package)], check=True, capture_output=True)
-    elsewhere = tmp_path / "elsewhere"  # not the package folder: the installed entry point must find it
-    elsewhere.mkdir()
-    found = subprocess.run(
-        [python, "-c", "from mmgrpo.config import load_config; print(load_config(None, ['task.name=leftmost']).task.name)"],
-        cwd=elsewhere, capture_output=True, text=True, check=False,
-    )
-    assert found.stdout.strip() == "leftmost", found.stderr
-    tests = subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=package, capture_output=True,
-                           text=True, check=False)
-    assert tests.returncode == 0, tests.stdout[-3000:]
-    assert "9 passed" in tests.stdout
 
 
 @pytest.mark.parametrize("modality", ["video", "audio", "text"])
