@@ -8,7 +8,7 @@ out of the accuracy -- see :func:`eval.scoring.aggregate.summarize`).
   (its ``exact_matching`` policy; with an API key it asks a GPT judge about what its rules
   cannot read);
 - :func:`scienceqa_choice`: ScienceQA-IMG, the LLaVA evaluation script built on ScienceQA's own;
-- :func:`videomme_choice`: Video-MME's ``eval_your_results.py``;
+- :func:`videomme_choice`: the ``eval_your_results.py`` Video-MME's README links;
 - :func:`mvbench_prediction` + :func:`mvbench_correct`: MVBench's ``check_ans``;
 - :func:`lmms_eval_choice`: lmms-eval 0.7.3's generic reader (its MMStar and Video-MME tasks),
   to reproduce numbers published with lmms-eval -- not any benchmark's own rule.
@@ -104,8 +104,9 @@ def scienceqa_choice(prediction: str, n_choices: int) -> str | None:
     return letter if letter and letter in option_letters(n_choices) else None
 
 
-# Published with two missing commas, so two pairs of prefixes are single strings: "Best option: C"
-# keeps its "Best option:" and reads as B (the B of "Best"). Kept as published.
+# The list of the script Video-MME's README links (thanku-all/parse_answer ``eval_your_results.py``),
+# in its order. It was published with two missing commas, so two pairs of prefixes are single strings:
+# "Best option: C" keeps its "Best option:" and reads as B (the B of "Best"). Kept as published.
 _VIDEOMME_PREFIXES = (
     "The best answer is",
     "The correct answer is",
@@ -113,17 +114,23 @@ _VIDEOMME_PREFIXES = (
     "The answer",
     "The best option isThe correct option is",
     "Best answer:Best option:",
+    "Answer:",
+    "Option:",
+    "The correct answer",
+    "The correct option",
 )
 
 
 def videomme_choice(prediction: str) -> str | None:
     """The letter Video-MME reads in ``prediction``; None when it reads none ("unanswered").
 
-    BradyFU/Video-MME ``evaluation/eval_your_results.py`` (``extract_characters_regex``):
-    strip, delete the answer prefixes (case-sensitive), then take the first capital A, B, C
-    or D anywhere -- also inside a word ("Based on the video, C" reads as B; its extra
-    ten-word rule never changes that outcome). Unanswered items are left out of Video-MME's
-    accuracy, not counted wrong.
+    ``extract_characters_regex`` of the ``eval_your_results.py`` that Video-MME's README links
+    (thanku-all/parse_answer; it replaced BradyFU/Video-MME ``evaluation/eval_your_results.py``,
+    which lacked the last four prefixes): strip, delete the answer prefixes (case-sensitive,
+    in order), then take the first capital A, B, C or D anywhere -- also inside a word
+    ("Based on the video, C" reads as B; its extra ten-word rule never changes that outcome).
+    "Answer: D" and "Final Answer: D" read as D. Unanswered items are left out of
+    Video-MME's accuracy, not counted wrong.
     """
     text = prediction.strip()
     for prefix in _VIDEOMME_PREFIXES:

@@ -115,7 +115,7 @@ SCIENCEQA = [
          "only the capitalised sentence counts: one match", 0.0),
 ]
 
-# --- Video-MME: eval_your_results.py, four options -----------------------------------------
+# --- Video-MME: the eval_your_results.py its README links (thanku-all/parse_answer), four options --
 VIDEOMME = [
     Case("B", "B", "B", "the bare letter"),
     Case("(B)", "B", "B", "parenthesised letter"),
@@ -126,7 +126,12 @@ VIDEOMME = [
     Case("Based on the video, the answer is C", "C", "B", "first capital A-D anywhere: B of Based", 1.0),
     Case("c", "C", None, "no capital A-D: unanswered, left out of the accuracy"),
     Case("I don't know", "B", None, "unanswered"),
-    Case("Answer: D", "D", "A", "'Answer:' is not a prefix: A of Answer", 1.0),
+    Case("Answer: D", "D", "D", "'Answer:' removed"),
+    Case("Final Answer: C", "C", "C", "'Answer:' removed, 'Final' holds no capital A-D"),
+    Case("**Answer:** C", "C", "C", "'Answer:' removed from inside the bold"),
+    Case("Option: D", "D", "D", "'Option:' removed"),
+    Case("The correct answer: D", "D", "D", "'The correct answer' removed"),
+    Case("Correct Answer: B", "B", "C", "'Answer:' removed, then C of Correct", 1.0),
     Case("The answer is D", "D", "D", "prefix removed"),
     Case("The correct option is D", "D", "D", "no capital A-D before the letter"),
     Case("Option D", "D", "D", "lead-in without capitals A-D"),
