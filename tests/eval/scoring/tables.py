@@ -146,7 +146,7 @@ VIDEOMME = [
     Case("B or C", "B", "B", "two answers: the first"),
 ]
 
-# --- MVBench: check_ans on '(' + first line (the prompt prefills 'Best option:(') ----------
+# --- MVBench: answer() post-processing, then check_ans on '(' + first line (the prompt prefills 'Best option:(') --
 MVBENCH_CANDIDATES = ["man cooking", "dancing", "running", "swimming"]
 MVBENCH = [
     Case("A) man cooking", "A", True, "letter, parenthesis, text"),
@@ -170,6 +170,9 @@ MVBENCH = [
     Case("A) dancing", "A", True, "right letter, wrong text: only the letter counts"),
     Case("E) flying", "A", False, "no such option"),
     Case("A, man cooking", "A", False, "a comma after the letter: '(a,' neither inside '(a)' nor holding it", 1.0),
+    Case("Assistant: A)", "A", True, "answer() keeps what follows the last 'Assistant:'"),
+    Case("I think so. Assistant: A) man cooking", "A", True, "answer(): the text before 'Assistant:' goes"),
+    Case("B) dancing ###A)", "A", False, "answer() keeps only the text before '###'"),
 ]
 MVBENCH_NO_PREFILL = [
     Case("(A) man cooking", "A", True, "the model writes the parenthesis itself"),
