@@ -360,6 +360,8 @@ REFCOCO_QWEN2 = [
     Case("(100, 200), (300, 600)", REFCOCO_TRUTH, True, "a space between the corners (Qwen-VL's regex needs '),(')"),
     Case("(100,200)(300,600)", REFCOCO_TRUTH, True, "no comma between the corners (Qwen-VL's regex: no box)"),
     Case("(100,200),(300,400)", REFCOCO_TRUTH, True, "IoU exactly 0.5 on the 1000 grid (Qwen-VL's /999: 0.4995)"),
+    Case("the dog (left one) is at (100,200),(300,600)", REFCOCO_TRUTH, True,
+         "a parenthesis before the box (Qwen-VL's lazy regex starts at it: no box)"),
     Case("[100, 200, 300, 600]", REFCOCO_TRUTH, False, "Qwen2.5-VL notation is not Qwen2-VL's"),
     Case("(100,100),(300,300)", REFCOCO_TRUTH, False, "pixels instead of the 0-1000 grid: IoU 0.2"),
     Case("(0.1,0.2),(0.3,0.6)", REFCOCO_TRUTH, False, "0-1 instead of the 0-1000 grid"),
