@@ -112,3 +112,12 @@ def test_a_model_run_sees_the_videos(videomme_folder, tiny_qwen25vl, tmp_path):
 def test_the_task_style_reads_inside_the_answer_tags(first_item, completion: str, letter: str):
     """Under the trained prompt the last <answer> is read by the same rule; an untagged reply as it is."""
     assert BENCHMARKS.get("videomme").judge(completion, first_item, "task").prediction == letter
+
+
+def test_the_official_accuracy_is_0_when_nothing_was_answered(first_item):
+    """``eval_your_results.py`` gives 0 for a group with no answered question (not NaN)."""
+    bench = BENCHMARKS.get("videomme")
+    verdict = bench.judge("I cannot tell", first_item)
+    result = bench.aggregate([(first_item, verdict.prediction, verdict.metric)])
+    assert result["official_accuracy"] == 0.0 and result["answered"] == 0.0
+    assert all(value == 0.0 for key, value in result.items() if key.startswith("official_accuracy/"))
