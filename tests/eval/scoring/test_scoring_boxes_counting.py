@@ -6,7 +6,12 @@ from collections.abc import Callable
 
 import pytest
 
-from eval.scoring.boxes import box_in_original_pixels, coco_box, first_box, grounding_hit
+from eval.scoring.boxes import (
+    box_in_original_pixels,
+    coco_box,
+    first_box,
+    grounding_hit,
+)
 from eval.scoring.counting import count_answer, r1v_count
 
 from . import box_references, tables
