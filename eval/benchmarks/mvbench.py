@@ -7,19 +7,25 @@ the videos of ``video/*.zip`` unpacked under ``video/`` (``video/star/Charades_v
 per clip for episodic reasoning); pass the folder holding ``json`` and ``video``. Tasks whose json file is
 absent are not read. Ids: ``<task>/<row number>``.
 
-The task -> video folder and data type are those of MVBench's own evaluation (``video_chat2/mvbench.ipynb``,
-:data:`TASKS`). A question with a bound is shown only the frames inside it, as there: a video clip (action
-sequence, action prediction, object interaction, action localization) as a
+The task -> video folder, data type and bound flag are those of MVBench's own evaluation
+(``video_chat2/mvbench.ipynb``, :data:`TASKS`). A question of a task the notebook bounds (action sequence,
+action prediction, object interaction, action localization, episodic reasoning) is shown only the frames
+between its ``start`` and ``end``, as there (other tasks ignore a row's ``start``/``end``, as the notebook
+does): a video clip as a
 :class:`~processors.sources.VideoSpan` of its file, the frames sampled inside the window under the model's
 budget; a frame clip (episodic reasoning, 3 frames per second, files numbered from 1) as the frames inside
 it, picked here because the loader plays a frame list at the budget's rate, not the clip's. Its media
 reference then ends in the window, ``#t=<start>,<end>``.
 
-Prompt: the notebook's system message, then ``Question: <question>``, ``Options:``, one ``(A) candidate``
-line each, "Only give the best option.", and the notebook's answer prefix "Best option:(" (which it writes
-at the start of the model's turn: the engines here do not prefill, so it ends the user turn).
-Reading: ``check_ans`` on "(" plus the completion's first line
-(:func:`eval.scoring.choice.mvbench_prediction`, :func:`eval.scoring.choice.mvbench_correct`).
+Prompt: as the notebook runs it (``system_llm=True``): its system text is the system message and also opens
+the user turn, then ``Question: <question>``, ``Options:``, one ``(A) candidate`` line each, "Only give the best
+option.", and the notebook's answer prefix "Best option:(" (which it writes at the start of the model's turn:
+the engines here do not prefill, so it ends the user turn).
+Reading: the notebook's ``answer()`` post-processing (text before "###", after the last "Assistant:"), then
+``check_ans`` on "(" plus the reply's first line (:func:`eval.scoring.choice.mvbench_prediction`,
+:func:`eval.scoring.choice.mvbench_correct`). The right option is the last candidate equal to the answer; a row
+whose answer is no candidate is kept, as there, with the option ``(@)`` that only an empty reply matches
+(:func:`eval.scoring.choice.mvbench_gold`).
 Results: accuracy overall (over all questions, as the notebook's average) and per task.
 """
 
@@ -36,6 +42,7 @@ from eval.benchmarks.base import BENCHMARKS, Benchmark, Item, Verdict
 from eval.scoring.choice import (
     mvbench_answer,
     mvbench_correct,
+    mvbench_gold,
     mvbench_prediction,
     option_letters,
 )
@@ -44,25 +51,28 @@ from processors.sources import VideoSpan
 
 
 class Subtask(NamedTuple):
-    """One MVBench task: its name in results, the video folder under ``video/``, how clips are stored."""
+    """One MVBench task: its name in results, the video folder under ``video/``, how clips are stored, whether
+    its questions are bounded."""
 
     label: str
     folder: str
     frames: bool = False
     """A clip is a folder of frames at :data:`FRAME_FPS` (else a video file)."""
+    bound: bool = False
+    """The notebook shows a question only its ``start``-``end`` window (its ``data_list`` flag)."""
 
 
 TASKS: dict[str, Subtask] = {
-    "action_sequence": Subtask("Action Sequence", "star/Charades_v1_480"),
-    "action_prediction": Subtask("Action Prediction", "star/Charades_v1_480"),
+    "action_sequence": Subtask("Action Sequence", "star/Charades_v1_480", bound=True),
+    "action_prediction": Subtask("Action Prediction", "star/Charades_v1_480", bound=True),
     "action_antonym": Subtask("Action Antonym", "ssv2_video"),
     "fine_grained_action": Subtask("Fine-grained Action", "Moments_in_Time_Raw/videos"),
     "unexpected_action": Subtask("Unexpected Action", "FunQA_test/test"),
     "object_existence": Subtask("Object Existence", "clevrer/video_validation"),
-    "object_interaction": Subtask("Object Interaction", "star/Charades_v1_480"),
+    "object_interaction": Subtask("Object Interaction", "star/Charades_v1_480", bound=True),
     "object_shuffle": Subtask("Object Shuffle", "perception/videos"),
     "moving_direction": Subtask("Moving Direction", "clevrer/video_validation"),
-    "action_localization": Subtask("Action Localization", "sta/sta_video"),
+    "action_localization": Subtask("Action Localization", "sta/sta_video", bound=True),
     "scene_transition": Subtask("Scene Transition", "scene_qa/video"),
     "action_count": Subtask("Action Count", "perception/videos"),
     "moving_count": Subtask("Moving Count", "clevrer/video_validation"),
@@ -71,7 +81,7 @@ TASKS: dict[str, Subtask] = {
     "fine_grained_pose": Subtask("Fine-grained Pose", "nturgbd"),
     "character_order": Subtask("Character Order", "perception/videos"),
     "egocentric_navigation": Subtask("Egocentric Navigation", "vlnqa"),
-    "episodic_reasoning": Subtask("Episodic Reasoning", "tvqa/frames_fps3_hq", frames=True),
+    "episodic_reasoning": Subtask("Episodic Reasoning", "tvqa/frames_fps3_hq", frames=True, bound=True),
     "counterfactual_inference": Subtask("Counterfactual Inference", "clevrer/video_validation"),
 }
 FRAME_FPS = 3
@@ -135,18 +145,17 @@ class MVBench(Benchmark):
     def item(self, raw: Mapping[str, Any], item_id: str, folder: Path | None, path: str) -> Item:
         task, candidates = TASKS[raw[TASK_KEY]], [str(c) for c in raw.get("candidates") or []]
         answer = str(raw.get("answer", ""))
-        if answer not in candidates:
-            raise BadRow("bad field", f"answer {answer!r} is not among the candidates {candidates}")
         if folder is None or not raw.get("video"):
             raise BadRow("missing field", "'video'")
-        bound, named = question_bound(raw), str(folder / raw["video"])
+        bound = question_bound(raw) if task.bound else None
+        named = str(folder / raw["video"])
         if task.frames:
             clip: str | tuple[str, ...] | VideoSpan = clip_frames(folder / raw["video"], bound)
         else:
             path = files.video(folder, str(raw["video"]))
             clip = path if bound is None else VideoSpan(path, *bound)
         options = dict(zip(option_letters(len(candidates)), candidates))
-        letter = option_letters(len(candidates))[candidates.index(answer)]
+        letter = mvbench_gold(candidates, answer)
         fields = {"options": options, "gold": mvbench_answer(letter, answer)}
         ref = named if bound is None else str(VideoSpan(named, *bound))
         return Item(item_id, str(raw.get("question") or "").strip(), (), (ref,), letter, fields,
@@ -157,7 +166,8 @@ class MVBench(Benchmark):
         return f"Question: {item.question}\nOptions:\n{options}"
 
     def official_prompt(self, item: Item) -> str:
-        return f"{self.task_question(item)}{QUESTION_SUFFIX}\n{ANSWER_PREFIX}"
+        """The notebook's user turn under ``system_llm=True``: the system text, the question, the cue and prefix."""
+        return f"{SYSTEM}{self.task_question(item)}{QUESTION_SUFFIX}\n{ANSWER_PREFIX}"
 
     def extract(self, completion: str, item: Item) -> str:
         return mvbench_prediction(completion, RETURN_PROMPT)

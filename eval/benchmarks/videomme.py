@@ -10,20 +10,23 @@ Files: the Hub dataset ``lmms-lab/Video-MME``: ``videomme/test-*.parquet`` (``vi
 Prompt: Video-MME's own (its README): "Select the best answer to the following multiple-choice question based
 on the video. Respond with only the letter (A, B, C, or D) of the correct option.", the question, the
 options on their own lines, "The best answer is:"; with subtitles, "This video's subtitles are listed below:"
-and the subtitles go first and the instruction says "based on the video and the subtitles". The subtitles
+and the subtitles go first, the instruction unchanged (the README's subtitled example says "based on the
+video.", as every version of it has). The subtitles
 are, as the authors use them, those on screen at the frames the model samples (under its video budget:
 :meth:`VideoMME.for_model`; every line of the ``.srt`` when no model is known, e.g. ``--predictions``),
 markup removed; "No subtitles available" for a video without a subtitle file.
-Reading: ``eval_your_results.py`` (:func:`eval.scoring.choice.videomme_choice`).
+Reading: the ``eval_your_results.py`` Video-MME's README links (:func:`eval.scoring.choice.videomme_choice`).
 Results: accuracy over every question (an unanswered one -- no capital A-D -- is wrong, noted
 ``unanswered``), per duration, domain and task type; and the published script's own accuracy, over the
-answered questions only, as ``official_accuracy`` overall and ``official_accuracy/<key>/<label>``.
+answered questions only, as ``official_accuracy`` overall and ``official_accuracy/<key>/<label>`` (0 where
+none was answered, as the script gives).
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -46,7 +49,7 @@ from processors.sizing import sample_frame_count, sample_frame_indices
 from processors.video_backends import VIDEO_BACKENDS, default_video_backend
 from tasks.base import ModelInfo
 
-INSTRUCTION = ("Select the best answer to the following multiple-choice question based on the video{subtitles}. "
+INSTRUCTION = ("Select the best answer to the following multiple-choice question based on the video. "
                "Respond with only the letter (A, B, C, or D) of the correct option.")
 SUBTITLES_HEADER = "This video's subtitles are listed below:"
 NO_SUBTITLES = "No subtitles available"
@@ -146,8 +149,7 @@ class VideoMME(Benchmark):
         return "\n".join([item.question, *item.fields["options"]])
 
     def official_prompt(self, item: Item) -> str:
-        instruction = INSTRUCTION.format(subtitles=" and the subtitles" if self.subtitles else "")
-        prompt = f"{instruction}\n{self.task_question(item)}\n{ANSWER_CUE}"
+        prompt = f"{INSTRUCTION}\n{self.task_question(item)}\n{ANSWER_CUE}"
         if not self.subtitles:
             return prompt
         cues = item.fields["cues"]
@@ -165,12 +167,18 @@ class VideoMME(Benchmark):
         return item.id, verdict.prediction
 
     def aggregate(self, scored: Sequence[Scored]) -> dict[str, float]:
-        """``official_accuracy`` (and per category): ``eval_your_results.py``'s accuracy over answered questions."""
+        """``official_accuracy`` (and per category): ``eval_your_results.py``'s accuracy over answered questions,
+        0 for a group with none answered (the script's ``if total_answered > 0 else 0``)."""
         summary = summarize(((None if prediction is None else metric, item.categories)
                              for item, prediction, metric in scored), CATEGORY_KEYS)
-        by = {f"official_accuracy/{key}/{label}": value for key, labels in summary.by.items()
+        by = {f"official_accuracy/{key}/{label}": _zero_if_nan(value) for key, labels in summary.by.items()
               for label, value in labels.items()}
-        return {"official_accuracy": summary.overall, "answered": float(summary.answered)} | by
+        return {"official_accuracy": _zero_if_nan(summary.overall), "answered": float(summary.answered)} | by
+
+
+def _zero_if_nan(accuracy: float) -> float:
+    """An accuracy over no answered question (NaN in :func:`summarize`) as ``eval_your_results.py`` gives it: 0."""
+    return 0.0 if math.isnan(accuracy) else accuracy
 
 
 BENCHMARKS.add("videomme", VideoMME("videomme", "test", subtitles=False))

@@ -4,10 +4,12 @@ A box is read in the convention of the model family that wrote it (see
 :data:`tasks.grounding.FAMILY_COORDINATES`): Qwen2.5-VL writes ``[x1, y1, x2, y2]`` (also
 inside its ``[{"bbox_2d": [...], "label": ...}]`` JSON) in pixels of the image it was shown,
 after resizing; Qwen2-VL writes ``(x1,y1),(x2,y2)`` (inside ``<|box_start|>...<|box_end|>``)
-on a 0-1000 grid. The box is mapped to pixels of the original image and compared with the
-annotation. A hit is IoU >= 0.5, the RefCOCO protocol (lichengunc/refer, MAttNet's
-``eval`` scripts; lmms-eval ``refcoco/utils_rec.py`` ``compute_accuracy`` alike). As in
-those scripts, the FIRST box of the answer is the prediction.
+on a 0-1000 grid (normalized to [0, 1000) in its technical report, so divided by 1000). The box
+is mapped to pixels of the original image and compared with the annotation. A hit is IoU >= 0.5,
+the RefCOCO protocol (lichengunc/refer, MAttNet's ``eval`` scripts; lmms-eval
+``refcoco/utils_rec.py`` ``compute_accuracy`` alike). As in those scripts, the FIRST box of the
+answer is the prediction. No published script reads both families; where lmms-eval, VLM-R1 and
+Qwen-VL's scripts read or threshold differently is listed in ``docs/benchmark_scoring.md``.
 """
 
 from __future__ import annotations

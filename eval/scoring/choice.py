@@ -8,8 +8,8 @@ out of the accuracy -- see :func:`eval.scoring.aggregate.summarize`).
   (its ``exact_matching`` policy; with an API key it asks a GPT judge about what its rules
   cannot read);
 - :func:`scienceqa_choice`: ScienceQA-IMG, the LLaVA evaluation script built on ScienceQA's own;
-- :func:`videomme_choice`: Video-MME's ``eval_your_results.py``;
-- :func:`mvbench_prediction` + :func:`mvbench_correct`: MVBench's ``check_ans``;
+- :func:`videomme_choice`: the ``eval_your_results.py`` Video-MME's README links;
+- :func:`mvbench_prediction` + :func:`mvbench_correct`: MVBench's ``answer()`` and ``check_ans``;
 - :func:`lmms_eval_choice`: lmms-eval 0.7.3's generic reader (its MMStar and Video-MME tasks),
   to reproduce numbers published with lmms-eval -- not any benchmark's own rule.
 """
@@ -104,8 +104,9 @@ def scienceqa_choice(prediction: str, n_choices: int) -> str | None:
     return letter if letter and letter in option_letters(n_choices) else None
 
 
-# Published with two missing commas, so two pairs of prefixes are single strings: "Best option: C"
-# keeps its "Best option:" and reads as B (the B of "Best"). Kept as published.
+# The list of the script Video-MME's README links (thanku-all/parse_answer ``eval_your_results.py``),
+# in its order. It was published with two missing commas, so two pairs of prefixes are single strings:
+# "Best option: C" keeps its "Best option:" and reads as B (the B of "Best"). Kept as published.
 _VIDEOMME_PREFIXES = (
     "The best answer is",
     "The correct answer is",
@@ -113,17 +114,23 @@ _VIDEOMME_PREFIXES = (
     "The answer",
     "The best option isThe correct option is",
     "Best answer:Best option:",
+    "Answer:",
+    "Option:",
+    "The correct answer",
+    "The correct option",
 )
 
 
 def videomme_choice(prediction: str) -> str | None:
     """The letter Video-MME reads in ``prediction``; None when it reads none ("unanswered").
 
-    BradyFU/Video-MME ``evaluation/eval_your_results.py`` (``extract_characters_regex``):
-    strip, delete the answer prefixes (case-sensitive), then take the first capital A, B, C
-    or D anywhere -- also inside a word ("Based on the video, C" reads as B; its extra
-    ten-word rule never changes that outcome). Unanswered items are left out of Video-MME's
-    accuracy, not counted wrong.
+    ``extract_characters_regex`` of the ``eval_your_results.py`` that Video-MME's README links
+    (thanku-all/parse_answer; it replaced BradyFU/Video-MME ``evaluation/eval_your_results.py``,
+    which lacked the last four prefixes): strip, delete the answer prefixes (case-sensitive,
+    in order), then take the first capital A, B, C or D anywhere -- also inside a word
+    ("Based on the video, C" reads as B; its extra ten-word rule never changes that outcome).
+    "Answer: D" and "Final Answer: D" read as D. Unanswered items are left out of
+    Video-MME's accuracy, not counted wrong.
     """
     text = prediction.strip()
     for prefix in _VIDEOMME_PREFIXES:
@@ -132,20 +139,45 @@ def videomme_choice(prediction: str) -> str | None:
     return found.group(0) if found else None
 
 
+MVBENCH_NO_ANSWER = "@"
+"""The option letter the notebook gives an answer found among no candidates: the letter before A."""
+
+
+def mvbench_gold(candidates: Sequence[str], answer: str) -> str:
+    """The option letter of ``answer`` as MVBench's ``qa_template`` finds it.
+
+    OpenGVLab/Ask-Anything ``video_chat2/mvbench.ipynb``: its loop over the candidates keeps
+    the LAST one equal to the answer (it never breaks), and an answer equal to none keeps
+    index -1, the letter before "A" (:data:`MVBENCH_NO_ANSWER`), which no reply but an empty
+    one matches.
+    """
+    found = [index for index, candidate in enumerate(candidates) if candidate == answer]
+    return option_letters(len(candidates))[found[-1]] if found else MVBENCH_NO_ANSWER
+
+
 def mvbench_answer(letter: str, text: str) -> str:
     """MVBench's ground truth as its ``qa_template`` writes it: ``"(A) text"``."""
     return f"({letter}) {text}"
 
 
-def mvbench_prediction(completion: str, return_prompt: str = "(") -> str:
-    """What MVBench's ``check_ans`` compares: ``return_prompt`` + the completion's first line.
+def mvbench_reply(output: str) -> str:
+    """The reply MVBench's notebook keeps of a model's output (its ``answer()`` post-processing).
 
-    OpenGVLab/Ask-Anything ``video_chat2/mvbench.ipynb`` (``infer_mvbench``): the assistant
-    turn is prefilled with "Best option:(", the reply is stripped and cut at its first
-    newline, and the prefilled "(" is put back in front. Pass ``return_prompt=""`` for a
+    OpenGVLab/Ask-Anything ``video_chat2/mvbench.ipynb``: the text before the first "###",
+    then what follows the last "Assistant:", stripped.
+    """
+    return output.split("###")[0].split("Assistant:")[-1].strip()
+
+
+def mvbench_prediction(completion: str, return_prompt: str = "(") -> str:
+    """What MVBench's ``check_ans`` compares: ``return_prompt`` + the reply's first line.
+
+    OpenGVLab/Ask-Anything ``video_chat2/mvbench.ipynb``: the reply is the output as ``answer()``
+    keeps it (:func:`mvbench_reply`); ``infer_mvbench`` strips it, cuts it at its first newline
+    and puts the prefilled "(" of "Best option:(" back in front. Pass ``return_prompt=""`` for a
     prompt that prefills nothing.
     """
-    lines = completion.strip().split("\n")
+    lines = mvbench_reply(completion).strip().split("\n")
     return return_prompt + lines[0]
 
 
@@ -157,7 +189,9 @@ def mvbench_correct(prediction: str, answer: str) -> bool:
     prediction's option without periods is a substring of the answer's option, or the
     answer's option is a substring of the prediction's. So ``"(a)"``, ``"(a)."``, ``"a"`` and
     ``"a)"`` all match ``"(a)"``; a prediction whose first word is empty or ``"("`` matches
-    any answer, as published.
+    any answer, as published. The answer's text is never compared: where it is empty the
+    notebook raises (an ``IndexError`` dropping a trailing period from it), here the row is
+    scored by its option like any other.
     """
     predicted = prediction.lower().split(" ")[0]
     expected = answer.lower().split(" ")[0]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from eval.benchmarks import BENCHMARKS
+from eval.benchmarks.base import Item
 from eval.benchmarks.runs import prompt_sample
 from mmgrpo.cli import main
 from mmgrpo.reports.thumbnails import thumbnail
@@ -55,27 +56,41 @@ def read(mvbench_folder):
     return BENCHMARKS.get("mvbench").read(str(mvbench_folder), "test")
 
 
+@pytest.fixture(scope="module")
+def by_id(read) -> dict[str, Item]:
+    return {item.id: item for item in read[0]}
+
+
 def test_tasks_are_read_from_their_json_and_video_folders(mvbench_folder, read):
     items, skipped = read
     assert [(item.id, item.answer, item.categories["task_type"]) for item in items] == [
+        ("object_shuffle/1", "@", "Object Shuffle"),  # its answer is no candidate: kept, as the notebook keeps it
         ("action_count/0", "A", "Action Count"), ("action_count/1", "B", "Action Count"),
         ("action_count/2", "C", "Action Count"), ("action_count/3", "D", "Action Count"),
         ("episodic_reasoning/0", "B", "Episodic Reasoning")]
-    assert items[0].videos == (str(mvbench_folder / "video" / "perception" / "videos" / "clip_1.mp4"),)
-    assert [(row.row_id, row.reason) for row in skipped] == [("object_shuffle/0", "missing media"),
-                                                             ("object_shuffle/1", "bad field")]
+    assert items[1].videos == (str(mvbench_folder / "video" / "perception" / "videos" / "clip_1.mp4"),)
+    assert [(row.row_id, row.reason) for row in skipped] == [("object_shuffle/0", "missing media")]
 
 
-def test_a_frame_clip_keeps_the_frames_inside_its_bound_and_plays_as_a_video(read):
-    (frames,) = read[0][4].videos
+@pytest.mark.parametrize(("completion", "correct"), [("", True), ("A) left", False), ("B) right", False)])
+def test_an_answer_among_no_candidates_is_kept_and_only_an_empty_reply_matches(by_id, completion: str, correct: bool):
+    """The notebook's ``qa_template`` gives it option "(@) up"; ``check_ans`` then matches only "(" to it."""
+    item = by_id["object_shuffle/1"]
+    assert item.fields["gold"] == "(@) up"
+    assert BENCHMARKS.get("mvbench").judge(completion, item).correct is correct
+
+
+def test_a_frame_clip_keeps_the_frames_inside_its_bound_and_plays_as_a_video(by_id):
+    (frames,) = by_id["episodic_reasoning/0"].videos
     assert [Path(frame).name for frame in frames] == [f"{n:05d}.jpg" for n in range(3, 9)]  # 1.0 s to 2.5 s at 3 fps
     clip = load_video(list(frames), VideoBudget(fps=3.0, max_frames=6))
     assert clip.frames.shape[0] == len(frames)  # the processors take a list of frame files as a clip
 
 
-def test_the_notebooks_prompt_with_its_system_message(read):
-    benchmark, item = BENCHMARKS.get("mvbench"), read[0][0]
-    assert benchmark.official_prompt(item) == (
+def test_the_notebooks_prompt_with_its_system_message(by_id):
+    """As the notebook runs (``system_llm=True``): the system text is the system message and opens the user turn."""
+    benchmark, item = BENCHMARKS.get("mvbench"), by_id["action_count/0"]
+    assert benchmark.official_prompt(item) == benchmark.system + (
         "Question: What is the person doing?\nOptions:\n(A) man cooking\n(B) dancing\n(C) running\n(D) swimming\n"
         "Only give the best option.\nBest option:(")
     sample = prompt_sample(benchmark, item, "official")
@@ -85,8 +100,8 @@ def test_the_notebooks_prompt_with_its_system_message(read):
 
 
 @pytest.mark.parametrize("case", tables.MVBENCH, ids=[case.why for case in tables.MVBENCH])
-def test_replies_are_checked_as_check_ans_after_the_answer_prefix(read, case: Case):
-    item = read[0]["ABCD".index(case.gold)]
+def test_replies_are_checked_as_check_ans_after_the_answer_prefix(by_id, case: Case):
+    item = by_id[f"action_count/{'ABCD'.index(case.gold)}"]
     assert BENCHMARKS.get("mvbench").judge(case.completion, item).correct is case.verdict
 
 
@@ -104,8 +119,8 @@ def test_saved_completions_get_per_task_accuracy(mvbench_folder, tmp_path):
 @pytest.mark.parametrize(("completion", "correct"), [("<think>he cooks</think><answer>(A) man cooking</answer>", True),
                                                      ("<answer>A</answer>", True),
                                                      ("<answer>The answer is A</answer>", False)])
-def test_the_task_style_checks_the_answer_tags_content(read, completion: str, correct: bool):
-    assert BENCHMARKS.get("mvbench").judge(completion, read[0][0], "task").correct is correct
+def test_the_task_style_checks_the_answer_tags_content(by_id, completion: str, correct: bool):
+    assert BENCHMARKS.get("mvbench").judge(completion, by_id["action_count/0"], "task").correct is correct
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +146,18 @@ def test_a_bounded_question_carries_its_window_and_is_shown_only_its_frames(boun
     assert clip.frame_indices == [2, 3, 4, 5]  # 1.0 s to 2.5 s at 2 fps
     shown = clip.frames[:, 28, 28, 0].astype(int)  # frame k is red 30 k (H.264 keeps it within a few levels)
     assert np.abs(shown - [30 * index for index in clip.frame_indices]).max() <= 6
+
+
+def test_a_task_the_notebook_does_not_bound_ignores_start_and_end(tmp_path: Path):
+    """Action antonym's ``data_list`` flag is False: a row's ``start``/``end`` change nothing, as in the notebook."""
+    videos = tmp_path / "video" / "ssv2_video"
+    videos.mkdir(parents=True)
+    (videos / "a.mp4").write_bytes(video_files.clip(0))
+    write_task(tmp_path, "action_antonym", [{"video": "a.mp4", "question": "What?", "candidates": ["x", "y", "x"],
+                                             "answer": "x", "start": 3.0, "end": 2.0}])
+    (item,), skipped = BENCHMARKS.get("mvbench").read(str(tmp_path), "test")
+    assert item.videos == (str(videos / "a.mp4"),) and not skipped
+    assert item.answer == "C" and item.fields["gold"] == "(C) x"  # the last equal candidate, as qa_template
 
 
 def test_a_model_run_is_shown_the_window(bounded_folder, tiny_qwen25vl, tmp_path):

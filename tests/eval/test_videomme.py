@@ -47,7 +47,7 @@ def test_the_official_prompts_with_and_without_subtitles(videomme_folder):
     items, _ = subtitled.read(str(videomme_folder), "test")
     assert subtitled.official_prompt(items[0]).startswith(  # no model known: every subtitle
         "This video's subtitles are listed below:\nLook at the sky.\nA planet rises.\nAfter the clip.\nSelect the "
-        "best answer to the following multiple-choice question based on the video and the subtitles. Respond")
+        "best answer to the following multiple-choice question based on the video. Respond")  # the README's words
     assert subtitled.official_prompt(items[2]).startswith(
         "This video's subtitles are listed below:\nNo subtitles available\nSelect")
 
@@ -89,7 +89,7 @@ def test_the_official_accuracy_leaves_unanswered_questions_out(videomme_folder, 
     summary = entry["summary"]
     assert summary["videomme/accuracy"] == pytest.approx(1 / 3)  # over every question
     assert summary["videomme/official_accuracy"] == pytest.approx(0.5)  # over the two answered
-    assert summary["videomme/official_accuracy/task_type/OCR Problems"] is None  # none answered: undefined
+    assert summary["videomme/official_accuracy/task_type/OCR Problems"] == 0.0  # none answered: 0, as the script
     assert summary["videomme/official_accuracy/duration/long"] == 0.0
     assert entry["categories"]["videomme"]["duration"]["short"]["accuracy"] == pytest.approx(0.5)
 
@@ -112,3 +112,12 @@ def test_a_model_run_sees_the_videos(videomme_folder, tiny_qwen25vl, tmp_path):
 def test_the_task_style_reads_inside_the_answer_tags(first_item, completion: str, letter: str):
     """Under the trained prompt the last <answer> is read by the same rule; an untagged reply as it is."""
     assert BENCHMARKS.get("videomme").judge(completion, first_item, "task").prediction == letter
+
+
+def test_the_official_accuracy_is_0_when_nothing_was_answered(first_item):
+    """``eval_your_results.py`` gives 0 for a group with no answered question (not NaN)."""
+    bench = BENCHMARKS.get("videomme")
+    verdict = bench.judge("I cannot tell", first_item)
+    result = bench.aggregate([(first_item, verdict.prediction, verdict.metric)])
+    assert result["official_accuracy"] == 0.0 and result["answered"] == 0.0
+    assert all(value == 0.0 for key, value in result.items() if key.startswith("official_accuracy/"))

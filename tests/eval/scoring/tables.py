@@ -115,7 +115,7 @@ SCIENCEQA = [
          "only the capitalised sentence counts: one match", 0.0),
 ]
 
-# --- Video-MME: eval_your_results.py, four options -----------------------------------------
+# --- Video-MME: the eval_your_results.py its README links (thanku-all/parse_answer), four options --
 VIDEOMME = [
     Case("B", "B", "B", "the bare letter"),
     Case("(B)", "B", "B", "parenthesised letter"),
@@ -126,7 +126,12 @@ VIDEOMME = [
     Case("Based on the video, the answer is C", "C", "B", "first capital A-D anywhere: B of Based", 1.0),
     Case("c", "C", None, "no capital A-D: unanswered, left out of the accuracy"),
     Case("I don't know", "B", None, "unanswered"),
-    Case("Answer: D", "D", "A", "'Answer:' is not a prefix: A of Answer", 1.0),
+    Case("Answer: D", "D", "D", "'Answer:' removed"),
+    Case("Final Answer: C", "C", "C", "'Answer:' removed, 'Final' holds no capital A-D"),
+    Case("**Answer:** C", "C", "C", "'Answer:' removed from inside the bold"),
+    Case("Option: D", "D", "D", "'Option:' removed"),
+    Case("The correct answer: D", "D", "D", "'The correct answer' removed"),
+    Case("Correct Answer: B", "B", "C", "'Answer:' removed, then C of Correct", 1.0),
     Case("The answer is D", "D", "D", "prefix removed"),
     Case("The correct option is D", "D", "D", "no capital A-D before the letter"),
     Case("Option D", "D", "D", "lead-in without capitals A-D"),
@@ -141,7 +146,7 @@ VIDEOMME = [
     Case("B or C", "B", "B", "two answers: the first"),
 ]
 
-# --- MVBench: check_ans on '(' + first line (the prompt prefills 'Best option:(') ----------
+# --- MVBench: answer() post-processing, then check_ans on '(' + first line (the prompt prefills 'Best option:(') --
 MVBENCH_CANDIDATES = ["man cooking", "dancing", "running", "swimming"]
 MVBENCH = [
     Case("A) man cooking", "A", True, "letter, parenthesis, text"),
@@ -165,6 +170,9 @@ MVBENCH = [
     Case("A) dancing", "A", True, "right letter, wrong text: only the letter counts"),
     Case("E) flying", "A", False, "no such option"),
     Case("A, man cooking", "A", False, "a comma after the letter: '(a,' neither inside '(a)' nor holding it", 1.0),
+    Case("Assistant: A)", "A", True, "answer() keeps what follows the last 'Assistant:'"),
+    Case("I think so. Assistant: A) man cooking", "A", True, "answer(): the text before 'Assistant:' goes"),
+    Case("B) dancing ###A)", "A", False, "answer() keeps only the text before '###'"),
 ]
 MVBENCH_NO_PREFILL = [
     Case("(A) man cooking", "A", True, "the model writes the parenthesis itself"),
@@ -319,6 +327,9 @@ MME = [
 ]
 
 # --- RefCOCO: Qwen2.5-VL boxes (pixels of the 500x250 image shown; original 1000x500) --------
+# No single published protocol: the verdicts are our documented rule (docs/benchmark_scoring.md, "Where we
+# depart"); the rows where lmms-eval's utils_rec.py, VLM-R1's test_rec_baseline.py or Qwen-VL's
+# evaluate_grounding.py decide otherwise say so, and test_scoring_boxes_counting.py pins exactly those.
 # The annotation (100, 100, 300, 300) in original pixels is (50, 50, 150, 150) as shown.
 REFCOCO_TRUTH = (100.0, 100.0, 300.0, 300.0)
 REFCOCO_QWEN2_5 = [
@@ -332,20 +343,25 @@ REFCOCO_QWEN2_5 = [
     Case("(50,50),(150,150)", REFCOCO_TRUTH, False, "Qwen2-VL notation is not Qwen2.5-VL's"),
     Case("[50, 50, 150]", REFCOCO_TRUTH, False, "three numbers"),
     Case("[-10, 50, 150, 150]", REFCOCO_TRUTH, True, "negative coordinate, IoU 0.625"),
-    Case("[50, 50, 150, 100]", REFCOCO_TRUTH, True, "IoU exactly 0.5 is a hit"),
+    Case("[50, 50, 150, 100]", REFCOCO_TRUTH, True, "IoU exactly 0.5 is a hit (VLM-R1's IoU > 0.5: a miss)"),
     Case("[50, 50, 150, 99]", REFCOCO_TRUTH, False, "IoU 0.49"),
     Case("[150, 150, 50, 50]", REFCOCO_TRUTH, False, "inverted box has no area"),
     Case("<answer>[50, 50, 150, 150]</answer>", REFCOCO_TRUTH, True, "inside answer tags"),
-    Case("[ 50 , 50 , 150 , 150 ]", REFCOCO_TRUTH, True, "spaces inside"),
+    Case("[ 50 , 50 , 150 , 150 ]", REFCOCO_TRUTH, True, "spaces before the commas (lmms-eval's regex: no box)"),
+    Case("[.5, 50, 150, 150]", REFCOCO_TRUTH, False, "a number without its leading 0 is no box (VLM-R1 reads .5)"),
     Case("The dog is at [40, 45, 160, 140].", REFCOCO_TRUTH, True, "free text around a close box"),
     Case("", REFCOCO_TRUTH, False, "no answer"),
 ]
-# Qwen2-VL boxes on a 0-1000 grid of the same 1000x500 original: the annotation is (100,200),(300,600).
+# Qwen2-VL boxes on a 0-1000 grid (Qwen2-VL's documented grid, divided by 1000; Qwen-VL's script divides by 999)
+# of the same 1000x500 original: the annotation is (100,200),(300,600).
 REFCOCO_QWEN2 = [
     Case("<|box_start|>(100,200),(300,600)<|box_end|>", REFCOCO_TRUTH, True, "Qwen2-VL box tokens"),
     Case("(100,200),(300,600)", REFCOCO_TRUTH, True, "without the tokens"),
-    Case("(100, 200), (300, 600)", REFCOCO_TRUTH, True, "spaces"),
-    Case("(100,200)(300,600)", REFCOCO_TRUTH, True, "no comma between the corners"),
+    Case("(100, 200), (300, 600)", REFCOCO_TRUTH, True, "a space between the corners (Qwen-VL's regex needs '),(')"),
+    Case("(100,200)(300,600)", REFCOCO_TRUTH, True, "no comma between the corners (Qwen-VL's regex: no box)"),
+    Case("(100,200),(300,400)", REFCOCO_TRUTH, True, "IoU exactly 0.5 on the 1000 grid (Qwen-VL's /999: 0.4995)"),
+    Case("the dog (left one) is at (100,200),(300,600)", REFCOCO_TRUTH, True,
+         "a parenthesis before the box (Qwen-VL's lazy regex starts at it: no box)"),
     Case("[100, 200, 300, 600]", REFCOCO_TRUTH, False, "Qwen2.5-VL notation is not Qwen2-VL's"),
     Case("(100,100),(300,300)", REFCOCO_TRUTH, False, "pixels instead of the 0-1000 grid: IoU 0.2"),
     Case("(0.1,0.2),(0.3,0.6)", REFCOCO_TRUTH, False, "0-1 instead of the 0-1000 grid"),

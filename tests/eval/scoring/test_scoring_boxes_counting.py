@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from eval.scoring.boxes import box_in_original_pixels, coco_box, first_box, grounding_hit
+from eval.scoring.boxes import (
+    box_in_original_pixels,
+    coco_box,
+    first_box,
+    grounding_hit,
+)
 from eval.scoring.counting import count_answer, r1v_count
 
-from . import tables
+from . import box_references, tables
 from .tables import Case
 
 ORIGINAL, SHOWN = (1000, 500), (500, 250)
@@ -32,6 +39,30 @@ def test_qwen2_5_vl_boxes_in_shown_pixels(case: Case) -> None:
 @pytest.mark.parametrize("case", tables.REFCOCO_QWEN2, ids=[case.why for case in tables.REFCOCO_QWEN2])
 def test_qwen2_vl_boxes_on_the_1000_grid(case: Case) -> None:
     assert _hit(case, "qwen2_vl") is case.verdict
+
+
+def _departures(table: list[Case], reference: Callable[[str], bool]) -> set[str]:
+    """The completions whose verdict under ``reference`` is not the table's."""
+    return {case.completion for case in table if reference(case.completion) is not case.verdict}
+
+
+def test_lmms_eval_utils_rec_differs_only_on_spaces_before_commas() -> None:
+    """Its regex allows spaces after a comma only; ours around every number."""
+    assert _departures(tables.REFCOCO_QWEN2_5, box_references.lmms_eval_hit) == {"[ 50 , 50 , 150 , 150 ]"}
+
+
+def test_vlm_r1_differs_only_on_a_leading_dot_and_a_strict_threshold() -> None:
+    """VLM-R1 reads ".5" and needs IoU > 0.5; its inclusive-pixel -1/+1 cancel (same IoU otherwise)."""
+    assert _departures(tables.REFCOCO_QWEN2_5, box_references.vlmr1_hit) == {"[50, 50, 150, 100]",
+                                                                             "[.5, 50, 150, 150]"}
+
+
+def test_qwen_vl_differs_on_corner_separators_and_its_999_grid() -> None:
+    """Qwen-VL's regex needs exactly "),(" between the corners and starts at the text's first "(", and it divides
+    by 999; at /1000 only the regex differs."""
+    unread_there = {"(100, 200), (300, 600)", "(100,200)(300,600)", "the dog (left one) is at (100,200),(300,600)"}
+    assert _departures(tables.REFCOCO_QWEN2, box_references.qwenvl_hit) == unread_there | {"(100,200),(300,400)"}
+    assert _departures(tables.REFCOCO_QWEN2, lambda text: box_references.qwenvl_hit(text, grid=1000.0)) == unread_there
 
 
 def test_box_conversions() -> None:

@@ -8,7 +8,9 @@ from eval.scoring.choice import (
     lmms_eval_choice,
     mvbench_answer,
     mvbench_correct,
+    mvbench_gold,
     mvbench_prediction,
+    mvbench_reply,
     option_letters,
     scienceqa_choice,
     videomme_choice,
@@ -67,6 +69,25 @@ def test_mvbench_check_ans_without_a_prefill(case: Case) -> None:
 def test_mvbench_prediction_is_the_first_line_after_the_prefill() -> None:
     assert mvbench_prediction("  B) dancing\nbecause ...") == "(B) dancing"
     assert mvbench_answer("C", "running") == "(C) running"
+
+
+def test_mvbench_reply_is_the_notebooks_answer_post_processing() -> None:
+    assert mvbench_reply("Human: x Assistant: B) dancing ### Human: y") == "B) dancing"
+    assert mvbench_reply("A) one Assistant: C) two Assistant: D) three") == "D) three"  # the last 'Assistant:'
+    assert mvbench_reply("###B)") == ""
+
+
+def test_mvbench_gold_is_the_last_equal_candidate_or_the_letter_before_a() -> None:
+    assert mvbench_gold(["yes", "no", "yes"], "yes") == "C"  # qa_template's loop never breaks
+    assert mvbench_gold(["yes", "no"], "maybe") == "@"
+    gold = mvbench_answer(mvbench_gold(["yes", "no"], "maybe"), "maybe")
+    assert [mvbench_correct(mvbench_prediction(reply), gold) for reply in ("", "A) yes", "B) no")] == [True, False, False]
+
+
+def test_mvbench_an_empty_answer_text_is_scored_by_its_option() -> None:
+    """The notebook's ``check_ans`` raises on it (``gt_content[-1]``); we compare the options as for any answer."""
+    gold = mvbench_answer("A", "")
+    assert mvbench_correct(mvbench_prediction("A)"), gold) and not mvbench_correct(mvbench_prediction("B)"), gold)
 
 
 def test_option_letters_and_options_beyond_the_row() -> None:
