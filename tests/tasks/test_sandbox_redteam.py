@@ -181,6 +181,7 @@ def test_no_process_outlives_the_run_even_a_double_forked_daemon(sandbox, limits
     assert processes_with(marker) == []
 
 
+IO_SETUP = {"aarch64": 0}.get(platform.machine(), 206)  # the generic table's number, else x86-64's
 CHILD_MEMORY = ("import os\nfor _ in range(16):\n    if os.fork() == 0:\n        data = bytearray(200 * 2 ** 20)\n"
                 "        data[::4096] = b'x' * len(data[::4096])\n        import time\n        time.sleep(30)\n")
 CHILD_CPU = ("import multiprocessing\ndef burn():\n    while True:\n        pass\n"
@@ -196,12 +197,18 @@ CHILD_CPU = ("import multiprocessing\ndef burn():\n    while True:\n        pass
     "import os\nos.memfd_create('anonymous')",  # memory outside the tmpfs's size
     "import ctypes\nctypes.CDLL(None).inotify_init1(0)",  # a per-user quota shared with the trainer
     "import ctypes\nctypes.CDLL(None).inotify_init()",
+    "import ctypes\nctypes.CDLL(None).shmget(0, 1 << 20, 0o1600)",  # System V shared memory: outside RLIMIT_AS
+    "import ctypes\nctypes.CDLL(None).semget(0, 1, 0o1600)",  # unreclaimable kernel memory
+    "import ctypes\nctypes.CDLL(None).msgget(0, 0o1600)",
+    "import ctypes, os\nctypes.CDLL('librt.so.1').mq_open(b'/q', os.O_CREAT | os.O_RDWR, 0o600, None)",  # user quota
+    f"import ctypes\nctx = ctypes.c_ulong(0)\nctypes.CDLL(None).syscall({IO_SETUP}, 1, ctypes.byref(ctx))",  # aio-max-nr
+    "import ctypes\nctypes.CDLL(None).fanotify_init(0, 0)",  # watches host processes' access to bound files
     "import socket\nsocket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)",  # a virtual machine's host
     "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
     "import socket\nsocket.socket(socket.AF_INET6, socket.SOCK_STREAM)",
     "import socket\nsocket.socket(socket.AF_NETLINK, socket.SOCK_RAW)",
 ])
-def test_processes_memfd_inotify_and_sockets_but_unix_ones_are_forbidden(sandbox, limits, source):
+def test_processes_memfd_ipc_aio_notify_and_sockets_but_unix_ones_are_forbidden(sandbox, limits, source):
     started = time.monotonic()
     result = attack(sandbox, limits, f"{source}\n{CORRECT_ADD}")
     assert result.status == "forbidden" and "seccomp" in result.error, result
