@@ -32,6 +32,8 @@ STATUSES = ("passed", "failed", "error", "forbidden", "timeout", "cpu_limit", "m
 BACKEND_MODULES = {"bwrap": "tasks.sandbox_bwrap", "http": "tasks.sandbox_http", "process": "tasks.sandbox_process"}
 DEFAULT_BACKEND = "bwrap"
 MAX_EVENT_BYTES = 1 << 20
+MAX_VIOLATIONS = 8
+"""Refused operations kept per result (the rest are counted): a program can print forged ones by the thousand."""
 """Longest event line (one call's answer) read; a longer one ends a local run as ``output_limit``."""
 log = logging.getLogger(__name__)
 
@@ -124,7 +126,8 @@ class SandboxResult:
     error: str | None = None
     """The first exception, refused operation or limit, in words."""
     violations: tuple[str, ...] = ()
-    """Operations the ``process`` back end's audit hook refused (each ``kind: detail``)."""
+    """Operations the ``process`` back end's audit hook refused (each ``kind: detail``): the first
+    :data:`MAX_VIOLATIONS`, the count of the rest in ``error``."""
     stdout: str = ""
     stderr: str = ""
     seconds: float = 0.0
@@ -159,6 +162,7 @@ class Events:
     error: str | None = None
     outcomes: dict[int, CallOutcome] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
+    more_violations: int = 0
     expected: int = 0
 
     @classmethod
@@ -183,7 +187,10 @@ class Events:
 
     def _take(self, event: dict) -> None:
         if "violation" in event:
-            self.violations.append(str(event["violation"])[:300])
+            if len(self.violations) < MAX_VIOLATIONS:
+                self.violations.append(str(event["violation"])[:300])
+            else:
+                self.more_violations += 1
         elif self.loaded is None and ("loaded" in event or "error" in event):
             self.loaded = "loaded" in event
             self.error = None if self.loaded else str(event["error"])[:300]
@@ -269,9 +276,11 @@ def _result(runs: list[tuple[Evaluation, Events]], outcomes: list, total: int, i
     raised = [outcome.raised[0] for _, v in runs for outcome in v.outcomes.values() if outcome.raised]
     common = {"total": total, "seconds": sum(e.seconds for e, _ in runs), "isolation": isolation,
               "stdout": evaluation.stdout, "stderr": evaluation.stderr, "rounds": len(runs)}
-    violations = tuple(v for _, events_ in runs for v in events_.violations)
+    violations = [v for _, events_ in runs for v in events_.violations]
     if violations:
-        return SandboxResult("forbidden", 0, error=f"refused {violations[0]}", violations=violations, **common)
+        more = len(violations) - MAX_VIOLATIONS + sum(events_.more_violations for _, events_ in runs)
+        error = f"refused {violations[0]}" + (f" (and {more} more refusals)" if more > 0 else "")
+        return SandboxResult("forbidden", 0, error=error, violations=tuple(violations[:MAX_VIOLATIONS]), **common)
     if evaluation.status != "ok":
         return SandboxResult(evaluation.status, passed, error=evaluation.error, **common)
     error = events.error or ""

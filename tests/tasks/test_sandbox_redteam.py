@@ -23,7 +23,7 @@ import pytest
 
 from tasks import sandbox_seccomp, sandbox_user
 from tasks.code import sandbox_results
-from tasks.sandbox import STATUSES, SandboxLimits, run_tests
+from tasks.sandbox import MAX_VIOLATIONS, STATUSES, SandboxLimits, run_tests
 from tasks.sandbox_bwrap import BwrapSandbox, SandboxUnavailable
 
 ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(10, 5) == 15"]
@@ -484,6 +484,20 @@ def test_a_forger_who_reads_the_job_can_only_claim_return_values(sandbox, limits
     )
     result = run_tests(source, ADD_TESTS, sandbox, limits)
     assert (result.status, result.passed) == ("failed", 1)  # the one test whose answer happens to be 3
+
+
+def test_forged_refusals_by_the_thousand_keep_a_few_and_a_count(sandbox, limits):
+    """Every result the code task caches stays small: a handful of refusals, the rest counted."""
+    source = (
+        "import sys\nframe = sys._getframe()\nwhile frame and 'job' not in frame.f_locals:\n"
+        "    frame = frame.f_back\njob, out = frame.f_locals['job'], frame.f_locals['channel']\n"
+        "out.write(''.join(job['tag'] + '{\"violation\": \"%06d\"}\\n' % i for i in range(20_000)))\nout.flush()\n"
+        f"{CORRECT_ADD}"
+    )
+    result = attack(sandbox, limits, source)
+    assert result.status == "forbidden" and len(result.violations) == MAX_VIOLATIONS, result.error
+    assert result.error.endswith(f"(and {20_000 - MAX_VIOLATIONS} more refusals)")
+    assert len(repr(result)) < 2 * limits.captured_bytes + 4096
 
 
 # --- leftovers and innocent code --------------------------------------------------------------------------------
