@@ -32,9 +32,9 @@ STATUSES = ("passed", "failed", "error", "forbidden", "timeout", "cpu_limit", "m
 BACKEND_MODULES = {"bwrap": "tasks.sandbox_bwrap", "http": "tasks.sandbox_http", "process": "tasks.sandbox_process"}
 DEFAULT_BACKEND = "bwrap"
 MAX_EVENT_BYTES = 1 << 20
+"""Longest event line (one call's answer) read; a longer one ends a local run as ``output_limit``."""
 MAX_VIOLATIONS = 8
 """Refused operations kept per result (the rest are counted): a program can print forged ones by the thousand."""
-"""Longest event line (one call's answer) read; a longer one ends a local run as ``output_limit``."""
 log = logging.getLogger(__name__)
 
 
