@@ -532,3 +532,21 @@ def test_innocent_code_passes_tempfile_own_files_threads_unix_sockets_copy2(sand
     result = run_tests(source, ADD_TESTS, sandbox, limits)
     assert result.status == "passed", result
     assert result.stdout == "thread\n"
+
+
+def test_innocent_code_returns_and_takes_ints_of_any_size(sandbox, limits):
+    """Past 4300 decimal digits an int cannot be JSON text: it travels as hexadecimal, both ways."""
+    tests = ["import math\nassert add(math.factorial(2000), 0) == math.factorial(2000)",
+             "assert add(-10 ** 5000, 1) == 1 - 10 ** 5000", "assert add(2 ** 63, 2 ** 63) == 2 ** 64"]
+    result = run_tests(CORRECT_ADD, tests, sandbox, limits)
+    assert result.status == "passed", result
+
+
+def test_innocent_code_starts_as_many_threads_as_the_process_limit_allows(sandbox, limits):
+    """Thread stacks are small enough that ``processes`` binds before ``memory_mb`` (its init and main thread
+    count among the processes)."""
+    wanted = limits.processes - 4
+    source = ("import threading\nstop = threading.Event()\nthreads = [threading.Thread(target=stop.wait) "
+              f"for _ in range({wanted})]\nfor thread in threads:\n    thread.start()\nstop.set()\n{CORRECT_ADD}")
+    result = run_tests(source, ADD_TESTS, sandbox, limits)
+    assert result.status == "passed", result
