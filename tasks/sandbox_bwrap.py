@@ -67,7 +67,7 @@ def _folder_arguments() -> list[str]:
 def bwrap_command(executable: str, seccomp_fd: int, launch: Launch) -> list[str]:
     """The full command line of one run (``{events_fd}`` is filled in by :class:`LocalSession`)."""
     return [
-        *launch.command, executable, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        *launch.command, executable, "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--hostname", "sandbox", *_folder_arguments(), "--ro-bind", str(CHILD_PROGRAM), CHILD_INSIDE,
         "--dev", "/dev", *launch.folders, "--remount-ro", "/dev", "--remount-ro", "/",
         "--chdir", "/tmp", "--seccomp", str(seccomp_fd),

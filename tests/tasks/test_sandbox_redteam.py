@@ -550,3 +550,32 @@ def test_innocent_code_starts_as_many_threads_as_the_process_limit_allows(sandbo
               f"for _ in range({wanted})]\nfor thread in threads:\n    thread.start()\nstop.set()\n{CORRECT_ADD}")
     result = run_tests(source, ADD_TESTS, sandbox, limits)
     assert result.status == "passed", result
+
+
+ZOMBIE_COUNT = """
+import ctypes, os, time
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come here, as to a container's PID 1
+from tasks.sandbox import SandboxLimits, run_tests
+from tasks.sandbox_bwrap import BwrapSandbox
+sandbox, limits = BwrapSandbox(), SandboxLimits(wall_seconds=2)
+for source in ["def add(a, b):\\n    return a + b", "import time\\ntime.sleep(30)"]:
+    run_tests(source, ["assert add(1, 2) == 3"], sandbox, limits)
+time.sleep(0.3)
+mine = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+    except OSError:
+        continue
+    if int(fields[1]) == os.getpid():
+        mine.append(fields[0])
+print(mine.count("Z"))
+"""
+
+
+def test_a_trainer_that_reaps_orphans_is_left_no_zombie(sandbox):
+    """A trainer that is PID 1 of its container (here: a subreaper) collects no unreaped process per run, whether
+    the run ends by itself or at the wall clock."""
+    counted = subprocess.run([sys.executable, "-c", ZOMBIE_COUNT], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert counted.stdout == "0\n", counted.stderr
