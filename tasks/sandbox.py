@@ -34,7 +34,8 @@ DEFAULT_BACKEND = "bwrap"
 MAX_EVENT_BYTES = 1 << 20
 """Longest event line (one call's answer) read; a longer one ends a local run as ``output_limit``."""
 MAX_VIOLATIONS = 8
-"""Refused operations kept per result (the rest are counted): a program can print forged ones by the thousand."""
+"""Refused operations kept per run: a program can print forged ones by the thousand. Past them the run is
+``forbidden`` whatever follows, so its later event lines are counted, not read."""
 log = logging.getLogger(__name__)
 
 
@@ -126,8 +127,8 @@ class SandboxResult:
     error: str | None = None
     """The first exception, refused operation or limit, in words."""
     violations: tuple[str, ...] = ()
-    """Operations the ``process`` back end's audit hook refused (each ``kind: detail``): the first
-    :data:`MAX_VIOLATIONS`, the count of the rest in ``error``."""
+    """Operations the ``process`` back end's audit hook refused (each ``kind: detail``): at most
+    :data:`MAX_VIOLATIONS` (the count of later event lines, unread, in ``error``)."""
     stdout: str = ""
     stderr: str = ""
     seconds: float = 0.0
@@ -162,7 +163,7 @@ class Events:
     error: str | None = None
     outcomes: dict[int, CallOutcome] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
-    more_violations: int = 0
+    unread: int = 0
     expected: int = 0
 
     @classmethod
@@ -178,6 +179,9 @@ class Events:
     def take_line(self, line: str, tag: str) -> None:
         if not line.startswith(tag) or len(line) > MAX_EVENT_BYTES:
             return
+        if len(self.violations) >= MAX_VIOLATIONS:
+            self.unread += 1
+            return
         try:
             event = json.loads(line[len(tag):])
         except (ValueError, RecursionError):
@@ -187,10 +191,7 @@ class Events:
 
     def _take(self, event: dict) -> None:
         if "violation" in event:
-            if len(self.violations) < MAX_VIOLATIONS:
-                self.violations.append(str(event["violation"])[:300])
-            else:
-                self.more_violations += 1
+            self.violations.append(str(event["violation"])[:300])
         elif self.loaded is None and ("loaded" in event or "error" in event):
             self.loaded = "loaded" in event
             self.error = None if self.loaded else str(event["error"])[:300]
@@ -278,8 +279,8 @@ def _result(runs: list[tuple[Evaluation, Events]], outcomes: list, total: int, i
               "stdout": evaluation.stdout, "stderr": evaluation.stderr, "rounds": len(runs)}
     violations = [v for _, events_ in runs for v in events_.violations]
     if violations:
-        more = len(violations) - MAX_VIOLATIONS + sum(events_.more_violations for _, events_ in runs)
-        error = f"refused {violations[0]}" + (f" (and {more} more refusals)" if more > 0 else "")
+        unread = sum(events_.unread for _, events_ in runs)
+        error = f"refused {violations[0]}" + (f" ({unread} later event lines unread)" if unread else "")
         return SandboxResult("forbidden", 0, error=error, violations=tuple(violations[:MAX_VIOLATIONS]), **common)
     if evaluation.status != "ok":
         return SandboxResult(evaluation.status, passed, error=evaluation.error, **common)

@@ -487,7 +487,7 @@ def test_a_forger_who_reads_the_job_can_only_claim_return_values(sandbox, limits
 
 
 def test_forged_refusals_by_the_thousand_keep_a_few_and_a_count(sandbox, limits):
-    """Every result the code task caches stays small: a handful of refusals, the rest counted."""
+    """Every result the code task caches stays small: a handful of refusals, the rest counted, not parsed."""
     source = (
         "import sys\nframe = sys._getframe()\nwhile frame and 'job' not in frame.f_locals:\n"
         "    frame = frame.f_back\njob, out = frame.f_locals['job'], frame.f_locals['channel']\n"
@@ -496,7 +496,7 @@ def test_forged_refusals_by_the_thousand_keep_a_few_and_a_count(sandbox, limits)
     )
     result = attack(sandbox, limits, source)
     assert result.status == "forbidden" and len(result.violations) == MAX_VIOLATIONS, result.error
-    assert result.error.endswith(f"(and {20_000 - MAX_VIOLATIONS} more refusals)")
+    assert result.error.endswith(f"({20_000 - MAX_VIOLATIONS + 1} later event lines unread)")  # its "loaded" too
     assert len(repr(result)) < 2 * limits.captured_bytes + 4096
 
 
