@@ -63,8 +63,10 @@ class LocalSession:
 
     @property
     def over(self) -> bool:
-        """Whether the run has ended: a limit, its exit (all pipes closed) or the close."""
-        return bool(self.exceeded) or self.timed_out or self.killed_by_us or not self.reading
+        """Whether the run has ended: a limit, a refused operation (it is ``forbidden`` whatever follows), its exit
+        (all pipes closed) or the close."""
+        return (bool(self.exceeded) or self.timed_out or self.killed_by_us or bool(self.events.violations)
+                or not self.reading)
 
     def call(self, call: list) -> CallOutcome | None:
         """Ask one encoded call ``[name, args, kwargs]`` and wait for its answer (None: the run ended first)."""

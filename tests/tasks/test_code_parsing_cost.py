@@ -31,7 +31,7 @@ def seconds(call: Callable[[], object]) -> float:
     "```python\n" * (SIZE // 10),
     "``` \t " * (SIZE // 5) + "\n",
     "</think>" * (SIZE // 8) + "```python\nx\n```",
-])
+], ids=["spaces", "tabs", "fences", "openers", "fence-ish", "think-ends"])  # short ids: a test's id goes in the env
 def test_adversarial_completions_cost_the_code_rewards_well_under_a_second(text):
     for name in ("code_format", "code_syntax"):
         assert seconds(lambda: REWARDS.get(name)([text])) < 0.5, name

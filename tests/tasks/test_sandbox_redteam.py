@@ -496,7 +496,7 @@ def test_forged_refusals_by_the_thousand_keep_a_few_and_a_count(sandbox, limits)
     )
     result = attack(sandbox, limits, source)
     assert result.status == "forbidden" and len(result.violations) == MAX_VIOLATIONS, result.error
-    assert result.error.endswith(f"({20_000 - MAX_VIOLATIONS + 1} later event lines unread)")  # its "loaded" too
+    assert result.error.endswith("later event lines unread)") and result.seconds < limits.wall_seconds / 3
     assert len(repr(result)) < 2 * limits.captured_bytes + 4096
 
 
