@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import ast
 import functools
-import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping, Sequence
 
 from mmgrpo.types import Sample
 from tasks.base import RowError, Task, require
+from tasks.code_fence import fenced_blocks
 from tasks.registry import register_reward, register_task
 from tasks.sandbox import Sandbox, SandboxLimits, SandboxResult, make_sandbox, run_tests
 
-CODE_BLOCK = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*?)```", re.DOTALL)
+MAX_COMPLETION_CHARS = 200_000
+"""Longer completions are not graded (no code block): a bound on the text every code reward reads."""
 THINK_END = "</think>"
 CODE_THINK_INSTRUCTION = (
     "First think about the problem step by step inside <think> </think> tags, "
@@ -42,19 +43,25 @@ def graded_part(completion: str) -> str:
     return completion.rpartition(THINK_END)[2] if THINK_END in completion else completion
 
 
-def code_blocks(completion: str) -> list[str]:
-    """The fenced code blocks of ``completion``'s graded part."""
-    return CODE_BLOCK.findall(graded_part(completion))
+def code_blocks(completion: str, max_chars: int = MAX_COMPLETION_CHARS) -> list[str]:
+    """The fenced code blocks of ``completion``'s graded part; none when it is longer than ``max_chars``."""
+    if len(completion) > max_chars:
+        return []
+    return [block.body for block in fenced_blocks(graded_part(completion))]
 
 
-def only_one_block(completion: str) -> bool:
+def only_one_block(completion: str, max_chars: int = MAX_COMPLETION_CHARS) -> bool:
     """Whether the graded part is exactly one fenced block, nothing but whitespace around it."""
-    return CODE_BLOCK.fullmatch(graded_part(completion).strip()) is not None
+    if len(completion) > max_chars:
+        return False
+    text = graded_part(completion).strip()
+    blocks = fenced_blocks(text)
+    return len(blocks) == 1 and blocks[0].start == 0 and blocks[0].end == len(text)
 
 
-def single_block(completion: str) -> str | None:
+def single_block(completion: str, max_chars: int = MAX_COMPLETION_CHARS) -> str | None:
     """The one code block the completion answers with; None when it has none or several."""
-    blocks = code_blocks(completion)
+    blocks = code_blocks(completion, max_chars)
     return blocks[0] if len(blocks) == 1 else None
 
 
@@ -91,10 +98,11 @@ def default_sandbox() -> tuple[Sandbox, SandboxLimits]:
 
 def sandbox_results(completions: Sequence[str], tests: Sequence[Sequence[str]], sandbox: Sandbox | None,
                     limits: SandboxLimits | None, workers: int,
-                    entry_point: Sequence[str | None] | None = None) -> list[SandboxResult | None]:
+                    entry_point: Sequence[str | None] | None = None,
+                    max_chars: int = MAX_COMPLETION_CHARS) -> list[SandboxResult | None]:
     """Each completion's sandbox result (None without a single code block), ``workers`` at a time; a row's
     ``entry_point`` names the function under test (the only name that may shadow a builtin in its tests)."""
-    sources = [single_block(text) for text in completions]
+    sources = [single_block(text, max_chars) for text in completions]
     entry_points = [frozenset({name} if name else ()) for name in (entry_point or [None] * len(completions))]
     sandbox = sandbox or default_sandbox()[0]
     limits = limits or default_sandbox()[1]
@@ -108,13 +116,14 @@ def sandbox_results(completions: Sequence[str], tests: Sequence[Sequence[str]], 
 
 
 @register_reward("code_format")
-def code_format(completions: Sequence[str], **_) -> list[float]:
-    return [float(only_one_block(text)) for text in completions]
+def code_format(completions: Sequence[str], *, max_chars: int = MAX_COMPLETION_CHARS, **_) -> list[float]:
+    return [float(only_one_block(text, max_chars)) for text in completions]
 
 
 @register_reward("code_syntax")
-def code_syntax(completions: Sequence[str], **_) -> list[float]:
-    return [float(source is not None and parses(source)) for source in map(single_block, completions)]
+def code_syntax(completions: Sequence[str], *, max_chars: int = MAX_COMPLETION_CHARS, **_) -> list[float]:
+    sources = (single_block(text, max_chars) for text in completions)
+    return [float(source is not None and parses(source)) for source in sources]
 
 
 def _verdict(result: SandboxResult | None, score: float) -> float | None:
@@ -127,16 +136,18 @@ def _verdict(result: SandboxResult | None, score: float) -> float | None:
 @register_reward("code_tests")
 def code_tests(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sandbox: Sandbox | None = None,
                limits: SandboxLimits | None = None, workers: int = 4,
-               entry_point: Sequence[str | None] | None = None, **_) -> list[float | None]:
-    results = sandbox_results(completions, tests, sandbox, limits, workers, entry_point)
+               entry_point: Sequence[str | None] | None = None, max_chars: int = MAX_COMPLETION_CHARS,
+                **_) -> list[float | None]:
+    results = sandbox_results(completions, tests, sandbox, limits, workers, entry_point, max_chars)
     return [_verdict(result, result.fraction_passed if result else 0.0) for result in results]
 
 
 @register_reward("code_passed")
 def code_passed(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sandbox: Sandbox | None = None,
                 limits: SandboxLimits | None = None, workers: int = 4,
-                entry_point: Sequence[str | None] | None = None, **_) -> list[float | None]:
-    results = sandbox_results(completions, tests, sandbox, limits, workers, entry_point)
+                entry_point: Sequence[str | None] | None = None, max_chars: int = MAX_COMPLETION_CHARS,
+                **_) -> list[float | None]:
+    results = sandbox_results(completions, tests, sandbox, limits, workers, entry_point, max_chars)
     return [_verdict(result, float(result is not None and result.status == "passed")) for result in results]
 
 
@@ -147,16 +158,20 @@ class CodeTask(Task):
     default_reasoning = "I read the specification and write the function."
 
     def __init__(self, *, sandbox: Mapping[str, Any] | None = None, sandbox_workers: int = 4,
-                 think_instruction: str = CODE_THINK_INSTRUCTION, answer_instruction: str = CODE_ANSWER_INSTRUCTION,
+                 max_completion_chars: int = MAX_COMPLETION_CHARS, think_instruction: str = CODE_THINK_INSTRUCTION, answer_instruction: str = CODE_ANSWER_INSTRUCTION,
                  **options: Any) -> None:
         """``sandbox``: ``backend`` (``bwrap``, the default; ``http``; ``process``, unsafe), the back end's own
         settings and :class:`tasks.sandbox.SandboxLimits` fields (e.g. ``{wall_seconds: 5}``). A back end that
-        cannot run here refuses to start, saying why."""
+        cannot run here refuses to start, saying why. ``max_completion_chars``: longer completions are not graded
+        (every code reward scores them 0), bounding the text the rewards read."""
         super().__init__(think_instruction=think_instruction, answer_instruction=answer_instruction, **options)
         self.sandbox, self.limits = make_sandbox(sandbox)
         if sandbox_workers < 1:
             raise ValueError(f"sandbox_workers must be at least 1, got {sandbox_workers}")
         self.sandbox_workers = sandbox_workers
+        if max_completion_chars < 1:
+            raise ValueError(f"max_completion_chars must be at least 1, got {max_completion_chars}")
+        self.max_completion_chars = max_completion_chars
 
     def ground_truth(self, row: Mapping[str, Any]) -> str:
         solution = require(row, "answer")
@@ -182,12 +197,14 @@ class CodeTask(Task):
         return f"<think>{reasoning}</think>\n{self.format_answer(sample)}"
 
     def parse_answer(self, completion: str) -> str | None:
-        return single_block(completion)
+        return single_block(completion, self.max_completion_chars)
 
     def reward_options(self, names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
         names = None if names is None else set(names)
         options = super().reward_options(names)
-        for name in SANDBOX_REWARDS:
-            if name in (self.default_rewards if names is None else names):
-                options[name] = {"sandbox": self.sandbox, "limits": self.limits, "workers": self.sandbox_workers}
+        wanted = set(self.default_rewards if names is None else names)
+        for name in wanted & {"code_format", "code_syntax", *SANDBOX_REWARDS}:
+            options[name] = {**options.get(name, {}), "max_chars": self.max_completion_chars}
+        for name in wanted & set(SANDBOX_REWARDS):
+            options[name].update(sandbox=self.sandbox, limits=self.limits, workers=self.sandbox_workers)
         return options

@@ -30,15 +30,20 @@ def _tag_counts_are(completion: str, **expected: int) -> bool:
 
 
 def is_think_then_answer(completion: str) -> bool:
-    """One think block, then one non-empty answer, nothing else."""
+    """One think block, then one non-empty answer, nothing else (tags counted first: with one of each, the
+    pattern's backtracking is linear)."""
+    if not _tag_counts_are(completion, **{THINK_TAG: 1, ANSWER_TAG: 1}):
+        return False
     match = _THINK_THEN_ANSWER.fullmatch(completion)
-    return bool(match and match.group(1).strip() and _tag_counts_are(completion, **{THINK_TAG: 1, ANSWER_TAG: 1}))
+    return bool(match and match.group(1).strip())
 
 
 def is_answer_only(completion: str) -> bool:
-    """One non-empty answer, nothing else (no think block)."""
+    """One non-empty answer, nothing else (no think block; tags counted first, as above)."""
+    if not _tag_counts_are(completion, **{THINK_TAG: 0, ANSWER_TAG: 1}):
+        return False
     match = _ANSWER_ONLY.fullmatch(completion)
-    return bool(match and match.group(1).strip() and _tag_counts_are(completion, **{THINK_TAG: 0, ANSWER_TAG: 1}))
+    return bool(match and match.group(1).strip())
 
 
 @register_reward("think_format")

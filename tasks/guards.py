@@ -43,6 +43,7 @@ after the last ``</think>`` when there is none.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Mapping
@@ -117,7 +118,9 @@ class AnswerScan:
 def scan_answers(completion: str) -> AnswerScan:
     """Locate the answer containers of ``completion`` (the rule in the module docstring)."""
     tags, tags_pair_up = tag_spans(completion, ANSWER_TAG)
-    boxes = [box for box in boxed_spans(completion) if not any(tag.start <= box.start < tag.end for tag in tags)]
+    tag_starts = [tag.start for tag in tags]  # sorted, the spans disjoint: one bisection per box
+    boxes = [box for box in boxed_spans(completion)
+             if not ((index := bisect.bisect_right(tag_starts, box.start) - 1) >= 0 and box.start < tags[index].end)]
     closing_think = completion.rfind(f"</{THINK_TAG}>")
     reasoning_end = 0 if closing_think < 0 else closing_think + len(f"</{THINK_TAG}>")
     if any(span.start >= reasoning_end for span in tags + boxes):  # boxes while thinking are intermediate results

@@ -55,16 +55,23 @@ def tag_spans(text: str, tag: str) -> tuple[list[Span], bool]:
     return spans, clean and opened is None
 
 
+def brace_partners(text: str) -> dict[int, int]:
+    """Each ``{`` of ``text`` that closes, by index: the index of the ``}`` that closes it (one pass)."""
+    partners, opened = {}, []
+    for match in re.finditer(r"[{}]", text):
+        if match.group() == "{":
+            opened.append(match.start())
+        elif opened:
+            partners[opened.pop()] = match.start()
+    return partners
+
+
 def boxed_spans(text: str) -> list[Span]:
     """Every ``\\boxed{...}`` in ``text``, braces balanced, in order (an unbalanced one is skipped)."""
-    spans = []
+    partners, spans = brace_partners(text), []
     for match in re.finditer(r"\\boxed\s*\{", text):
-        depth, start = 1, match.end()
-        for index in range(start, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[index], 0)
-            if depth == 0:
-                spans.append(Span(match.start(), index + 1, text[start:index]))
-                break
+        if (close := partners.get(match.end() - 1)) is not None:
+            spans.append(Span(match.start(), close + 1, text[match.end() : close]))
     return spans
 
 
@@ -115,28 +122,31 @@ _LATEX_WRAPPER = re.compile(r"\\(?:boxed|text|textbf|mathrm|mathbf)\s*\{")
 _LEAD_IN = re.compile(r"(?:the\s+)?(?:final\s+|correct\s+)?(?:answer|option|choice)\b(?:\s+is\b)?\s*:?\s*", re.IGNORECASE)
 
 
-def _unwrap_once(text: str) -> str:
-    """``text`` without one ``$...$`` or LaTeX command braces around all of it (else unchanged)."""
-    if len(text) > 1 and text.startswith("$") and text.endswith("$"):
-        return text[1:-1]
-    wrapper = _LATEX_WRAPPER.match(text)
-    if wrapper is None:
-        return text
-    depth = 1
-    for index in range(wrapper.end(), len(text)):
-        depth += {"{": 1, "}": -1}.get(text[index], 0)
-        if depth == 0:
-            return text[wrapper.end() : index] if index == len(text) - 1 else text
-    return text
+def _unwrap_once(text: str, start: int, end: int, partners: dict[int, int]) -> tuple[int, int]:
+    """``text[start:end]`` without one ``$...$`` or LaTeX command braces around all of it, as a new window (else
+    the same one); ``partners``: :func:`brace_partners` of ``text``."""
+    if end - start > 1 and text[start] == "$" and text[end - 1] == "$":
+        return start + 1, end - 1
+    wrapper = _LATEX_WRAPPER.match(text, start, end)
+    if wrapper is not None and partners.get(wrapper.end() - 1) == end - 1:
+        return wrapper.end(), end - 1
+    return start, end
 
 
 def strip_decoration(text: str) -> str:
     """``text`` without what wraps a short answer: ``$...$``, ``\\boxed{}``, ``\\text{}`` (and
     bold/roman) around the whole of it, then a lead-in such as "The answer is", "Option"
-    or "Answer:". ``"\\boxed{\\text{B}}"``, ``"Option B"``, ``"The answer is B"`` -> ``"B"``."""
-    previous = None
-    while text != previous:
-        previous, text = text, _unwrap_once(text.strip())
-        lead_in = _LEAD_IN.match(text)
-        text = text[lead_in.end() :] if lead_in else text
-    return text
+    or "Answer:". ``"\\boxed{\\text{B}}"``, ``"Option B"``, ``"The answer is B"`` -> ``"B"``.
+    Layers are peeled as a shrinking window on ``text``, in time linear in its length."""
+    partners = brace_partners(text)
+    start, end, previous = 0, len(text), None
+    while (start, end) != previous:
+        previous = start, end
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        start, end = _unwrap_once(text, start, end, partners)
+        if lead_in := _LEAD_IN.match(text, start, end):
+            start = lead_in.end()
+    return text[start:end]

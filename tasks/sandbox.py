@@ -33,6 +33,9 @@ BACKEND_MODULES = {"bwrap": "tasks.sandbox_bwrap", "http": "tasks.sandbox_http",
 DEFAULT_BACKEND = "bwrap"
 MAX_EVENT_BYTES = 1 << 20
 """Longest event line (one call's answer) read; a longer one ends a local run as ``output_limit``."""
+MAX_VIOLATIONS = 8
+"""Refused operations kept per run: a program can print forged ones by the thousand. Past them the run is
+``forbidden`` whatever follows, so its later event lines are counted, not read."""
 log = logging.getLogger(__name__)
 
 
@@ -124,7 +127,8 @@ class SandboxResult:
     error: str | None = None
     """The first exception, refused operation or limit, in words."""
     violations: tuple[str, ...] = ()
-    """Operations the ``process`` back end's audit hook refused (each ``kind: detail``)."""
+    """Operations the ``process`` back end's audit hook refused (each ``kind: detail``): at most
+    :data:`MAX_VIOLATIONS` (the count of later event lines, unread, in ``error``)."""
     stdout: str = ""
     stderr: str = ""
     seconds: float = 0.0
@@ -159,6 +163,7 @@ class Events:
     error: str | None = None
     outcomes: dict[int, CallOutcome] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
+    unread: int = 0
     expected: int = 0
 
     @classmethod
@@ -173,6 +178,9 @@ class Events:
 
     def take_line(self, line: str, tag: str) -> None:
         if not line.startswith(tag) or len(line) > MAX_EVENT_BYTES:
+            return
+        if len(self.violations) >= MAX_VIOLATIONS:
+            self.unread += 1
             return
         try:
             event = json.loads(line[len(tag):])
@@ -269,9 +277,11 @@ def _result(runs: list[tuple[Evaluation, Events]], outcomes: list, total: int, i
     raised = [outcome.raised[0] for _, v in runs for outcome in v.outcomes.values() if outcome.raised]
     common = {"total": total, "seconds": sum(e.seconds for e, _ in runs), "isolation": isolation,
               "stdout": evaluation.stdout, "stderr": evaluation.stderr, "rounds": len(runs)}
-    violations = tuple(v for _, events_ in runs for v in events_.violations)
+    violations = [v for _, events_ in runs for v in events_.violations]
     if violations:
-        return SandboxResult("forbidden", 0, error=f"refused {violations[0]}", violations=violations, **common)
+        unread = sum(events_.unread for _, events_ in runs)
+        error = f"refused {violations[0]}" + (f" ({unread} later event lines unread)" if unread else "")
+        return SandboxResult("forbidden", 0, error=error, violations=tuple(violations[:MAX_VIOLATIONS]), **common)
     if evaluation.status != "ok":
         return SandboxResult(evaluation.status, passed, error=evaluation.error, **common)
     error = events.error or ""

@@ -12,13 +12,15 @@ child program (:mod:`tasks.sandbox_child`) with:
   ``disk_mb`` and, when the trainer is root, at most ``files`` files and folders, also bound at
   ``/dev/shm`` for POSIX semaphores (:mod:`tasks.sandbox_user`; for another trainer, a 1 MiB tmpfs
   there); it exists only in its mount namespace and is gone with its last process; ``/dev`` is read-only;
-- no capabilities, a new session (no terminal to inject into), ``--die-with-parent``, and the
-  seccomp filter of :mod:`tasks.sandbox_seccomp`;
+- no capabilities, a new session (no terminal to inject into), ``--die-with-parent``, the code as the
+  namespace's PID 1 (``--as-pid-1``: no init of bubblewrap's own, whose orphan a trainer that is PID 1 of a
+  container would never reap), and the seccomp filter of :mod:`tasks.sandbox_seccomp`;
 - an unprivileged host user (:mod:`tasks.sandbox_user`: ``nobody`` when the trainer is root), so
   ``RLIMIT_NPROC`` holds its threads to ``processes`` and it owns none of the host files it sees;
 - the child's rlimits (CPU, memory, file size, open files, threads; per process, so the seccomp
   filter forbids creating processes: threads only) and this side's wall clock and output cap
-  (:mod:`tasks.sandbox_local`): killing ``bwrap`` kills its PID namespace, so nothing outlives the run.
+  (:mod:`tasks.sandbox_local`): killing the code, then ``bwrap``, ends its PID namespace, so nothing outlives the
+  run.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def _folder_arguments() -> list[str]:
 def bwrap_command(executable: str, seccomp_fd: int, launch: Launch) -> list[str]:
     """The full command line of one run (``{events_fd}`` is filled in by :class:`LocalSession`)."""
     return [
-        *launch.command, executable, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        *launch.command, executable, "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--hostname", "sandbox", *_folder_arguments(), "--ro-bind", str(CHILD_PROGRAM), CHILD_INSIDE,
         "--dev", "/dev", *launch.folders, "--remount-ro", "/dev", "--remount-ro", "/",
         "--chdir", "/tmp", "--seccomp", str(seccomp_fd),

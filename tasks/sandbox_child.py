@@ -43,6 +43,10 @@ _PROCESS_EVENTS = ("os.system", "os.fork", "os.forkpty", "os.exec", "os.posix_sp
                    "subprocess.Popen", "os.kill", "os.killpg", "pty.spawn", "os.startfile")
 _FORBIDDEN_MODULES = {"ctypes", "_ctypes", "_posixsubprocess", "cffi"}
 _MAX_DEPTH = 100
+THREAD_STACK_BYTES = 1 << 20
+"""Each new thread's stack (the default is RLIMIT_STACK, 8 MiB, all of it counted in RLIMIT_AS)."""
+_JSON_INT_BITS = 63
+"""Wider ints travel as hexadecimal text: JSON's decimal digits stop at ``sys.get_int_max_str_digits()``."""
 
 
 def _opens_for_writing(mode: object, flags: object) -> bool:
@@ -107,7 +111,8 @@ def encode(value, depth: int = 0):
     if value is None or isinstance(value, bool):
         return None if value is None else bool(value)
     if isinstance(value, int):
-        return int(value)
+        value = int(value)
+        return value if value.bit_length() <= _JSON_INT_BITS else {"n": format(value, "x")}
     if isinstance(value, float):
         return float(value)
     if isinstance(value, str):
@@ -142,6 +147,8 @@ def decode(data, depth: int = 0):
         return kinds[tag](decode(item, inner) for item in body)
     if tag == "d":
         return {decode(key, inner): decode(item, inner) for key, item in body}
+    if tag == "n":
+        return int(body, 16)
     return bytes.fromhex(body) if tag == "b" else complex(*body)
 
 
@@ -185,6 +192,7 @@ def main() -> None:
             channel.write(tag + json.dumps(event) + "\n")
             channel.flush()
 
+    threading.stack_size(THREAD_STACK_BYTES)
     _lower_limits(job["limits"])
     if job.get("guard"):
         readable = {path for path in sysconfig.get_paths().values() if os.path.isdir(path)} | set(sys.path) - {""}

@@ -88,6 +88,8 @@ def _decode(data: Any, depth: int, seen: dict[int, list]) -> Any:
             return _checked(_TAGS[tag](_decode(item, inner, seen) for item in body), seen)
         if tag == "d" and type(body) is list:
             return {_decode(key, inner, seen): _decode(item, inner, seen) for key, item in body}
+        if tag == "n" and type(body) is str:
+            return _checked(int(body, 16), seen)
         if tag == "b" and type(body) is str:
             return bytes.fromhex(body)
         if tag == "c" and type(body) is list and len(body) == 2 and all(type(x) is float for x in body):

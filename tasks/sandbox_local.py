@@ -28,6 +28,8 @@ _EXIT_SECONDS = 1.0
 """Once every call is answered and its stdin closed, how long it has to end on its own."""
 _DRAIN_SECONDS = 1.0
 """After the kill, how long the pipes are read for what was written before it."""
+_REAP_SECONDS = 0.5
+"""After its children are killed, how long the process has to reap them and end."""
 
 
 class LocalSession:
@@ -61,8 +63,10 @@ class LocalSession:
 
     @property
     def over(self) -> bool:
-        """Whether the run has ended: a limit, its exit (all pipes closed) or the close."""
-        return bool(self.exceeded) or self.timed_out or self.killed_by_us or not self.reading
+        """Whether the run has ended: a limit, a refused operation (it is ``forbidden`` whatever follows), its exit
+        (all pipes closed) or the close."""
+        return (bool(self.exceeded) or self.timed_out or self.killed_by_us or bool(self.events.violations)
+                or not self.reading)
 
     def call(self, call: list) -> CallOutcome | None:
         """Ask one encoded call ``[name, args, kwargs]`` and wait for its answer (None: the run ended first)."""
@@ -167,8 +171,48 @@ class LocalSession:
         return Evaluation("ok", **common)
 
 
+def _children(pid: int) -> list[int]:
+    """Process descriptors on the children of ``pid``, each checked to be its child after it was opened (so a
+    recycled process id is never signalled)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as listing:
+            candidates = [int(child) for child in listing.read().split()]
+    except OSError:
+        return []
+    found = []
+    for child in candidates:
+        try:
+            descriptor = os.pidfd_open(child)
+        except OSError:
+            continue
+        try:
+            with open(f"/proc/{child}/stat") as status:
+                parent = int(status.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            parent = -1
+        if parent == pid:
+            found.append(descriptor)
+        else:
+            os.close(descriptor)
+    return found
+
+
 def _kill_group(process: subprocess.Popen) -> None:
-    """Kill the process and everything in its group, then reap it."""
+    """Kill the process's children first (bubblewrap's init, PID 1 of the sandbox) so that the process reaps them
+    before it ends: killed together, an orphaned init would be left unreaped to a trainer that is PID 1 of its
+    container or a subreaper. Then kill the process and everything in its group, and reap it."""
+    children = _children(process.pid)
+    for descriptor in children:
+        try:
+            signal.pidfd_send_signal(descriptor, signal.SIGKILL)
+        except OSError:
+            pass
+        os.close(descriptor)
+    if children:
+        try:
+            process.wait(timeout=_REAP_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

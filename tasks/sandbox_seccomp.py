@@ -16,8 +16,10 @@ What it does, on x86-64 and AArch64:
 - kills it on creating a process: ``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD`` (threads
   stay allowed, as many as ``RLIMIT_NPROC`` lets the sandbox's unprivileged user make). The memory
   and CPU limits are per process: a process of its own would escape both;
-- kills it on ``memfd_create`` (memory outside the tmpfs's size), ``inotify_init`` (a per-user
-  quota, shared with every sandbox of the trainer) and ``socket`` of any family but ``AF_UNIX`` (``AF_VSOCK``
+- kills it on ``memfd_create`` (memory outside the tmpfs's size), System V IPC (shared memory, semaphores and
+  message queues: memory and kernel objects outside ``RLIMIT_AS``) and POSIX message queues (a per-user quota),
+  Linux AIO (``io_setup`` reserves the host-wide ``fs.aio-max-nr``), ``inotify_init`` and ``fanotify_init`` (per-user
+  quotas, shared with every sandbox of the trainer; fanotify watches host processes' access to bound files) and ``socket`` of any family but ``AF_UNIX`` (``AF_VSOCK``
   reaches a virtual machine's host, past the network namespace);
 - answers ``EPERM`` to extended attributes (``shutil.copy2`` tries them and carries on), to
   ``sysinfo`` (the host's process count and memory) and to ``fcntl(F_SETLEASE)`` (a lease on a host file
@@ -56,7 +58,10 @@ KILLED = (
     "io_uring_setup", "io_uring_enter", "io_uring_register", "swapon", "swapoff", "reboot", "acct", "quotactl",
     "quotactl_fd", "open_by_handle_at", "name_to_handle_at", "syslog", "settimeofday", "clock_settime",
     "clock_adjtime", "adjtimex", "personality", "lookup_dcookie", "vhangup",
-    "fork", "vfork", "memfd_create", "memfd_secret", "inotify_init", "inotify_init1",
+    "fork", "vfork", "memfd_create", "memfd_secret", "inotify_init", "inotify_init1", "fanotify_init", "fanotify_mark",
+    "shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semtimedop", "semctl", "msgget", "msgsnd", "msgrcv",
+    "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
+    "io_setup", "io_submit", "io_getevents", "io_pgetevents", "io_destroy", "io_cancel",
 )
 REFUSED = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat", "sysinfo")
 """Answered EPERM rather than killed: innocent library code tries them and handles the refusal (``sysinfo`` would
@@ -82,7 +87,13 @@ NUMBERS = {
     "prlimit64": (302, 261), "clone": (56, 220), "clone3": (435, 435),
     "fork": (57, None), "vfork": (58, None), "memfd_create": (319, 279), "memfd_secret": (447, 447),
     "inotify_init": (253, None), "inotify_init1": (294, 26), "sysinfo": (99, 179), "socket": (41, 198),
-    "fcntl": (72, 25),
+    "fcntl": (72, 25), "fanotify_init": (300, 262), "fanotify_mark": (301, 263),
+    "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195), "shmdt": (67, 197), "semget": (64, 190),
+    "semop": (65, 193), "semtimedop": (220, 192), "semctl": (66, 191), "msgget": (68, 186), "msgsnd": (69, 189),
+    "msgrcv": (70, 188), "msgctl": (71, 187), "mq_open": (240, 180), "mq_unlink": (241, 181),
+    "mq_timedsend": (242, 182), "mq_timedreceive": (243, 183), "mq_notify": (244, 184), "mq_getsetattr": (245, 185),
+    "io_setup": (206, 0), "io_submit": (209, 2), "io_getevents": (208, 4), "io_pgetevents": (333, 292),
+    "io_destroy": (207, 1), "io_cancel": (210, 3),
 }
 _ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in NUMBERS, AUDIT_ARCH_*
 

@@ -6,11 +6,15 @@
   MBPP's own prompt does, so the function's name and signature are known.
 - ``humaneval`` (openai HumanEval and its copies): ``prompt`` (signature and docstring),
   ``canonical_solution`` (the body), ``test`` (a ``check(candidate)`` function) and
-  ``entry_point``; the one test calls ``check`` on the function, all or nothing.
+  ``entry_point``; the one test calls ``check`` on the function, all or nothing. The prompt's own code but the
+  entry point (helpers such as ``poly`` or ``encode_cyclic``, imports) opens the test: the grader defines those
+  names from the dataset, so only the entry point is asked of the candidate (a candidate's own ``poly`` cannot
+  grade its answer, and one that does not repeat the prompt's helpers is not failed for it).
 """
 
 from __future__ import annotations
 
+import ast
 from typing import Any, Mapping
 
 from data_recipes.adapters.base import BadRow, Row, field, first_field, register_adapter
@@ -36,6 +40,17 @@ def mbpp(raw: Mapping[str, Any]) -> Row:
     }
 
 
+def given_code(prompt: str, entry_point: str) -> str:
+    """The prompt's code without the entry point's unfinished definition (empty when the prompt is not Python)."""
+    try:
+        tree = ast.parse(prompt)
+    except (SyntaxError, ValueError):
+        return ""
+    tree.body = [node for node in tree.body
+                 if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry_point)]
+    return ast.unparse(tree)
+
+
 @register_adapter("humaneval", columns=("prompt", "canonical_solution", "test", "entry_point"), optional=("task_id",))
 def humaneval(raw: Mapping[str, Any]) -> Row:
     prompt, entry_point = str(field(raw, "prompt")), str(field(raw, "entry_point")).strip()
@@ -44,6 +59,7 @@ def humaneval(raw: Mapping[str, Any]) -> Row:
     return {
         "problem": f"Complete this Python function:\n```python\n{prompt.rstrip()}\n```",
         "answer": prompt + str(field(raw, "canonical_solution")),
-        "tests": [f"{field(raw, 'test')}\ncheck({entry_point})"],
+        "tests": ["\n".join(filter(None, [given_code(prompt, entry_point), str(field(raw, "test")),
+                                           f"check({entry_point})"]))],
         "entry_point": entry_point,
     }

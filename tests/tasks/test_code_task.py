@@ -120,6 +120,29 @@ def test_public_code_rows_become_samples_whose_reference_passes(name, raw):
     assert task.metric(block(raw.get("prompt", "") + "    return None\n"), sample) == 0.0
 
 
+HUMANEVAL_HELPER_ROW = {  # HumanEval/38's shape: the prompt defines a helper the check uses
+    "task_id": "HumanEval/38", "entry_point": "decode_cyclic",
+    "prompt": "def encode_cyclic(s: str):\n    groups = [s[3 * i:3 * i + 3] for i in range((len(s) + 2) // 3)]\n"
+              "    return ''.join(g[1:] + g[0] if len(g) == 3 else g for g in groups)\n\n\n"
+              "def decode_cyclic(s: str):\n    \"\"\"Decodes what encode_cyclic encoded.\"\"\"\n",
+    "canonical_solution": "    return encode_cyclic(encode_cyclic(s))\n",
+    "test": "def check(candidate):\n    for word in ['abcdefg', 'xy', 'hello world']:\n"
+            "        assert candidate(encode_cyclic(word)) == word\n",
+}
+
+
+def test_helpers_the_prompt_defines_are_the_datasets_not_the_candidates():
+    """A candidate's own ``encode_cyclic`` cannot make wrong code pass; a right answer need not repeat the helper."""
+    task = get_task("code", sandbox={"wall_seconds": 5})
+    sample = task.to_sample({"id": "38", **ADAPTERS.get("humaneval").convert(HUMANEVAL_HELPER_ROW)}, think=False)
+    assert task.metric(task.reference_completion(sample), sample) == 1.0
+    forged = "def encode_cyclic(s):\n    return s\n\ndef decode_cyclic(s):\n    return s\n"
+    assert task.metric(block(forged), sample) == 0.0
+    alone = ("def decode_cyclic(s):\n    groups = [s[3 * i:3 * i + 3] for i in range((len(s) + 2) // 3)]\n"
+             "    return ''.join(g[-1] + g[:-1] if len(g) == 3 else g for g in groups)\n")
+    assert task.metric(block(alone), sample) == 1.0
+
+
 def test_a_function_under_test_named_like_a_builtin_is_graded_only_when_the_row_names_it():
     """The tests keep the real builtins, except the entry point a row declares (here ``round``)."""
     task = get_task("code", sandbox={"wall_seconds": 5})

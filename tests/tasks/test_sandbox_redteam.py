@@ -23,7 +23,7 @@ import pytest
 
 from tasks import sandbox_seccomp, sandbox_user
 from tasks.code import sandbox_results
-from tasks.sandbox import STATUSES, SandboxLimits, run_tests
+from tasks.sandbox import MAX_VIOLATIONS, STATUSES, SandboxLimits, run_tests
 from tasks.sandbox_bwrap import BwrapSandbox, SandboxUnavailable
 
 ADD_TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(10, 5) == 15"]
@@ -181,6 +181,7 @@ def test_no_process_outlives_the_run_even_a_double_forked_daemon(sandbox, limits
     assert processes_with(marker) == []
 
 
+IO_SETUP = {"aarch64": 0}.get(platform.machine(), 206)  # the generic table's number, else x86-64's
 CHILD_MEMORY = ("import os\nfor _ in range(16):\n    if os.fork() == 0:\n        data = bytearray(200 * 2 ** 20)\n"
                 "        data[::4096] = b'x' * len(data[::4096])\n        import time\n        time.sleep(30)\n")
 CHILD_CPU = ("import multiprocessing\ndef burn():\n    while True:\n        pass\n"
@@ -196,12 +197,18 @@ CHILD_CPU = ("import multiprocessing\ndef burn():\n    while True:\n        pass
     "import os\nos.memfd_create('anonymous')",  # memory outside the tmpfs's size
     "import ctypes\nctypes.CDLL(None).inotify_init1(0)",  # a per-user quota shared with the trainer
     "import ctypes\nctypes.CDLL(None).inotify_init()",
+    "import ctypes\nctypes.CDLL(None).shmget(0, 1 << 20, 0o1600)",  # System V shared memory: outside RLIMIT_AS
+    "import ctypes\nctypes.CDLL(None).semget(0, 1, 0o1600)",  # unreclaimable kernel memory
+    "import ctypes\nctypes.CDLL(None).msgget(0, 0o1600)",
+    "import ctypes, os\nctypes.CDLL('librt.so.1').mq_open(b'/q', os.O_CREAT | os.O_RDWR, 0o600, None)",  # user quota
+    f"import ctypes\nctx = ctypes.c_ulong(0)\nctypes.CDLL(None).syscall({IO_SETUP}, 1, ctypes.byref(ctx))",  # aio-max-nr
+    "import ctypes\nctypes.CDLL(None).fanotify_init(0, 0)",  # watches host processes' access to bound files
     "import socket\nsocket.socket(socket.AF_VSOCK, socket.SOCK_STREAM)",  # a virtual machine's host
     "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
     "import socket\nsocket.socket(socket.AF_INET6, socket.SOCK_STREAM)",
     "import socket\nsocket.socket(socket.AF_NETLINK, socket.SOCK_RAW)",
 ])
-def test_processes_memfd_inotify_and_sockets_but_unix_ones_are_forbidden(sandbox, limits, source):
+def test_processes_memfd_ipc_aio_notify_and_sockets_but_unix_ones_are_forbidden(sandbox, limits, source):
     started = time.monotonic()
     result = attack(sandbox, limits, f"{source}\n{CORRECT_ADD}")
     assert result.status == "forbidden" and "seccomp" in result.error, result
@@ -479,6 +486,20 @@ def test_a_forger_who_reads_the_job_can_only_claim_return_values(sandbox, limits
     assert (result.status, result.passed) == ("failed", 1)  # the one test whose answer happens to be 3
 
 
+def test_forged_refusals_by_the_thousand_keep_a_few_and_a_count(sandbox, limits):
+    """Every result the code task caches stays small: a handful of refusals, the rest counted, not parsed."""
+    source = (
+        "import sys\nframe = sys._getframe()\nwhile frame and 'job' not in frame.f_locals:\n"
+        "    frame = frame.f_back\njob, out = frame.f_locals['job'], frame.f_locals['channel']\n"
+        "out.write(''.join(job['tag'] + '{\"violation\": \"%06d\"}\\n' % i for i in range(20_000)))\nout.flush()\n"
+        f"{CORRECT_ADD}"
+    )
+    result = attack(sandbox, limits, source)
+    assert result.status == "forbidden" and len(result.violations) == MAX_VIOLATIONS, result.error
+    assert result.error.endswith("later event lines unread)") and result.seconds < limits.wall_seconds / 3
+    assert len(repr(result)) < 2 * limits.captured_bytes + 4096
+
+
 # --- leftovers and innocent code --------------------------------------------------------------------------------
 
 def test_files_cleanup_cannot_delete_leave_nothing_on_the_host(sandbox, limits):
@@ -511,3 +532,50 @@ def test_innocent_code_passes_tempfile_own_files_threads_unix_sockets_copy2(sand
     result = run_tests(source, ADD_TESTS, sandbox, limits)
     assert result.status == "passed", result
     assert result.stdout == "thread\n"
+
+
+def test_innocent_code_returns_and_takes_ints_of_any_size(sandbox, limits):
+    """Past 4300 decimal digits an int cannot be JSON text: it travels as hexadecimal, both ways."""
+    tests = ["import math\nassert add(math.factorial(2000), 0) == math.factorial(2000)",
+             "assert add(-10 ** 5000, 1) == 1 - 10 ** 5000", "assert add(2 ** 63, 2 ** 63) == 2 ** 64"]
+    result = run_tests(CORRECT_ADD, tests, sandbox, limits)
+    assert result.status == "passed", result
+
+
+def test_innocent_code_starts_as_many_threads_as_the_process_limit_allows(sandbox, limits):
+    """Thread stacks are small enough that ``processes`` binds before ``memory_mb`` (its init and main thread
+    count among the processes)."""
+    wanted = limits.processes - 4
+    source = ("import threading\nstop = threading.Event()\nthreads = [threading.Thread(target=stop.wait) "
+              f"for _ in range({wanted})]\nfor thread in threads:\n    thread.start()\nstop.set()\n{CORRECT_ADD}")
+    result = run_tests(source, ADD_TESTS, sandbox, limits)
+    assert result.status == "passed", result
+
+
+ZOMBIE_COUNT = """
+import ctypes, os, time
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come here, as to a container's PID 1
+from tasks.sandbox import SandboxLimits, run_tests
+from tasks.sandbox_bwrap import BwrapSandbox
+sandbox, limits = BwrapSandbox(), SandboxLimits(wall_seconds=2)
+for source in ["def add(a, b):\\n    return a + b", "import time\\ntime.sleep(30)"]:
+    run_tests(source, ["assert add(1, 2) == 3"], sandbox, limits)
+time.sleep(0.3)
+mine = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+    except OSError:
+        continue
+    if int(fields[1]) == os.getpid():
+        mine.append(fields[0])
+print(mine.count("Z"))
+"""
+
+
+def test_a_trainer_that_reaps_orphans_is_left_no_zombie(sandbox):
+    """A trainer that is PID 1 of its container (here: a subreaper) collects no unreaped process per run, whether
+    the run ends by itself or at the wall clock."""
+    counted = subprocess.run([sys.executable, "-c", ZOMBIE_COUNT], capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert counted.stdout == "0\n", counted.stderr
