@@ -389,7 +389,7 @@ RAW_THREADS = (  # clone(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLO
     "stacks, made = [], 0\nfor _ in range({attempts}):\n    stacks.append(ctypes.create_string_buffer(65536))\n"
     "    top = (ctypes.addressof(stacks[-1]) + 65536 - 256) & ~15\n"
     "    if libc.clone(start, ctypes.c_void_p(top), 0x10F00, ctypes.c_void_p(34)) == -1:\n        {on_refusal}\n"
-    "    made += 1\nprint(made)\n")
+    "    made += 1\nprint(made, flush=True)\n")  # written at once: a raw thread may take the process down at exit
 
 
 @pytest.mark.parametrize("source", [
