@@ -13,17 +13,20 @@ What it does, on x86-64 and AArch64:
   ``prlimit`` on another process, mounts, namespaces (``unshare``, ``setns``, ``clone`` with a
   namespace flag), keyrings, kernel modules, BPF, perf, ``userfaultfd``, ``io_uring`` (its
   operations bypass seccomp), the clock, swap, reboot, file handles;
-- kills it on creating a process: ``fork``, ``vfork``, ``clone`` without ``CLONE_THREAD`` (threads
-  stay allowed, as many as ``RLIMIT_NPROC`` lets the sandbox's unprivileged user make). The memory
-  and CPU limits are per process: a process of its own would escape both;
+- kills it on creating a process: ``fork``, ``vfork``, ``clone`` unless it makes a thread sharing memory, signal
+  handlers and the fd table (``CLONE_VM``, ``CLONE_SIGHAND``, ``CLONE_THREAD``, ``CLONE_FILES``: a thread of its own
+  fd table would open ``open_files`` more). Threads stay allowed, as many as the process limit lets the sandbox
+  make. The memory and CPU limits are per process: a process of its own would escape both;
 - kills it on ``memfd_create`` (memory outside the tmpfs's size), System V IPC (shared memory, semaphores and
   message queues: memory and kernel objects outside ``RLIMIT_AS``) and POSIX message queues (a per-user quota),
   Linux AIO (``io_setup`` reserves the host-wide ``fs.aio-max-nr``), ``inotify_init`` and ``fanotify_init`` (per-user
-  quotas, shared with every sandbox of the trainer; fanotify watches host processes' access to bound files) and ``socket`` of any family but ``AF_UNIX`` (``AF_VSOCK``
-  reaches a virtual machine's host, past the network namespace);
+  quotas, shared with every sandbox of the trainer; fanotify watches host processes' access to bound files) and ``socket`` and ``socketpair`` of any family but
+  ``AF_UNIX`` (``AF_VSOCK`` reaches a virtual machine's host, past the network namespace);
 - answers ``EPERM`` to extended attributes (``shutil.copy2`` tries them and carries on), to
   ``sysinfo`` (the host's process count and memory) and to ``fcntl(F_SETLEASE)`` (a lease on a host file
-  bound into the sandbox makes the host's writers of that file wait), ``ENOSYS`` to ``clone3`` (whose flags a
+  bound into the sandbox makes the host's writers of that file wait), to ``fcntl(F_NOTIFY)`` (dnotify: a signal
+  on host processes' access to bound directories), to ``setsockopt`` of the ``SOL_SOCKET`` buffer sizes
+  (``SO_SNDBUF``, ``SO_RCVBUF`` and their ``FORCE`` forms: socket buffers are kernel memory past ``memory_mb``), ``ENOSYS`` to ``clone3`` (whose flags a
   filter cannot read: the C library falls back to ``clone``);
 - kills a process of any other architecture (32-bit or x32 system calls) outright.
 """
@@ -39,16 +42,20 @@ _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
 _JSET_K = 0x45
+_ALU_AND_K = 0x54
 _RET_K = 0x06
 RET_ALLOW = 0x7FFF0000
 RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
-_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0, _OFFSET_ARG1 = 0, 4, 16, 24  # struct seccomp_data (little-endian)
+EPERM = RET_ERRNO | errno.EPERM
+_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0, _OFFSET_ARG1, _OFFSET_ARG2 = 0, 4, 16, 24, 32  # struct seccomp_data (little-endian)
 _X32_BIT = 0x40000000
 CLONE_NAMESPACE_FLAGS = 0x7E020000 | 0x00000080  # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET + NEWTIME
-CLONE_THREAD = 0x00010000
+CLONE_SHARED_THREAD = 0x00000100 | 0x00000400 | 0x00000800 | 0x00010000  # CLONE_VM|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD
 AF_UNIX = 1
-F_SETLEASE = 1024
+F_SETLEASE, F_NOTIFY = 1024, 1026
+SOL_SOCKET = 1
+SOCKET_BUFFER_OPTIONS = (7, 8, 32, 33)  # SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE
 
 KILLED = (
     "mknod", "mknodat", "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_open", "pidfd_send_signal",
@@ -86,7 +93,8 @@ NUMBERS = {
     "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
     "prlimit64": (302, 261), "clone": (56, 220), "clone3": (435, 435),
     "fork": (57, None), "vfork": (58, None), "memfd_create": (319, 279), "memfd_secret": (447, 447),
-    "inotify_init": (253, None), "inotify_init1": (294, 26), "sysinfo": (99, 179), "socket": (41, 198),
+    "inotify_init": (253, None), "inotify_init1": (294, 26), "sysinfo": (99, 179), "socket": (41, 198), "socketpair": (53, 199),
+    "setsockopt": (54, 208),
     "fcntl": (72, 25), "fanotify_init": (300, 262), "fanotify_mark": (301, 263),
     "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195), "shmdt": (67, 197), "semget": (64, 190),
     "semop": (65, 193), "semtimedop": (220, 192), "semctl": (66, 191), "msgget": (68, 186), "msgsnd": (69, 189),
@@ -100,6 +108,41 @@ _ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in N
 
 def _op(code: int, k: int = 0, jt: int = 0, jf: int = 0) -> bytes:
     return struct.pack("<HBBI", code, jt, jf, k)
+
+
+def _on(number: int, block: list[bytes]) -> list[bytes]:
+    """``block`` for system call ``number`` (in the accumulator); any other call skips it."""
+    return [_op(_JEQ_K, number, jf=len(block)), *block]
+
+
+def _match(offset: int, values: tuple[int, ...], hit: int, miss: int) -> list[bytes]:
+    """Return ``hit`` when the 32-bit argument at ``offset`` is one of ``values``, else ``miss``."""
+    count = len(values)
+    tests = [_op(_JEQ_K, value, jt=count - index) for index, value in enumerate(values)]
+    return [_op(_LD_W_ABS, offset), *tests, _op(_RET_K, miss), _op(_RET_K, hit)]
+
+
+def _thread_clone_only() -> list[bytes]:
+    """``clone``: allowed for a thread sharing memory, signal handlers and the fd table, with no namespace flag;
+    anything else is killed (a thread of its own fd table would get ``open_files`` afresh)."""
+    return [
+        _op(_LD_W_ABS, _OFFSET_ARG0),
+        _op(_JSET_K, CLONE_NAMESPACE_FLAGS, jt=3),
+        _op(_ALU_AND_K, CLONE_SHARED_THREAD),
+        _op(_JEQ_K, CLONE_SHARED_THREAD, jf=1),
+        _op(_RET_K, RET_ALLOW),
+        _op(_RET_K, RET_KILL_PROCESS),
+    ]
+
+
+def _socket_buffers_refused() -> list[bytes]:
+    """``setsockopt``: EPERM to the ``SOL_SOCKET`` buffer sizes (kernel memory past ``memory_mb``), else allowed."""
+    return [
+        _op(_LD_W_ABS, _OFFSET_ARG1),
+        _op(_JEQ_K, SOL_SOCKET, jt=1),
+        _op(_RET_K, RET_ALLOW),
+        *_match(_OFFSET_ARG2, SOCKET_BUFFER_OPTIONS, hit=EPERM, miss=RET_ALLOW),
+    ]
 
 
 def supported(machine: str | None = None) -> bool:
@@ -126,32 +169,13 @@ def build_filter(machine: str | None = None) -> bytes:
         if name in number:
             program += [_op(_JEQ_K, number[name], jf=1), _op(_RET_K, RET_KILL_PROCESS)]
     for name in REFUSED:
-        program += [_op(_JEQ_K, number[name], jf=1), _op(_RET_K, RET_ERRNO | errno.EPERM)]
+        program += [_op(_JEQ_K, number[name], jf=1), _op(_RET_K, EPERM)]
     program += [_op(_JEQ_K, number["clone3"], jf=1), _op(_RET_K, RET_ERRNO | errno.ENOSYS)]
-    # clone is allowed for a thread only (CLONE_THREAD, no namespace flag); socket for AF_UNIX only; prlimit64 on
-    # itself only (pid 0): anything else is killed; fcntl but F_SETLEASE (EPERM)
-    program += [
-        _op(_JEQ_K, number["clone"], jf=5),
-        _op(_LD_W_ABS, _OFFSET_ARG0),
-        _op(_JSET_K, CLONE_NAMESPACE_FLAGS, jt=2),
-        _op(_JSET_K, CLONE_THREAD, jf=1),
-        _op(_RET_K, RET_ALLOW),
-        _op(_RET_K, RET_KILL_PROCESS),
-        _op(_JEQ_K, number["socket"], jf=4),
-        _op(_LD_W_ABS, _OFFSET_ARG0),
-        _op(_JEQ_K, AF_UNIX, jf=1),
-        _op(_RET_K, RET_ALLOW),
-        _op(_RET_K, RET_KILL_PROCESS),
-        _op(_JEQ_K, number["prlimit64"], jf=4),
-        _op(_LD_W_ABS, _OFFSET_ARG0),
-        _op(_JEQ_K, 0, jt=1),
-        _op(_RET_K, RET_KILL_PROCESS),
-        _op(_RET_K, RET_ALLOW),
-        _op(_JEQ_K, number["fcntl"], jf=4),
-        _op(_LD_W_ABS, _OFFSET_ARG1),
-        _op(_JEQ_K, F_SETLEASE, jf=1),
-        _op(_RET_K, RET_ERRNO | errno.EPERM),
-        _op(_RET_K, RET_ALLOW),
-        _op(_RET_K, RET_ALLOW),
-    ]
+    program += _on(number["clone"], _thread_clone_only())
+    for name in ("socket", "socketpair"):
+        program += _on(number[name], _match(_OFFSET_ARG0, (AF_UNIX,), hit=RET_ALLOW, miss=RET_KILL_PROCESS))
+    program += _on(number["prlimit64"], _match(_OFFSET_ARG0, (0,), hit=RET_ALLOW, miss=RET_KILL_PROCESS))
+    program += _on(number["fcntl"], _match(_OFFSET_ARG1, (F_SETLEASE, F_NOTIFY), hit=EPERM, miss=RET_ALLOW))
+    program += _on(number["setsockopt"], _socket_buffers_refused())
+    program += [_op(_RET_K, RET_ALLOW)]
     return b"".join(program)

@@ -181,6 +181,12 @@ def test_no_process_outlives_the_run_even_a_double_forked_daemon(sandbox, limits
     assert processes_with(marker) == []
 
 
+RAW_THREADS = (  # clone(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD), each thread parked in pause()
+    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nstart = ctypes.cast(libc.syscall, ctypes.c_void_p)\n"
+    "stacks, made = [], 0\nfor _ in range({attempts}):\n    stacks.append(ctypes.create_string_buffer(65536))\n"
+    "    top = (ctypes.addressof(stacks[-1]) + 65536 - 256) & ~15\n"
+    "    if libc.clone(start, ctypes.c_void_p(top), 0x10F00, ctypes.c_void_p(34)) == -1:\n        {on_refusal}\n"
+    "    made += 1\nprint(made, flush=True)\n")  # written at once: a raw thread may take the process down at exit
 IO_SETUP = {"aarch64": 0}.get(platform.machine(), 206)  # the generic table's number, else x86-64's
 CHILD_MEMORY = ("import os\nfor _ in range(16):\n    if os.fork() == 0:\n        data = bytearray(200 * 2 ** 20)\n"
                 "        data[::4096] = b'x' * len(data[::4096])\n        import time\n        time.sleep(30)\n")
@@ -207,6 +213,9 @@ CHILD_CPU = ("import multiprocessing\ndef burn():\n    while True:\n        pass
     "import socket\nsocket.socket(socket.AF_INET, socket.SOCK_DGRAM)",
     "import socket\nsocket.socket(socket.AF_INET6, socket.SOCK_STREAM)",
     "import socket\nsocket.socket(socket.AF_NETLINK, socket.SOCK_RAW)",
+    "import socket\nsocket.socketpair(socket.AF_INET)",  # the socket family rule holds for pairs too
+    "import socket\nsocket.socketpair(socket.AF_NETLINK, socket.SOCK_RAW)",
+    RAW_THREADS.format(attempts=1, on_refusal="pass").replace("0x10F00", "0x10B00"),  # no CLONE_FILES: own fd table
 ])
 def test_processes_memfd_ipc_aio_notify_and_sockets_but_unix_ones_are_forbidden(sandbox, limits, source):
     started = time.monotonic()
@@ -384,14 +393,6 @@ def test_memory_disk_file_count_and_fork_bombs_are_contained(sandbox, limits):
     assert bomb.status == "forbidden"
 
 
-RAW_THREADS = (  # clone(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD), each thread parked in pause()
-    "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nstart = ctypes.cast(libc.syscall, ctypes.c_void_p)\n"
-    "stacks, made = [], 0\nfor _ in range({attempts}):\n    stacks.append(ctypes.create_string_buffer(65536))\n"
-    "    top = (ctypes.addressof(stacks[-1]) + 65536 - 256) & ~15\n"
-    "    if libc.clone(start, ctypes.c_void_p(top), 0x10F00, ctypes.c_void_p(34)) == -1:\n        {on_refusal}\n"
-    "    made += 1\nprint(made, flush=True)\n")  # written at once: a raw thread may take the process down at exit
-
-
 @pytest.mark.parametrize("source", [
     RAW_THREADS.format(attempts=400, on_refusal="break"),
     "import threading, time\nthreading.stack_size(65536)\nmade = 0\nfor _ in range(400):\n    try:\n"
@@ -417,6 +418,23 @@ def test_no_lease_on_the_host_files_it_can_read_nor_on_its_own(sandbox, limits):
               "    fd = os.open(path, os.O_RDONLY)\n    try:\n        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)\n"
               "    except OSError as error:\n        print(errno.errorcode[error.errno])\nraise SystemExit(1)")
     assert attack(sandbox, limits, source).stdout == "EPERM\nEPERM\n"
+
+
+def test_no_directory_notification_on_the_host_directories_it_can_read(sandbox, limits):
+    """dnotify on a bound directory would signal the sandbox on host processes' access to it: EPERM."""
+    source = ("import errno, fcntl, os, sys\nfd = os.open(os.path.dirname(sys.executable), os.O_RDONLY)\ntry:\n"
+              "    fcntl.fcntl(fd, fcntl.F_NOTIFY, fcntl.DN_ACCESS | fcntl.DN_MULTISHOT)\nexcept OSError as error:\n"
+              "    print(errno.errorcode[error.errno])\nraise SystemExit(1)")
+    assert attack(sandbox, limits, source).stdout == "EPERM\n"
+
+
+def test_socket_buffers_cannot_be_enlarged_past_the_defaults(sandbox, limits):
+    """Unix socket buffers are kernel memory outside ``memory_mb`` (64 pairs at 2 x wmem_max held ~1.3 GB):
+    every buffer size option is refused, the pair itself works."""
+    source = ("import errno, socket\na, b = socket.socketpair()\nfor option in (7, 8, 32, 33):\n    try:\n"
+              "        a.setsockopt(socket.SOL_SOCKET, option, 1 << 30)\n    except OSError as error:\n"
+              "        print(errno.errorcode[error.errno])\na.sendall(b'x')\nprint(b.recv(1))\nraise SystemExit(1)")
+    assert attack(sandbox, limits, source).stdout == "EPERM\n" * 4 + "b'x'\n"
 
 
 def test_output_floods_are_capped(sandbox, limits):
