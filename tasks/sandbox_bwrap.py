@@ -6,8 +6,9 @@ child program (:mod:`tasks.sandbox_child`) with:
 - new user, mount, PID, network, IPC, UTS and cgroup namespaces: no other process is visible or
   reachable (the trainer included), the network is an empty loopback of its own;
 - a root that is read-only and holds only ``/usr``, the ``/lib*`` folders, the interpreter's
-  installation and the child program; no ``/proc``, no ``/sys``, ``/dev`` with the null, zero,
-  random and tty nodes only;
+  installation and the child program; no ``/proc``, no ``/sys``, a ``/dev`` of its own (a tmpfs) with the
+  host's null, zero, full, random and urandom nodes bound in and nothing else: no ``/dev/ptmx`` nor
+  ``devpts`` (each pty counts in the host-wide ``kernel.pty.nr``), no ``/dev/tty``;
 - one writable place, ``/tmp`` (also its working directory and ``HOME``): a private tmpfs of
   ``disk_mb`` and, when the trainer is root, at most ``files`` files and folders, also bound at
   ``/dev/shm`` for POSIX semaphores (:mod:`tasks.sandbox_user`; for another trainer, a 1 MiB tmpfs
@@ -66,12 +67,24 @@ def _folder_arguments() -> list[str]:
     return arguments
 
 
+DEVICES = ("null", "zero", "full", "random", "urandom")
+"""The host's device nodes bound into the sandbox's ``/dev``: those innocent code opens, nothing that allocates."""
+
+
+def _device_arguments() -> list[str]:
+    """A ``/dev`` of :data:`DEVICES` only (bubblewrap's ``--dev`` would add ``/dev/ptmx`` and a ``devpts``)."""
+    arguments = ["--tmpfs", "/dev"]
+    for name in DEVICES:
+        arguments += ["--dev-bind", f"/dev/{name}", f"/dev/{name}"]
+    return arguments
+
+
 def bwrap_command(executable: str, seccomp_fd: int, launch: Launch) -> list[str]:
     """The full command line of one run (``{events_fd}`` is filled in by :class:`LocalSession`)."""
     return [
         *launch.command, executable, "--unshare-all", "--as-pid-1", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
         "--hostname", "sandbox", *_folder_arguments(), "--ro-bind", str(CHILD_PROGRAM), CHILD_INSIDE,
-        "--dev", "/dev", *launch.folders, "--remount-ro", "/dev", "--remount-ro", "/",
+        *_device_arguments(), *launch.folders, "--remount-ro", "/dev", "--remount-ro", "/",
         "--chdir", "/tmp", "--seccomp", str(seccomp_fd),
         os.path.realpath(sys.executable), "-I", "-S", "-B", CHILD_INSIDE, "{events_fd}",
     ]

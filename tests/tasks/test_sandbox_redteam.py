@@ -437,6 +437,21 @@ def test_socket_buffers_cannot_be_enlarged_past_the_defaults(sandbox, limits):
     assert attack(sandbox, limits, source).stdout == "EPERM\n" * 4 + "b'x'\n"
 
 
+def test_dev_holds_no_pty_only_the_plain_devices(sandbox, limits):
+    """``/dev/ptmx`` would allocate ptys from the host-wide ``kernel.pty.nr`` (two runs of raw threads took all
+    3,072): ``/dev`` holds the plain devices and ``/dev/shm`` only, and they work."""
+    source = ("import os\nprint(sorted(os.listdir('/dev')))\nos.open('/dev/ptmx', os.O_RDWR)\n")
+    result = attack(sandbox, limits, source)
+    assert result.stdout == "['full', 'null', 'random', 'shm', 'urandom', 'zero']\n", result
+    assert "FileNotFoundError" in result.error, result
+    innocent = ("import os, tempfile\nassert len(os.urandom(8)) == 8\nwith open('/dev/urandom', 'rb') as f:\n"
+                "    assert len(f.read(8)) == 8\nwith open('/dev/null', 'w') as f:\n    f.write('x')\n"
+                "with open('/dev/zero', 'rb') as f:\n    assert f.read(2) == bytes(2)\n"
+                "with tempfile.NamedTemporaryFile(dir='/dev/shm') as f:\n    f.write(b'x')\n"
+                f"with tempfile.TemporaryDirectory() as d:\n    pass\n{CORRECT_ADD}")
+    assert run_tests(innocent, ADD_TESTS, sandbox, limits).status == "passed"
+
+
 def test_output_floods_are_capped(sandbox, limits):
     result = attack(sandbox, limits, "while True:\n    print('y' * 1_000_000)")
     assert result.status == "output_limit" and len(result.stdout) <= limits.captured_bytes
