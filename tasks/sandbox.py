@@ -164,6 +164,8 @@ class Events:
     outcomes: dict[int, CallOutcome] = field(default_factory=dict)
     violations: list[str] = field(default_factory=list)
     unread: int = 0
+    flooded: int = 0
+    parsed: int = 0
     expected: int = 0
 
     @classmethod
@@ -177,17 +179,28 @@ class Events:
         self.expected = n_calls
 
     def take_line(self, line: str, tag: str) -> None:
+        """Parse one tagged line, unless it is a violation past :data:`MAX_VIOLATIONS` (``unread``) or past the most
+        lines an honest child writes, :meth:`line_budget` (``flooded``: a protocol error, the run has no verdict)."""
         if not line.startswith(tag) or len(line) > MAX_EVENT_BYTES:
             return
         if len(self.violations) >= MAX_VIOLATIONS:
             self.unread += 1
             return
+        if self.parsed >= self.line_budget():
+            self.flooded += 1
+            return
+        self.parsed += 1
         try:
             event = json.loads(line[len(tag):])
         except (ValueError, RecursionError):
             return
         if type(event) is dict:
             self._take(event)
+
+    def line_budget(self) -> int:
+        """The most event lines an honest child has written so far: its load report, one answer per call asked and
+        :data:`MAX_VIOLATIONS` refusals."""
+        return 1 + self.expected + MAX_VIOLATIONS
 
     def _take(self, event: dict) -> None:
         if "violation" in event:
@@ -282,6 +295,10 @@ def _result(runs: list[tuple[Evaluation, Events]], outcomes: list, total: int, i
         unread = sum(events_.unread for _, events_ in runs)
         error = f"refused {violations[0]}" + (f" ({unread} later event lines unread)" if unread else "")
         return SandboxResult("forbidden", 0, error=error, violations=tuple(violations[:MAX_VIOLATIONS]), **common)
+    flooded = sum(events_.flooded for _, events_ in runs)
+    if flooded:
+        return SandboxResult("no_verdict", 0, error=f"{flooded} event lines past the calls asked (a protocol error)",
+                             **common)
     if evaluation.status != "ok":
         return SandboxResult(evaluation.status, passed, error=evaluation.error, **common)
     error = events.error or ""

@@ -6,7 +6,8 @@ on its stdin and this side waits for its answer on the event channel (a pipe it 
 anything else: a file could be replaced by a FIFO and hang the reader) before the next is asked.
 stdout and stderr keep only their last ``captured_bytes``; one event line longer than
 :data:`MAX_EVENT_BYTES`, or more than ``file_size_mb`` of output in all, ends the run
-(``output_limit``). The wall clock counts from the start to the last answer, and the process
+(``output_limit``); more event lines than an honest child writes (its load report, an answer per call asked, a few
+refusals) end it unparsed (``no_verdict``: a protocol error). The wall clock counts from the start to the last answer, and the process
 group is killed once the grading is over or at the wall clock, whichever comes first.
 """
 
@@ -30,6 +31,9 @@ _DRAIN_SECONDS = 1.0
 """After the kill, how long the pipes are read for what was written before it."""
 _REAP_SECONDS = 0.5
 """After its children are killed, how long the process has to reap them and end."""
+_TRICKLE_BYTES, _TRICKLE_SECONDS = 4096, 0.002
+"""A read shorter than this that completes no event line is followed by this pause, so that output written a byte at
+a time wakes this side at most a few hundred times a second (each wake-up costs CPU with the GIL held)."""
 
 
 class LocalSession:
@@ -66,7 +70,7 @@ class LocalSession:
         """Whether the run has ended: a limit, a refused operation (it is ``forbidden`` whatever follows), its exit
         (all pipes closed) or the close."""
         return (bool(self.exceeded) or self.timed_out or self.killed_by_us or bool(self.events.violations)
-                or not self.reading)
+                or bool(self.events.flooded) or not self.reading)
 
     def call(self, call: list) -> CallOutcome | None:
         """Ask one encoded call ``[name, args, kwargs]`` and wait for its answer (None: the run ended first)."""
@@ -112,18 +116,34 @@ class LocalSession:
             return
         self.total += len(chunk)
         buffer = self.buffers[fd]
-        buffer += chunk
+        if len(chunk) < _TRICKLE_BYTES and not (fd == self.events_fd and b"\n" in chunk):
+            time.sleep(_TRICKLE_SECONDS)
         if fd == self.events_fd:
-            *lines, rest = buffer.split(b"\n")
-            for line in lines:
-                self.events.take_line(line.decode("utf-8", errors="replace"), self.tag)
-            buffer[:] = rest
-            if len(rest) > MAX_EVENT_BYTES:
-                self.exceeded = f"an answer line longer than {MAX_EVENT_BYTES >> 20} MB"
-        elif len(buffer) > self.captured_bytes:
-            del buffer[:len(buffer) - self.captured_bytes]
+            self._take_events(buffer, chunk)
+        else:
+            buffer += chunk
+            if len(buffer) > self.captured_bytes:
+                del buffer[:len(buffer) - self.captured_bytes]
         if self.total > self.output_bytes:
             self.exceeded = f"printed more than {self.output_bytes >> 20} MB"
+
+    def _take_events(self, pending: bytearray, chunk: bytes) -> None:
+        """Add ``chunk`` to the unfinished line ``pending`` and take the lines it completes: only the new chunk is
+        searched for a newline, so a line written a byte at a time costs its length, not its length squared. Lines
+        past the events' budget end the run unparsed."""
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            pending += chunk
+        else:
+            pending += chunk[:end]
+            lines = pending.split(b"\n")
+            pending[:] = chunk[end + 1:]
+            for line in lines:
+                if self.events.flooded:
+                    break
+                self.events.take_line(line.decode("utf-8", errors="replace"), self.tag)
+        if len(pending) > MAX_EVENT_BYTES:
+            self.exceeded = f"an answer line longer than {MAX_EVENT_BYTES >> 20} MB"
 
     def close(self) -> list[tuple[Evaluation, Events]]:
         """End the run (killing what is left of it): how it ended and what it reported."""

@@ -533,6 +533,30 @@ def test_forged_refusals_by_the_thousand_keep_a_few_and_a_count(sandbox, limits)
     assert len(repr(result)) < 2 * limits.captured_bytes + 4096
 
 
+def test_an_event_line_trickled_a_byte_at_a_time_costs_the_trainer_little_cpu(sandbox, limits):
+    """Each read used to re-split the whole unfinished line, and each byte woke the reader: ~3.6 s of the trainer's
+    CPU (the GIL held) for one run."""
+    source = ("import os, sys, time\nfd, end, sent = int(sys.argv[1]), time.monotonic() + 2.5, 0\n"
+              "while time.monotonic() < end:\n    sent += os.write(fd, b'y' if sent % 65536 else b'\\n')\n")
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    result = attack(sandbox, dataclasses.replace(limits, wall_seconds=3, file_size_mb=64), source)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    spent = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    assert result.status == "timeout" and spent < 0.8, (spent, result)
+
+
+def test_forged_answer_lines_past_the_calls_asked_end_the_run_unparsed(sandbox, limits):
+    """Every tagged line used to be parsed, refusals aside: ~7.8 MB of short forged answers a run (here 20,000 lines). An honest child
+    writes its load report, an answer per call and a few refusals; more is a protocol error."""
+    source = ("import sys\nframe = sys._getframe()\nwhile frame and 'job' not in frame.f_locals:\n"
+              "    frame = frame.f_back\njob, out = frame.f_locals['job'], frame.f_locals['channel']\n"
+              "out.write((job['tag'] + '{\"i\": -1}\\n') * 20_000)\nout.flush()\n"
+              f"{CORRECT_ADD}")
+    result = attack(sandbox, limits, source)
+    assert result.status == "no_verdict" and "protocol error" in result.error, result
+    assert run_tests(CORRECT_ADD, ADD_TESTS * 30, sandbox, limits).status == "passed"
+
+
 # --- leftovers and innocent code --------------------------------------------------------------------------------
 
 def test_files_cleanup_cannot_delete_leave_nothing_on_the_host(sandbox, limits):
