@@ -20,14 +20,15 @@ What it does, on x86-64 and AArch64:
 - kills it on ``memfd_create`` (memory outside the tmpfs's size), System V IPC (shared memory, semaphores and
   message queues: memory and kernel objects outside ``RLIMIT_AS``) and POSIX message queues (a per-user quota),
   Linux AIO (``io_setup`` reserves the host-wide ``fs.aio-max-nr``), ``inotify_init`` and ``fanotify_init`` (per-user
-  quotas, shared with every sandbox of the trainer; fanotify watches host processes' access to bound files) and ``socket`` and ``socketpair`` of any family but
-  ``AF_UNIX`` (``AF_VSOCK`` reaches a virtual machine's host, past the network namespace);
+  quotas, shared with every sandbox of the trainer; fanotify watches host processes' access to bound files) and
+  ``socket`` and ``socketpair`` of any family but ``AF_UNIX`` (``AF_VSOCK`` reaches a virtual machine's host, past
+  the network namespace);
 - answers ``EPERM`` to extended attributes (``shutil.copy2`` tries them and carries on), to
-  ``sysinfo`` (the host's process count and memory) and to ``fcntl(F_SETLEASE)`` (a lease on a host file
+  ``sysinfo`` (the host's process count and memory), to ``fcntl(F_SETLEASE)`` (a lease on a host file
   bound into the sandbox makes the host's writers of that file wait), to ``fcntl(F_NOTIFY)`` (dnotify: a signal
-  on host processes' access to bound directories), to ``setsockopt`` of the ``SOL_SOCKET`` buffer sizes
-  (``SO_SNDBUF``, ``SO_RCVBUF`` and their ``FORCE`` forms: socket buffers are kernel memory past ``memory_mb``), ``ENOSYS`` to ``clone3`` (whose flags a
-  filter cannot read: the C library falls back to ``clone``);
+  on host processes' access to bound directories) and to ``setsockopt`` of the ``SOL_SOCKET`` buffer sizes
+  (``SO_SNDBUF``, ``SO_RCVBUF`` and their ``FORCE`` forms: socket buffers are kernel memory past ``memory_mb``);
+  ``ENOSYS`` to ``clone3`` (whose flags a filter cannot read: the C library falls back to ``clone``);
 - kills a process of any other architecture (32-bit or x32 system calls) outright.
 """
 
@@ -48,10 +49,11 @@ RET_ALLOW = 0x7FFF0000
 RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
 EPERM = RET_ERRNO | errno.EPERM
-_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0, _OFFSET_ARG1, _OFFSET_ARG2 = 0, 4, 16, 24, 32  # struct seccomp_data (little-endian)
+# struct seccomp_data (little-endian)
+_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0, _OFFSET_ARG1, _OFFSET_ARG2 = 0, 4, 16, 24, 32
 _X32_BIT = 0x40000000
 CLONE_NAMESPACE_FLAGS = 0x7E020000 | 0x00000080  # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET + NEWTIME
-CLONE_SHARED_THREAD = 0x00000100 | 0x00000400 | 0x00000800 | 0x00010000  # CLONE_VM|CLONE_FILES|CLONE_SIGHAND|CLONE_THREAD
+CLONE_SHARED_THREAD = 0x00000100 | 0x00000400 | 0x00000800 | 0x00010000  # VM, FILES, SIGHAND, THREAD
 AF_UNIX = 1
 F_SETLEASE, F_NOTIFY = 1024, 1026
 SOL_SOCKET = 1
@@ -93,8 +95,8 @@ NUMBERS = {
     "setxattr": (188, 5), "lsetxattr": (189, 6), "fsetxattr": (190, 7), "setxattrat": (463, 463),
     "prlimit64": (302, 261), "clone": (56, 220), "clone3": (435, 435),
     "fork": (57, None), "vfork": (58, None), "memfd_create": (319, 279), "memfd_secret": (447, 447),
-    "inotify_init": (253, None), "inotify_init1": (294, 26), "sysinfo": (99, 179), "socket": (41, 198), "socketpair": (53, 199),
-    "setsockopt": (54, 208),
+    "inotify_init": (253, None), "inotify_init1": (294, 26), "sysinfo": (99, 179), "socket": (41, 198),
+    "socketpair": (53, 199), "setsockopt": (54, 208),
     "fcntl": (72, 25), "fanotify_init": (300, 262), "fanotify_mark": (301, 263),
     "shmget": (29, 194), "shmat": (30, 196), "shmctl": (31, 195), "shmdt": (67, 197), "semget": (64, 190),
     "semop": (65, 193), "semtimedop": (220, 192), "semctl": (66, 191), "msgget": (68, 186), "msgsnd": (69, 189),
