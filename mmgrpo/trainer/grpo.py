@@ -29,7 +29,6 @@ from mmgrpo.algos import group_advantages
 from mmgrpo.config import Config
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import PromptBatch, build_prompt_batch
-from mmgrpo.models.policy_weights import checkpoint_dir
 from mmgrpo.models.prompt_cache import hit_rate_metrics, open_prompt_cache
 from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.models.token_text import TokenTextEnds
@@ -50,7 +49,7 @@ from mmgrpo.trainer.nonfinite import naming_rows
 from mmgrpo.trainer.prompt_sampler import PromptSampler
 from mmgrpo.trainer.reward_errors import record_reward_errors
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger, describe_skipped
-from mmgrpo.trainer.rollout_worker import RolloutWorker, WorkerSpec
+from mmgrpo.trainer.rollout_worker import RolloutWorker, WorkerSpec, warn_if_stale_uncorrected, worker_model_dir
 from mmgrpo.trainer.rollouts import (
     Rollouts, collect_rollouts, draw_usable, rank_advantages, sample_round, with_round_seed,
 )
@@ -69,7 +68,6 @@ logger = logging.getLogger(__name__)
 
 _RANK_SEED_STRIDE = 1_000_003  # rank r samples with seed + r * this: ranks draw different tokens
 _STEP_SEED_STRIDE = 100_003  # step (rollout batch) s samples with seed * this + s
-WORKER_MODEL_DIR = "rollout_worker_model"  # where an async worker loads a policy without a folder from
 Evaluator = Callable[[str], dict[str, float]]  # tag -> metrics, run on the live policy
 
 
@@ -327,31 +325,18 @@ class GRPOTrainer:
     def _start_async_rollouts(self) -> AsyncRollouts:
         """A rollout worker process on a copy of the current policy, sampling ahead of training."""
         cfg = self.config
-        model_dir = self._worker_model_dir() if self.backend.is_main_process else None
+        model_dir = (worker_model_dir(self.model, self.processor, self.run_dir, self.backend.shards_weights)
+                     if self.backend.is_main_process else None)
         spec = WorkerSpec(
             config=cfg.to_dict(), model_dir=self.backend.broadcast_object(model_dir),  # written once, read by every rank's worker
             device=cfg.rollout.worker_device or str(_device(self.model)), scoring=self.scoring,
         )
-        if cfg.rollout.max_staleness and cfg.algo.is_correction == "none" and cfg.rollout.logprobs_source == "trainer":
-            logger.warning(
-                "rollout.mode=async with rollout.max_staleness=%d but no off-policy correction: the update treats "
-                "stale groups as on-policy (measured on the embedded default: 48%% held-out accuracy against 69%% "
-                "with algo.is_correction=tis); set algo.is_correction=tis", cfg.rollout.max_staleness,
-            )
+        warn_if_stale_uncorrected(cfg)
         worker = RolloutWorker(spec, self.backend.whole_weights(), version=self.step_index)
         return AsyncRollouts(
             worker, self.draw_request, self.samples, self._batch_params,
             max_staleness=cfg.rollout.max_staleness, version=self.step_index,
         )
-
-    def _worker_model_dir(self) -> str:
-        """Where rollout workers load the policy's architecture and processor from (their weights come
-        from the trainer): its folder, else a scratch copy; sharded weights cannot be saved from one
-        rank, so a policy loaded from the Hub is loaded by its id (from the local Hub cache)."""
-        source = unwrap_model(self.model).name_or_path
-        if self.backend.shards_weights and not (Path(source) / "config.json").is_file():
-            return source
-        return str(checkpoint_dir(self.model, self.processor, self.run_dir / WORKER_MODEL_DIR))
 
     def _batch_params(self, batch: int) -> SamplingParams:
         """This rank's sampling parameters of rollout batch ``batch`` (sync mode's step ``batch``)."""
