@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mmgrpo.config.schema import AlertsConfig
+from mmgrpo.config.run_sections import AlertsConfig
 
 
 @dataclass(frozen=True)

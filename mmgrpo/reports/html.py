@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from mmgrpo.config.schema import AlertsConfig
+from mmgrpo.config.run_sections import AlertsConfig
 from mmgrpo.reports.alerts import config_alerts, find_alerts
 from mmgrpo.reports.curves import PANELS, ema, panel_keys, series, smoothing_weight
 from mmgrpo.reports.gallery import GalleryGroup, changed_answers, gallery_groups

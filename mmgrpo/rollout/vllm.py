@@ -42,7 +42,8 @@ from mmgrpo.types import Completion, Sample
 from processors import AudioClip, LoadedMedia, VideoClip
 
 if TYPE_CHECKING:
-    from mmgrpo.config.schema import Config, VLLMConfig
+    from mmgrpo.config.schema import Config
+    from mmgrpo.config.vllm_section import VLLMConfig
 
 INSTALL_HINT = (
     "vLLM is not installed in this environment. On a GPU machine: pip install -e '.[vllm]'; on CPU: "

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mmgrpo.config.schema import AlertsConfig
+from mmgrpo.config.run_sections import AlertsConfig
 from mmgrpo.reports.alerts import StepMonitor, config_alerts, find_alerts
 from mmgrpo.reports.curves import Panel, ema, panel_keys, series, smoothing_weight
 from mmgrpo.reports.gallery import changed_answers, gallery_groups

@@ -32,7 +32,7 @@ def test_cuda_logprobs_match_cpu(tiny_model_dir, samples, teacher_forced_logprob
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed on this GPU machine")
 def test_vllm_sleep_mode_frees_memory_and_keeps_the_weights(tiny_model_dir, samples, make_peaked) -> None:
-    from mmgrpo.config.schema import VLLMConfig
+    from mmgrpo.config.vllm_section import VLLMConfig
     from mmgrpo.rollout import SamplingParams
     from mmgrpo.rollout.vllm import VLLMEngine
 

@@ -20,7 +20,7 @@ from peft import LoraConfig, get_peft_model
 from PIL import Image
 from safetensors.torch import load_file, save_file
 
-from mmgrpo.config.schema import VLLMConfig
+from mmgrpo.config.vllm_section import VLLMConfig
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
 from mmgrpo.rollout import SamplingParams

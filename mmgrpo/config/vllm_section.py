@@ -1,0 +1,40 @@
+"""The colocated vLLM engine's config section (``rollout.vllm``), beside the rollout section that holds it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mmgrpo.config.fields import option
+
+
+@dataclass
+class VLLMConfig:
+    """The colocated vLLM engine (``rollout.engine: vllm``): built once per process from the policy's
+    checkpoint, fed the trainer's weights after every optimizer step."""
+
+    gpu_memory_utilization: float = option(
+        0.3, "Share of GPU memory vLLM takes for weights and KV cache, beside training (TRL colocate: 0.3).",
+        gt=0, le=1,
+    )
+    tensor_parallel_size: int = option(1, "GPUs one engine shards the model over.", ge=1)
+    max_model_len: int | None = option(
+        None, "Longest prompt + completion in tokens; None = data.max_prompt_tokens + rollout.max_new_tokens.", ge=1
+    )
+    dtype: str | None = option(None, "Engine weights dtype (float32, bfloat16, ...); None = the policy's.")
+    enable_prefix_caching: bool = option(
+        True, "Reuse a prompt's KV cache across its group (the G samples share one prefill)."
+    )
+    enable_sleep_mode: bool = option(
+        False, "GPU only: free the engine's memory (weights offloaded, KV cache dropped) while the policy trains."
+    )
+    enforce_eager: bool | None = option(None, "Skip CUDA graphs; None = eager on CPU, graphs on GPU.")
+    in_process: bool = option(
+        True, "Run vLLM's engine core inside the trainer process, so new weights are copied from memory; "
+        "false: its own process, new weights go through files in weights_dir (needed for tensor_parallel_size > 1).",
+    )
+    weights_dir: str | None = option(
+        None, "Where weights for an out-of-process engine are written each step; None = a temporary folder."
+    )
+    cpu_kv_cache_gib: float = option(
+        1.0, "CPU only: KV cache size in GiB (VLLM_CPU_KVCACHE_SPACE, unless that is set).", gt=0
+    )
