@@ -5,7 +5,6 @@ browser), and the run's own completions re-scored by --predictions to the same v
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,9 +13,9 @@ from eval.html_report import HTML_FILE
 from mmgrpo.cli import main
 from tests.eval import published
 from tests.eval.eval_outputs import benchmark_root, read_jsonl
+from tests.browser import needs_chromium, opened_page
 
 BENCHMARKS = ("mathvista_testmini", "mmmu_val", "videomme")
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
@@ -60,18 +59,10 @@ def test_saved_completions_rescore_to_the_same_verdicts(evaluated, root, tmp_pat
     assert {(row["task"], row["prompt_id"]): (row["completion"], row["metric"]) for row in again} == verdicts
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs the Debian package)")
+@needs_chromium
 def test_the_report_shows_every_benchmark_in_a_browser(evaluated):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-    errors: list[str] = []
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page()
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-        page.goto((evaluated / HTML_FILE).as_uri())
+    with opened_page(evaluated / HTML_FILE) as (page, errors):
         choices = page.eval_on_selector_all("#samples select[name=task] option", "options => options.map(o => o.value)")
         cards = page.eval_on_selector_all("#samples .card", "cards => cards.length")
-        browser.close()
     assert errors == []
     assert set(BENCHMARKS) <= set(choices) and cards == 9

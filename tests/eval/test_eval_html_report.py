@@ -17,8 +17,8 @@ from eval.report import write_outputs
 from eval.results import CompletionRecord, EvalOptions, EvalResult, ItemRecord
 from mmgrpo.cli import main
 from tests.eval.eval_outputs import benchmark_root, predictions_run, read_jsonl
+from tests.browser import needs_chromium, opened_page
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 COMPLETIONS = {
     "1": "The answer is (B) Moved right.", "2": "There are 12 cubes.", "3": "1.56 cm", "4": "[1, 2, 3]", "5": "(C) 60",
     "validation_Accounting_1": "(B) $12", "validation_Accounting_2": "The ratio is 3.5",
@@ -134,18 +134,11 @@ def test_limits_and_the_cap_warning_are_in_the_log_report_md_and_the_page(tiny_q
     assert warning in (tmp_path / HTML_FILE).read_text() and "alert truncation" in (tmp_path / HTML_FILE).read_text()
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs the Debian package)")
+@needs_chromium
 def test_the_page_renders_and_filters_in_a_browser_without_errors(scored):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
     rows = read_jsonl(scored / "samples.jsonl")
     wrong = sum(row["metric"] == 0 for row in rows)
-    errors: list[str] = []
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1400, "height": 2000})
-        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.goto((scored / HTML_FILE).as_uri())
+    with opened_page(scored / HTML_FILE, viewport={"width": 1400, "height": 2000}) as (page, errors):
         loaded = page.eval_on_selector_all("#samples img.media", "images => images.map(i => i.complete && i.naturalWidth)")
 
         def shown() -> tuple[int, str]:
@@ -161,7 +154,6 @@ def test_the_page_renders_and_filters_in_a_browser_without_errors(scored):
         page.select_option("#samples select[name=category]", "all")
         page.select_option("#samples select[name=outcome]", "wrong")
         counts["wrong"] = shown()
-        browser.close()
     assert errors == []
     assert len(loaded) == 10 and all(width > 0 for width in loaded)
     assert counts == {"mmmu": (4, "4"), "accounting": (2, "2"), "wrong": (wrong, str(wrong))}

@@ -13,8 +13,8 @@ from mmgrpo.cli import main
 from mmgrpo.reports.html import REPORT_FILE
 from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.pipeline import run_training
+from tests.browser import needs_chromium, opened_page
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".ci" / "artifacts"  # screenshots CI keeps
 
 
@@ -79,22 +79,14 @@ def test_report_command_compares_runs(finished_run, tmp_path):
     assert main(["report", str(tmp_path / "missing")]) == 2  # a clear one-line error, no traceback
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs the Debian package)")
+@needs_chromium
 def test_report_html_loads_in_a_browser_without_errors_and_shows_the_gallery(finished_run):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
-    errors: list[str] = []
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1400, "height": 2000})
-        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.goto((finished_run / REPORT_FILE).as_uri())
+    with opened_page(finished_run / REPORT_FILE, viewport={"width": 1400, "height": 2000}) as (page, errors):
         loaded = page.eval_on_selector_all("#gallery-0 img.media", "images => images.map(i => i.complete && i.naturalWidth)")
         page.select_option("#gallery-0 .step-filter", "2")
         shown = page.eval_on_selector_all("#gallery-0 .card", "cards => cards.filter(c => c.style.display !== 'none').length")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
-        browser.close()
     assert errors == []
     assert len(loaded) >= 8 and all(width > 0 for width in loaded)
     assert shown == 2  # the step filter leaves step 2's two prompts
