@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from mmgrpo.cli import main
 from mmgrpo.config import BenchmarkConfig, DatasetConfig, TaskConfig
 from mmgrpo.distributed import Ranks
 from tests.eval import published
+from tests.torchrun import torchrun
 
 BUILD = benchmark._engine
 OPTIONS = EvalOptions(max_new_tokens=8, batch_size=2, progress=False)
@@ -176,11 +175,8 @@ def test_without_a_bar_progress_is_logged_with_rate_and_eta(peaked_model, inputs
     assert any(line.startswith("mmmu_val: 3 items in ") and line.endswith("items/s)") for line in lines)
 
 
-def torchrun(ranks: int, *arguments: str) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
-               "-m", "mmgrpo", "eval", *arguments]
-    return subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=600, check=False)
+def torchrun_eval(ranks: int, *arguments: str) -> subprocess.CompletedProcess:
+    return torchrun(ranks, ["-m", "mmgrpo", "eval", *arguments], timeout=600)
 
 
 def cli_arguments(model: Path, inputs: dict[str, Path]) -> list[str]:
@@ -200,7 +196,7 @@ def succeeded(done: subprocess.CompletedProcess) -> None:
 def test_two_ranks_under_torchrun_give_the_one_rank_result(uninterrupted, peaked_model, inputs, tmp_path):
     arguments = cli_arguments(peaked_model, inputs)
     assert main(["eval", *arguments, "--out", str(tmp_path / "ranks-1")]) == 0  # one rank, in this process
-    succeeded(torchrun(2, *arguments, "--out", str(tmp_path / "ranks-2")))
+    succeeded(torchrun_eval(2, *arguments, "--out", str(tmp_path / "ranks-2")))
     one, two = scored(tmp_path / "ranks-1"), scored(tmp_path / "ranks-2")
     assert two == one
     assert [row["completion"] for row in two["samples"]] == [row["completion"] for row in samples(uninterrupted)]
@@ -213,7 +209,7 @@ def test_an_eval_killed_on_one_rank_resumes_on_two(uninterrupted, peaked_model, 
     recording_engines(monkeypatch, [], stop_at=3)
     with pytest.raises(Stopped):
         main(["eval", *cli_arguments(peaked_model, inputs), "--out", str(tmp_path)])
-    succeeded(torchrun(2, *cli_arguments(peaked_model, inputs), "--out", str(tmp_path)))
+    succeeded(torchrun_eval(2, *cli_arguments(peaked_model, inputs), "--out", str(tmp_path)))
     assert "4 items already scored" in (tmp_path / "eval.log").read_text()
     assert scored(tmp_path)["samples"] == samples(uninterrupted)
     assert not (tmp_path / PARTIAL_DIR).exists()

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import pytest
 import torch
 
 from mmgrpo.config.schema import TrainConfig
+from tests.torchrun import torchrun
 
 from . import backend_parity
 
@@ -45,16 +44,10 @@ def one_process(tiny_qwen25vl: Path) -> tuple[dict[str, torch.Tensor], dict[str,
 
 
 def _run_two_ranks(model_dir: Path, backend: str, zero_stage: int, out: Path, offload: bool) -> dict:
-    env = {
-        **os.environ, "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1",
-        "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE)),
-    }
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", str(WORKER),
-        "--model-dir", str(model_dir), "--backend", backend, "--zero-stage", str(zero_stage), "--out", str(out),
-        *(["--offload"] if offload else []),
-    ]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    env = {"DS_ACCELERATOR": "cpu", "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE))}
+    script = [str(WORKER), "--model-dir", str(model_dir), "--backend", backend, "--zero-stage", str(zero_stage),
+              "--out", str(out), *(["--offload"] if offload else [])]
+    done = torchrun(2, script, env=env, timeout=600)
     assert done.returncode == 0, f"torchrun failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
     return torch.load(out)
 

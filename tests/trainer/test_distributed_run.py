@@ -21,8 +21,9 @@ from safetensors.torch import load_file
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
 from mmgrpo.cli import main
-from mmgrpo.trainer.checkpoint import latest_checkpoint
 from mmgrpo.run_files import read_metrics
+from mmgrpo.trainer.checkpoint import latest_checkpoint
+from tests.torchrun import torchrun
 
 from . import distributed_train
 
@@ -40,21 +41,22 @@ RESUME_TOLERANCE = 1e-6
 def _torchrun(
     *arguments: str, stop_in_step: int | None = None, hang_in_step: int | None = None, ranks: int = 2
 ) -> subprocess.CompletedProcess:
-    env = {
-        **os.environ, "OMP_NUM_THREADS": "1",
-        "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE)),
-    }
     stop = ["--stop-in-step", str(stop_in_step)] if stop_in_step else []
     stop += ["--hang-in-step", str(hang_in_step)] if hang_in_step else []
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
-        distributed_train.__file__, *stop, *arguments,
-    ]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
+    extensions = os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE))
+    return torchrun(ranks, [distributed_train.__file__, *stop, *arguments], env={"TORCH_EXTENSIONS_DIR": extensions})
 
 
 def _succeeded(done: subprocess.CompletedProcess) -> None:
     assert done.returncode == 0, f"torchrun failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-8000:]}"
+
+
+def _stopped_after_step_one(done: subprocess.CompletedProcess, checkpoints: Path) -> None:
+    """A run stopped by SIGTERM in step 2 fails (143 from each rank) with step 1 saved."""
+    output = f"{done.stdout[-3000:]}\n{done.stderr[-8000:]}"
+    assert done.returncode != 0, f"the stopped run succeeded:\n{output}"
+    saved = latest_checkpoint(checkpoints)
+    assert saved is not None and saved.name == "step-1", f"latest checkpoint {saved} after the stop:\n{output}"
 
 
 @pytest.fixture(scope="session")
@@ -106,9 +108,7 @@ def test_two_ranks_train_stop_resume_exactly_and_export(backend, small_config, t
     runs = Path(config.log.output_dir)
 
     _succeeded(_torchrun(str(recipe), "log.run_name=whole"))
-    stopped = _torchrun(str(recipe), "log.run_name=cut", stop_in_step=2)
-    assert stopped.returncode != 0  # 143 from each rank
-    assert latest_checkpoint(runs / "cut" / "checkpoints").name == "step-1"
+    _stopped_after_step_one(_torchrun(str(recipe), "log.run_name=cut", stop_in_step=2), runs / "cut" / "checkpoints")
     _succeeded(_torchrun(str(recipe), "log.run_name=cut", "--resume"))
 
     whole, cut = runs / "whole", runs / "cut"
@@ -162,8 +162,7 @@ def test_a_run_resumes_on_another_number_of_ranks(backend, small_config, tmp_pat
     recipe = tmp_path / "recipe.yaml"
     config.save_yaml(recipe)
     run = Path(config.log.output_dir) / config.log.run_name
-    assert _torchrun(str(recipe), stop_in_step=2).returncode != 0
-    assert latest_checkpoint(run / "checkpoints").name == "step-1"
+    _stopped_after_step_one(_torchrun(str(recipe), stop_in_step=2), run / "checkpoints")
     _succeeded(_torchrun(str(recipe), "--resume", ranks=1))
     assert [row["step"] for row in read_metrics(run / "metrics.jsonl")] == list(range(1, STEPS + 1))
     assert latest_checkpoint(run / "checkpoints").name == f"step-{STEPS}"
@@ -224,8 +223,8 @@ def test_two_ranks_with_a_rollout_worker_each_train_as_sync_mode_and_resume_thei
     if "train.backend=fsdp2" in backend:
         return  # CI time: the stop and resume run once, on the DeepSpeed path
 
-    assert _torchrun(str(recipes["async1"]), "log.run_name=cut", stop_in_step=2).returncode != 0
-    assert latest_checkpoint(output / "cut" / "checkpoints").name == "step-1"
+    _stopped_after_step_one(_torchrun(str(recipes["async1"]), "log.run_name=cut", stop_in_step=2),
+                            output / "cut" / "checkpoints")
     _succeeded(_torchrun(str(recipes["async1"]), "log.run_name=cut", "--resume"))
     assert max(row["async/staleness_max"] for row in read_metrics(output / "cut" / "metrics.jsonl")) == 1
     assert _trained_ids(output / "cut") == _trained_ids(output / "sync")
