@@ -38,7 +38,7 @@ def main() -> None:
         trainer = GRPOTrainer(inputs.config, run_dir, inputs.model, inputs.processor, inputs.train_set,
                               reference_source=inputs.config.model.name_or_path)  # the KL reference (beta > 0)
         if args.full_length:
-            force_full_length(trainer.engine)
+            force_full_length(trainer.rollout_source.engine)
         records = []
         for index in range(args.warmup + args.steps):
             metrics = trainer.step()

@@ -20,60 +20,31 @@ same order as the uninterrupted run; their completions are sampled anew by the r
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from mmgrpo.config import Config
 from mmgrpo.rollout.base import SamplingParams
-from mmgrpo.trainer.rollout_worker import RolloutWorker
-from mmgrpo.trainer.rollouts import Rollouts
+from mmgrpo.trainer.backends import TrainingBackend
+from mmgrpo.trainer.prompt_drawer import PromptDrawer, RolloutRequest
+from mmgrpo.trainer.rollout_worker import RolloutWorker, WorkerSpec, warn_if_stale_uncorrected, worker_model_dir
+from mmgrpo.trainer.rollouts import Group, Rollouts, ScoringRule
+from mmgrpo.trainer.step_metrics import staleness_metrics
 from mmgrpo.types import Sample
-
-
-@dataclass(frozen=True)
-class RolloutRequest:
-    """One rollout batch: which training samples (by index), with which group sizes."""
-
-    batch: int  # its place among the run's rollout batches: seeds its sampling, names it
-    indices: tuple[int, ...]
-    group_sizes: tuple[int, ...]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"batch": self.batch, "indices": list(self.indices), "group_sizes": list(self.group_sizes)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RolloutRequest:
-        return cls(int(data["batch"]), tuple(data["indices"]), tuple(data["group_sizes"]))
-
-
-def ranks_share(recorded: list, rank: int, world_size: int) -> list[RolloutRequest]:
-    """Rank ``rank``'s part of the rollout batches a checkpoint recorded as drawn and not trained on.
-
-    ``recorded`` holds each saving rank's list of batches (``RolloutRequest.to_dict``), in rank
-    order; checkpoints written before ranks were recorded hold one list of batches. A batch's
-    prompts are the ranks' parts joined in rank order (how they were drawn), so they are split
-    again for ``world_size`` ranks, which need not be the number that saved them.
-    """
-    if recorded and isinstance(recorded[0], dict):
-        recorded = [recorded]  # the one-process layout
-    shares = []
-    for parts in zip(*(map(RolloutRequest.from_dict, batches) for batches in recorded)):
-        indices = [index for part in parts for index in part.indices]
-        sizes = [size for part in parts for size in part.group_sizes]
-        count = len(indices) // world_size
-        mine = slice(rank * count, (rank + 1) * count)
-        shares.append(RolloutRequest(parts[0].batch, tuple(indices[mine]), tuple(sizes[mine])))
-    return shares
 
 
 class AsyncRollouts:
     """Rounds of scored groups from a worker process, at most ``max_staleness`` policy versions old.
 
     ``draw()`` gives the next batch to request (the trainer's prompt order); ``params_for(batch)``
-    its sampling parameters; ``version`` is the policy's version (its step count) at the start.
+    its sampling parameters; ``weights()`` the policy's whole weights after an update; ``version``
+    is the policy's version (its step count) at the start.
     """
+
+    needs_loaded_media = False  # the worker encodes its own prompts; the trainer's batches only train
 
     def __init__(
         self,
@@ -81,23 +52,40 @@ class AsyncRollouts:
         draw: Callable[[], RolloutRequest],
         samples: Sequence[Sample],
         params_for: Callable[[int], SamplingParams],
+        weights: Callable[[], Any],
         *,
         max_staleness: int,
         version: int,
     ) -> None:
-        self.worker, self.draw, self.samples, self.params_for = worker, draw, samples, params_for
+        self.worker, self.draw, self.samples, self.params_for, self.weights = worker, draw, samples, params_for, weights
         self.max_staleness = max_staleness
         self.version = version
-        self.in_flight: deque[RolloutRequest] = deque()
-        self.worker_seconds = 0.0  # the worker's time on the batches received since the last take
+        self.requested: deque[RolloutRequest] = deque()
+        self.worker_seconds = 0.0  # the worker's time on the batches received since the last step
 
-    def next_round(self, round_index: int) -> Rollouts:
+    @classmethod
+    def start(
+        cls, config: Config, model: torch.nn.Module, processor: Any, backend: TrainingBackend, drawer: PromptDrawer,
+        scoring: Mapping[str, ScoringRule], params_for: Callable[[int], SamplingParams], *, run_dir: Path, version: int,
+    ) -> AsyncRollouts:
+        """A worker process on a copy of ``model`` as it is now (written once, read by every rank's worker)."""
+        model_dir = worker_model_dir(model, processor, run_dir, backend.shards_weights) if backend.is_main_process else None
+        spec = WorkerSpec(
+            config=config.to_dict(), model_dir=backend.broadcast_object(model_dir),
+            device=config.rollout.worker_device or str(next(model.parameters()).device), scoring=dict(scoring),
+        )
+        warn_if_stale_uncorrected(config)
+        worker = RolloutWorker(spec, backend.whole_weights(), version=version)
+        return cls(worker, drawer.draw, drawer.samples, params_for, backend.whole_weights,
+                   max_staleness=config.rollout.max_staleness, version=version)
+
+    def next_round(self, step: int, round_index: int) -> Rollouts:
         """The oldest requested batch, scored, after topping the requests up to the bound; each group
-        carries ``policy_version``, the version that sampled it. (``round_index`` is the step's round:
-        a batch's seed comes from its request.)"""
-        while len(self.in_flight) <= self.max_staleness:
+        carries ``policy_version``, the version that sampled it. (A batch's seed comes from its
+        request, not from ``step`` and ``round_index``.)"""
+        while len(self.requested) <= self.max_staleness:
             self._submit(self.draw())
-        request = self.in_flight.popleft()
+        request = self.requested.popleft()
         result = self.worker.receive()
         if result.request_id != request.batch:
             raise RuntimeError(f"the rollout worker answered batch {result.request_id}, expected {request.batch}")
@@ -107,14 +95,18 @@ class AsyncRollouts:
         self.worker_seconds += result.seconds
         return result.rollouts
 
-    def push_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """The policy's ``weights`` after an optimizer step: the next version, for the batches requested from now on."""
+    def publish_weights(self) -> None:
+        """The policy's weights after an optimizer step: the next version, for the batches requested from now on."""
         self.version += 1
-        self.worker.publish(weights, self.version)
+        self.worker.publish(self.weights(), self.version)
 
-    def take_worker_seconds(self) -> float:
+    def in_flight(self) -> Sequence[RolloutRequest]:
+        return tuple(self.requested)
+
+    def step_metrics(self, groups: Sequence[Group], step: int) -> dict[str, float]:
+        """The staleness of the groups step ``step`` trains on, and the worker's time on them."""
         seconds, self.worker_seconds = self.worker_seconds, 0.0
-        return seconds
+        return staleness_metrics(groups, step, self.max_staleness) | {"async/worker_seconds": seconds}
 
     def close(self) -> None:
         self.worker.close()
@@ -122,4 +114,4 @@ class AsyncRollouts:
     def _submit(self, request: RolloutRequest) -> None:
         samples = [self.samples[i] for i in request.indices]
         self.worker.submit(request.batch, samples, request.group_sizes, self.params_for(request.batch))
-        self.in_flight.append(request)
+        self.requested.append(request)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -34,30 +33,25 @@ from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.models.token_text import TokenTextEnds
 from mmgrpo.reports.alerts import StepMonitor
 from mmgrpo.reports.html import refresh_report
-from mmgrpo.rollout.base import RolloutEngine, SamplingParams
-from mmgrpo.trainer.async_rollouts import AsyncRollouts, RolloutRequest, ranks_share
 from mmgrpo.trainer.backends import build_backend
 from mmgrpo.trainer.checkpoint import (
     TrainerState, capture_rng_state, load_trainer_state, remove_stale_staging, restore_rng_state,
     retire_checkpoints_after, save_checkpoint, save_last_finished,
 )
-from mmgrpo.trainer.group_sizes import GroupSizeTracker
 from mmgrpo.trainer.kl_reference import make_reference
 from mmgrpo.trainer.interrupts import signals_allowed, signals_deferred, stop_on_signals
 from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger
 from mmgrpo.trainer.nonfinite import naming_rows
-from mmgrpo.trainer.prompt_sampler import PromptSampler
 from mmgrpo.trainer.reward_errors import record_reward_errors
-from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger, describe_skipped
-from mmgrpo.trainer.rollout_worker import RolloutWorker, WorkerSpec, warn_if_stale_uncorrected, worker_model_dir
-from mmgrpo.trainer.rollouts import (
-    Rollouts, collect_rollouts, draw_usable, rank_advantages, sample_round, with_round_seed,
-)
+from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
+from mmgrpo.trainer.prompt_drawer import DrawerState, PromptDrawer
+from mmgrpo.trainer.rollout_source import SourceContext, start_rollout_source
+from mmgrpo.trainer.rollouts import Rollouts, collect_rollouts, rank_advantages
 from mmgrpo.inputs import SampleSet, media_budgets
-from mmgrpo.trainer.setup import build_engine, sampling_params, scoring_rule
+from mmgrpo.trainer.setup import scoring_rule
 from mmgrpo.trainer.process_steps import step_advantages
 from mmgrpo.trainer.step_metrics import (
-    advantage_metrics, completion_records, rollout_metrics, staleness_metrics, step_timing,
+    advantage_metrics, completion_records, rollout_metrics, step_timing,
 )
 from mmgrpo.trainer.update import (
     LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, grpo_optimizer_spec, policy_update,
@@ -66,8 +60,6 @@ from mmgrpo.trainer.update import (
 
 logger = logging.getLogger(__name__)
 
-_RANK_SEED_STRIDE = 1_000_003  # rank r samples with seed + r * this: ranks draw different tokens
-_STEP_SEED_STRIDE = 100_003  # step (rollout batch) s samples with seed * this + s
 Evaluator = Callable[[str], dict[str, float]]  # tag -> metrics, run on the live policy
 
 
@@ -93,18 +85,8 @@ class GRPOTrainer:
         skip_ledger: SkipLedger | None = None,
     ) -> None:
         self.config, self.run_dir, self.model, self.processor = config, run_dir, model, processor
-        self.samples = train_set.samples
-        self.skip_ledger = skip_ledger if skip_ledger is not None else SkipLedger(run_dir / LEDGER_FILE)
-        self.skipped_ids = self.skip_ledger.ids("train")  # left out by SFT or GRPO so far: never drawn again
         self.evaluate = evaluate
         self.budgets = media_budgets(config.model, processor)
-        self.sampler = PromptSampler(
-            len(self.samples), config.data.seed, weights=train_set.weights, shuffle=config.data.shuffle
-        )
-        self.group_sizes = GroupSizeTracker(
-            g_min=config.algo.group_size_min, g_max=config.algo.group_size_max,
-            budget_per_prompt=config.rollout.num_generations,
-        )
         self.scoring = {name: scoring_rule(config, task) for name, task in train_set.tasks.items()}
         resumed = load_trainer_state(resume_from) if resume_from is not None else None
         recorded = resumed.reference if resumed is not None else None  # a run keeps its first reference
@@ -116,21 +98,19 @@ class GRPOTrainer:
         self.optimizer, self.scheduler = self.backend.optimizer, self.backend.scheduler
         self.loss_settings = LossSettings.from_config(config)
         self.update_settings = UpdateSettings.from_config(config, self.backend.world_size)
+        self.drawer = PromptDrawer(
+            config, train_set, skip_ledger if skip_ledger is not None else SkipLedger(run_dir / LEDGER_FILE),
+            rank=self.backend.rank, world_size=self.backend.world_size,
+        )
         self.step_index = 0
         self.saved_step: int | None = None  # the step of the newest checkpoint this trainer wrote
-        self.batches_drawn = 0  # rollout batches drawn so far (an async worker's requests are named by it)
-        self.pending: deque[RolloutRequest] = deque()  # drawn before a resume, never trained on: requested first
         if resumed is not None:
             self._restore(resumed, resume_from)
-        self.engine: RolloutEngine | None = None  # sync mode samples in this process; async in a worker's
-        self.async_rollouts: AsyncRollouts | None = None
-        if config.rollout.mode == "async":
-            self.async_rollouts = self._start_async_rollouts()  # from the restored weights
-        else:
-            self.engine = build_engine(config, model, processor, self.backend)
-        # The trainer's prompt batches also feed a sync engine: one that needs loaded media gets no cached ones.
-        uses_loaded_media = self.engine is not None and self.engine.needs_loaded_media
-        self.prompt_cache = None if uses_loaded_media else open_prompt_cache(config)
+        self.prompt_cache = None  # opened once the source says whether its engine takes cached media
+        self.rollout_source = start_rollout_source(SourceContext(  # from the restored weights
+            config, model, processor, self.backend, self.drawer, self.scoring, self._encode, run_dir, self.step_index,
+        ))
+        self.prompt_cache = None if self.rollout_source.needs_loaded_media else open_prompt_cache(config)
         self.token_text_ends = TokenTextEnds(tokenizer_of(processor))  # places process-reward steps on tokens
         self.monitor = StepMonitor(config.log.alerts)  # training-health warnings in the log
         self.metrics = MetricsLogger(
@@ -183,9 +163,8 @@ class GRPOTrainer:
             self.close()
 
     def close(self) -> None:
-        """Stop the asynchronous rollout worker, if there is one (``train`` does so when it ends)."""
-        if self.async_rollouts is not None:
-            self.async_rollouts.close()
+        """Stop the rollout source (an asynchronous worker; ``train`` does so when it ends)."""
+        self.rollout_source.close()
 
     def _log_step(self, metrics: dict[str, float]) -> None:
         """Log the step just finished, with an eval when one is due (a stop may cut the eval short:
@@ -204,9 +183,8 @@ class GRPOTrainer:
     def _finished_state(self) -> _Finished:
         """What changes during a step besides the weights, as of the last finished step."""
         return _Finished(
-            sampler=self.sampler.state_dict(), group_sizes=self.group_sizes.state_dict(), rng=capture_rng_state(),
-            optimizer_steps=self.scheduler.last_epoch, skipped_ids=set(self.skipped_ids),
-            unconsumed=self._unconsumed(), batches_drawn=self.batches_drawn,
+            drawer=self.drawer.snapshot(), rng=capture_rng_state(), optimizer_steps=self.scheduler.last_epoch,
+            unconsumed=self._unconsumed(),
         )
 
     def _save_last_finished(self, finished: _Finished, failure: BaseException) -> None:
@@ -222,10 +200,7 @@ class GRPOTrainer:
             return
 
         def save() -> Path:
-            self.sampler.load_state_dict(finished.sampler)  # undo what the broken step drew and counted
-            self.group_sizes.load_state_dict(finished.group_sizes)
-            self.skipped_ids = finished.skipped_ids  # the broken step's skips are found again on resume
-            self.batches_drawn = finished.batches_drawn
+            self.drawer.restore(finished.drawer)  # undo what the broken step drew, counted and skipped
             self.backend.zero_grad()
             return self.save(rng=finished.rng, unconsumed=finished.unconsumed)
 
@@ -242,21 +217,17 @@ class GRPOTrainer:
         with signals_allowed():  # collecting rollouts changes nothing a checkpoint keeps: a stop may cut it
             self.model.eval()
             rollouts = collect_rollouts(
-                self.async_rollouts.next_round if self.async_rollouts is not None else self._sample_here,
+                lambda round_index: self.rollout_source.next_round(self.step_index, round_index),
                 num_prompts=cfg.rollout.prompts_per_step // backend.world_size,
                 dynamic_sampling=cfg.algo.dynamic_sampling, max_resample_rounds=cfg.algo.max_resample_rounds,
                 all_ranks_full=backend.all_ranks,
             )
             parts = backend.gather_objects(rollouts.summary())  # every rank's groups, in rank order, no media
             everyone = Rollouts.merged(parts)
-            self._record_successes(everyone)
+            self.drawer.record(everyone, step=self.step_index + 1, write_ledger=backend.is_main_process)
             if backend.is_main_process:
                 record_reward_errors(self.run_dir, self.step_index + 1, everyone.reward_errors)
-            self._record_skipped(everyone)
-            metrics = rollout_metrics(everyone)
-            if self.async_rollouts is not None:
-                metrics |= staleness_metrics(everyone.groups, self.step_index, cfg.rollout.max_staleness)
-                metrics["async/worker_seconds"] = self.async_rollouts.take_worker_seconds()
+            metrics = rollout_metrics(everyone) | self.rollout_source.step_metrics(everyone.groups, self.step_index)
             if not backend.all_ranks(bool(rollouts.groups)):
                 logger.warning("step %d: a rank has no informative group to train on", self.step_index + 1)
                 rollout_done = time.perf_counter()
@@ -275,7 +246,7 @@ class GRPOTrainer:
         with signals_deferred(), naming_rows(rollouts.samples, stage="GRPO", step=self.step_index + 1):
             metrics |= policy_update(self.backend, batch, self.loss_settings, self.update_settings)
             metrics |= self.backend.precision_metrics()
-            self._sync_weights()
+            self.rollout_source.publish_weights()
         metrics |= advantage_metrics(advantages)
         if cache_before is not None:
             metrics |= hit_rate_metrics(self.prompt_cache.stats.since(cache_before))
@@ -286,90 +257,16 @@ class GRPOTrainer:
         return metrics
 
     # -- pieces of a step ----------------------------------------------------------------
-    def _sample_here(self, round_index: int) -> Rollouts:
-        """One round of the step's rollouts, sampled in this process by its engine."""
-        request = self.draw_request()
-        samples = [self.samples[i] for i in request.indices]
-        params = with_round_seed(self._batch_params(self.step_index), round_index)
-        return sample_round(self.engine, self._encode(samples), samples, request.group_sizes, self.scoring, params)
-
-    def draw_request(self) -> RolloutRequest:
-        """The next rollout batch of this rank: one drawn before a resume and never trained on, else
-        the sampler's next prompts with their group sizes."""
-        if self.pending:
-            return self.pending.popleft()
-        indices = self._draw_indices(self.config.rollout.prompts_per_step // self.backend.world_size)
-        sizes = self._group_sizes_for([self.samples[i] for i in indices])
-        self.batches_drawn += 1
-        return RolloutRequest(self.batches_drawn - 1, tuple(indices), tuple(sizes))
-
-    def sampler_take(self, count: int) -> list:
-        """This rank's ``count`` of the next prompts (see :meth:`_draw_indices`)."""
-        return [self.samples[i] for i in self._draw_indices(count)]
-
-    def _draw_indices(self, count: int) -> list[int]:
-        """This rank's ``count`` of the next prompt indices, passing over those skipped earlier in the
-        run: every rank draws all ranks' prompts (same sampler, same skips) and keeps its own share."""
-        unusable = {i for i, sample in enumerate(self.samples) if sample.id in self.skipped_ids}
-        if len(unusable) == len(self.samples):
-            raise RuntimeError(f"every training sample was skipped; see {self.skip_ledger.path}")
-        drawn = draw_usable(self.sampler.take, count * self.backend.world_size, unusable)
-        return drawn[self.backend.rank * count : (self.backend.rank + 1) * count]
-
     def _unconsumed(self) -> list[dict[str, Any]]:
         """Rollout batches drawn but not trained on (in flight to the worker, or restored and not yet
         requested), oldest first: a checkpoint records them and a resumed run requests them first."""
-        in_flight = list(self.async_rollouts.in_flight) if self.async_rollouts is not None else []
-        return [request.to_dict() for request in [*in_flight, *self.pending]]
-
-    def _start_async_rollouts(self) -> AsyncRollouts:
-        """A rollout worker process on a copy of the current policy, sampling ahead of training."""
-        cfg = self.config
-        model_dir = (worker_model_dir(self.model, self.processor, self.run_dir, self.backend.shards_weights)
-                     if self.backend.is_main_process else None)
-        spec = WorkerSpec(
-            config=cfg.to_dict(), model_dir=self.backend.broadcast_object(model_dir),  # written once, read by every rank's worker
-            device=cfg.rollout.worker_device or str(_device(self.model)), scoring=self.scoring,
-        )
-        warn_if_stale_uncorrected(cfg)
-        worker = RolloutWorker(spec, self.backend.whole_weights(), version=self.step_index)
-        return AsyncRollouts(
-            worker, self.draw_request, self.samples, self._batch_params,
-            max_staleness=cfg.rollout.max_staleness, version=self.step_index,
-        )
-
-    def _batch_params(self, batch: int) -> SamplingParams:
-        """This rank's sampling parameters of rollout batch ``batch`` (sync mode's step ``batch``)."""
-        seed = self.config.seed * _STEP_SEED_STRIDE + batch + self.backend.rank * _RANK_SEED_STRIDE
-        return sampling_params(self.config, seed=seed)
-
-    def _sync_weights(self) -> None:
-        """After an optimizer step, the sampler samples from the new weights."""
-        if self.async_rollouts is not None:
-            self.async_rollouts.push_weights(self.backend.whole_weights())
-        else:
-            self.engine.update_weights(self.model)
-
-    def _record_skipped(self, rollouts: Rollouts) -> None:
-        """Samples left out of this step go to the ledger, are named, and are not drawn again."""
-        if not rollouts.skipped:
-            return
-        self.skipped_ids.update(row.row_id for row in rollouts.skipped)
-        if self.backend.is_main_process:
-            self.skip_ledger.add(rollouts.skipped, split="train", stage="grpo")
-        logger.warning("step %d: skipped %d prompt(s): %s", self.step_index + 1, len(rollouts.skipped),
-                       describe_skipped(rollouts.skipped))
+        return [request.to_dict() for request in [*self.rollout_source.in_flight(), *self.drawer.pending]]
 
     def _encode(self, samples: list) -> PromptBatch:
         return build_prompt_batch(
             self.processor, samples, self.budgets, family=_model_type(self.model),
             max_prompt_len=self.config.data.max_prompt_tokens, cache=self.prompt_cache,
         )
-
-    def _group_sizes_for(self, samples: list) -> list[int]:
-        if self.config.algo.dynamic_group_size:
-            return self.group_sizes.sizes(samples)
-        return [self.config.rollout.num_generations] * len(samples)
 
     def _advantages(self, rollouts: Rollouts) -> torch.Tensor:
         algo = self.config.algo
@@ -406,10 +303,6 @@ class GRPOTrainer:
         algo = self.config.algo
         return step_advantages(rollouts, self.token_text_ends, length, scale_std=algo.scale_std, eps=algo.advantage_eps)
 
-    def _record_successes(self, rollouts: Rollouts) -> None:
-        for group in [*rollouts.groups, *rollouts.filtered]:
-            self.group_sizes.record(group.sample.id, group.successes())
-
     def _maybe_log_completions(self, rollouts: Rollouts, advantages: torch.Tensor) -> None:
         """At step 1 and every ``log.log_completions_every`` steps, the first ``log.completions_per_log``
         completions (whole groups first) with what a report shows of them: the prompt's text and media
@@ -427,12 +320,10 @@ class GRPOTrainer:
         state = TrainerState(
             step=self.step_index,
             scheduler=self.scheduler.state_dict(),
-            data=self.sampler.state_dict(),
-            extra={
-                "group_sizes": self.group_sizes.state_dict(), "skipped_sample_ids": sorted(self.skipped_ids),
-                "unconsumed_batches": self.backend.gather_objects(self._unconsumed() if unconsumed is None else unconsumed),
-                "batches_drawn": self.batches_drawn,
-            },
+            data=self.drawer.sampler.state_dict(),
+            extra=self.drawer.checkpoint_extra(
+                self.backend.gather_objects(self._unconsumed() if unconsumed is None else unconsumed)
+            ),
             reference=self.reference_source,
         )
         path = save_checkpoint(
@@ -447,12 +338,7 @@ class GRPOTrainer:
         this run's checkpoints after the resumed step belong to an abandoned timeline and are moved aside."""
         self.backend.load_optimizer(checkpoint_dir, state.optimizer)
         self.scheduler.load_state_dict(state.scheduler)
-        self.sampler.load_state_dict(state.data)
-        self.group_sizes.load_state_dict(state.extra["group_sizes"])
-        self.skipped_ids = set(state.extra.get("skipped_sample_ids", []))
-        self.pending = deque(ranks_share(state.extra.get("unconsumed_batches", []), self.backend.rank,
-                                         self.backend.world_size))
-        self.batches_drawn = int(state.extra.get("batches_drawn", state.step))
+        self.drawer.load_checkpoint(state.data, state.extra, step=state.step)
         restore_rng_state(state.rng)
         self.step_index = state.step
         if checkpoint_dir.resolve().parent == (self.run_dir / "checkpoints").resolve():
@@ -468,13 +354,10 @@ class GRPOTrainer:
 class _Finished:
     """The state after the last finished step that a step changes besides the weights."""
 
-    sampler: dict[str, Any]
-    group_sizes: dict[str, Any]
+    drawer: DrawerState
     rng: dict[str, Any]
     optimizer_steps: int  # scheduler.last_epoch: moves with each optimizer step
-    skipped_ids: set[str]  # samples left out so far (never drawn again)
     unconsumed: list[dict[str, Any]]  # rollout batches drawn and not trained on
-    batches_drawn: int
 
 
 def _model_type(model: torch.nn.Module) -> str:

@@ -72,7 +72,7 @@ def test_staleness_zero_trains_exactly_as_sync_mode(small_config, tmp_path, tuni
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), (a["step"], key)
     for (name, p), (_, q) in zip(sync.model.named_parameters(), asynchronous.model.named_parameters()):
         assert torch.allclose(p, q, atol=1e-6), name
-    assert asynchronous.async_rollouts.worker.process.exitcode == 0  # train() stopped it cleanly
+    assert asynchronous.rollout_source.worker.process.exitcode == 0  # train() stopped it cleanly
 
 
 def test_one_step_off_policy_samples_ahead_and_never_past_the_bound(small_config, tmp_path, caplog):
@@ -124,7 +124,7 @@ def test_worker_skips_a_bad_image_and_counts_it(small_config, tmp_path, bad_imag
 
 def test_a_dead_worker_stops_the_run_with_a_clear_error_and_a_checkpoint(small_config, tmp_path):
     trainer = build(small_config("train.steps=3", *ASYNC), tmp_path / "run")
-    trainer.async_rollouts.worker.process.kill()
+    trainer.rollout_source.worker.process.kill()
     with pytest.raises(RolloutWorkerError, match="exited with code -9"):
         trainer.train()
     assert latest_checkpoint(tmp_path / "run" / "checkpoints").name == "step-0"
@@ -141,7 +141,7 @@ def test_an_error_in_the_worker_stops_the_run_with_its_traceback(small_config, t
     with pytest.raises(RolloutWorkerError, match=r"failed on batch 0:\n(.|\n)*KeyError: 'no_such_task'"):
         trainer.train()
     assert latest_checkpoint(run_dir / "checkpoints").name == "step-0"
-    assert trainer.async_rollouts.worker.process.exitcode == 0
+    assert trainer.rollout_source.worker.process.exitcode == 0
 
 
 def test_dynamic_sampling_group_sizes_and_eval_run_in_async_mode(small_config, tmp_path, caplog):
@@ -217,7 +217,7 @@ def test_reward_rises_under_async_grpo(small_config, tmp_path):
 
 
 def test_batches_in_flight_are_shared_out_again_for_any_number_of_ranks():
-    from mmgrpo.trainer.async_rollouts import RolloutRequest, ranks_share
+    from mmgrpo.trainer.prompt_drawer import RolloutRequest, ranks_share
 
     def batch(number, indices, sizes):
         return RolloutRequest(number, tuple(indices), tuple(sizes)).to_dict()

@@ -68,13 +68,13 @@ def test_grpo_step_goes_on_without_a_bad_file_names_it_and_never_draws_it_again(
         "detail": row["detail"], "split": "train", "stage": "grpo",
     }
     assert "truncated" in row["detail"]
-    drawn = trainer.sampler_take(2 * len(train_set.samples))  # two epochs: every other prompt, never the bad one
+    drawn = trainer.drawer.take(2 * len(train_set.samples))  # two epochs: every other prompt, never the bad one
     assert bad.id not in {sample.id for sample in drawn}
     assert {sample.id for sample in drawn} == {sample.id for sample in train_set.samples} - {bad.id}
     restored = GRPOTrainer(  # a resumed run knows the skipped prompt from the checkpoint alone
         config, run_dir, model, processor, train_set, resume_from=trainer.save(), skip_ledger=SkipLedger()
     )
-    assert restored.skipped_ids == {bad.id}
+    assert restored.drawer.skipped_ids == {bad.id}
 
 
 def test_grpo_steps_whose_single_prompt_is_too_long_are_skipped_with_a_warning(small_config, tmp_path, caplog):

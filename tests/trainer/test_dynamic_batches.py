@@ -34,9 +34,9 @@ def marked_reward_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _upcoming_prompts(trainer: GRPOTrainer, count: int) -> list[Sample]:
     """The next ``count`` prompts the trainer will draw; its sampler is left where it was."""
-    position = trainer.sampler.state_dict()
-    upcoming = trainer.sampler_take(count)
-    trainer.sampler.load_state_dict(position)
+    position = trainer.drawer.sampler.state_dict()
+    upcoming = trainer.drawer.take(count)
+    trainer.drawer.sampler.load_state_dict(position)
     return upcoming
 
 
@@ -105,21 +105,21 @@ def test_dynamic_group_size_gives_uncertain_prompts_the_samples(small_config, tm
     )
     trainer = fresh_trainer(config, tmp_path / "run")
     solved, hopeless, *unseen = _upcoming_prompts(trainer, config.rollout.prompts_per_step)
-    trainer.group_sizes.load_state_dict({"counts": {solved.id: [40, 40], hopeless.id: [0, 40]}})
+    trainer.drawer.group_sizes.load_state_dict({"counts": {solved.id: [40, 40], hopeless.id: [0, 40]}})
     requested: dict[str, int] = {}
-    generate = trainer.engine.generate
+    generate = trainer.rollout_source.engine.generate
 
     def recording(samples, params, group_sizes, **kwargs):
         requested.update(zip([sample.id for sample in samples], group_sizes))
         return generate(samples, params, group_sizes, **kwargs)
 
-    monkeypatch.setattr(trainer.engine, "generate", recording)
+    monkeypatch.setattr(trainer.rollout_source.engine, "generate", recording)
     trainer.train()
 
     assert requested == {solved.id: 2, hopeless.id: 2, unseen[0].id: 6, unseen[1].id: 6}
     row = read_metrics(tmp_path / "run" / "metrics.jsonl")[0]
     assert (row["group_size/min"], row["group_size/max"], row["group_size/mean"]) == (2, 6, 4)
-    counts = trainer.group_sizes.counts
+    counts = trainer.drawer.group_sizes.counts
     assert counts[solved.id][1] == 42 and counts[hopeless.id][1] == 42  # the step's outcomes were recorded
     assert counts[unseen[0].id][1] == counts[unseen[1].id][1] == 6
 
@@ -132,7 +132,7 @@ def test_dynamic_group_size_ppo_iterations_and_dapo_options_run(small_config, tm
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert len(rows) == 3
     assert all(2 <= r["group_size/min"] <= r["group_size/max"] <= 6 for r in rows)
-    assert sum(trials for _, trials in trainer.group_sizes.counts.values()) == sum(
+    assert sum(trials for _, trials in trainer.drawer.group_sizes.counts.values()) == sum(
         r["groups"] * r["group_size/mean"] for r in rows
     )
 

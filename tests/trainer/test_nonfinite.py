@@ -87,7 +87,7 @@ def test_grpo_and_eval_leave_out_nonfinite_media_and_never_draw_them_again(small
     assert all(torch.isfinite(value).all() for value in model.parameters())
     (row,) = ledger_rows(run_dir)
     assert (row["row_id"], row["reason"], row["stage"]) == (bad.id, "non-finite media", "grpo")
-    assert bad.id not in {sample.id for sample in trainer.sampler_take(2 * len(train_set.samples))}
+    assert bad.id not in {sample.id for sample in trainer.drawer.take(2 * len(train_set.samples))}
 
     items = [bad, train_set.samples[0]]
     options = EvalOptions(samples=1, temperature=0.0, batch_size=2, max_new_tokens=4, progress=False)

@@ -156,7 +156,7 @@ def test_completions_jsonl_every_n_steps(small_config, length_reward_plugin, tmp
     trainer = train(config, run_dir)
     records = [json.loads(line) for line in (run_dir / "completions.jsonl").read_text().splitlines()]
     assert [r["step"] for r in records] == [1] * 6 + [2] * 6 + [4] * 6  # step 1 always: short runs show samples
-    samples = {sample.id: sample for sample in trainer.samples}
+    samples = {sample.id: sample for sample in trainer.drawer.samples}
     for record in records:
         assert set(record) == {"step", "sample_id", "task", "answer", "prompt", "media", "completion", "reward",
                                "rewards", "advantage", "correct", "truncated"}
