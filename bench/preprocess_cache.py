@@ -25,6 +25,7 @@ import torch
 from mmgrpo.config import load_config
 from mmgrpo.models.prompt_cache import open_prompt_cache
 from mmgrpo.trainer import sft as sft_module
+from mmgrpo.trainer import step_batch as step_batch_module
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.inputs import load_samples, media_budgets, resolve_model_path, task_model_info
 from mmgrpo.trainer.setup import load_policy
@@ -102,8 +103,9 @@ def grpo_epoch_two(setting: str, work: Path, image_size: int, prompts: int) -> d
     model, processor = load_policy(config, model_path, torch.device("cpu"))
     run_dir = work / "runs" / f"grpo-{setting}"
     run_dir.mkdir(parents=True, exist_ok=True)
+    encode = Timed(step_batch_module.build_prompt_batch)
+    step_batch_module.build_prompt_batch = encode
     trainer = GRPOTrainer(config, run_dir, model, processor, train_set)
-    trainer._encode = encode = Timed(trainer._encode)
     step_seconds, encode_seconds, hit_rates = [], [], []
     real_step = trainer.step
 
@@ -116,7 +118,10 @@ def grpo_epoch_two(setting: str, work: Path, image_size: int, prompts: int) -> d
         return metrics
 
     trainer.step = timed_step
-    trainer.train()
+    try:
+        trainer.train()
+    finally:
+        step_batch_module.build_prompt_batch = encode.function
     second = slice(steps_per_epoch, None)
     return {
         "step": statistics.median(step_seconds[second]),

@@ -30,7 +30,12 @@ from mmgrpo.config import Config
 from mmgrpo.rollout.base import SamplingParams
 from mmgrpo.trainer.backends import TrainingBackend
 from mmgrpo.trainer.prompt_drawer import PromptDrawer, RolloutRequest
-from mmgrpo.trainer.rollout_worker import RolloutWorker, WorkerSpec, warn_if_stale_uncorrected, worker_model_dir
+from mmgrpo.trainer.rollout_worker import (
+    RolloutWorker,
+    WorkerSpec,
+    warn_if_stale_uncorrected,
+    worker_model_dir,
+)
 from mmgrpo.trainer.rollouts import Group, Rollouts, ScoringRule
 from mmgrpo.trainer.step_metrics import staleness_metrics
 from mmgrpo.types import Sample

@@ -24,38 +24,34 @@ from typing import Any, Callable
 import torch
 from tqdm.auto import tqdm
 
-from mmgrpo.algos import group_advantages
 from mmgrpo.config import Config
-from mmgrpo.models.adapters import unwrap_model
-from mmgrpo.models.batch import PromptBatch, build_prompt_batch
+from mmgrpo.inputs import SampleSet
 from mmgrpo.models.prompt_cache import hit_rate_metrics, open_prompt_cache
-from mmgrpo.models.special_tokens import tokenizer_of
-from mmgrpo.models.token_text import TokenTextEnds
 from mmgrpo.reports.alerts import StepMonitor
 from mmgrpo.reports.html import refresh_report
+from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.backends import build_backend
 from mmgrpo.trainer.checkpoint import (
     TrainerState, capture_rng_state, load_trainer_state, remove_stale_staging, restore_rng_state,
     retire_checkpoints_after, save_checkpoint, save_last_finished,
 )
-from mmgrpo.trainer.kl_reference import make_reference
 from mmgrpo.trainer.interrupts import signals_allowed, signals_deferred, stop_on_signals
+from mmgrpo.trainer.kl_reference import make_reference
 from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger
 from mmgrpo.trainer.nonfinite import naming_rows
-from mmgrpo.trainer.reward_errors import record_reward_errors
-from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.prompt_drawer import DrawerState, PromptDrawer
+from mmgrpo.trainer.reward_errors import record_reward_errors
 from mmgrpo.trainer.rollout_source import SourceContext, start_rollout_source
 from mmgrpo.trainer.rollouts import Rollouts, collect_rollouts, rank_advantages
-from mmgrpo.inputs import SampleSet, media_budgets
 from mmgrpo.trainer.setup import scoring_rule
-from mmgrpo.trainer.process_steps import step_advantages
-from mmgrpo.trainer.step_metrics import (
-    advantage_metrics, completion_records, rollout_metrics, step_timing,
-)
+from mmgrpo.trainer.step_batch import StepBatchBuilder
+from mmgrpo.trainer.step_metrics import advantage_metrics, completion_records, rollout_metrics, step_timing
 from mmgrpo.trainer.update import (
-    LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, grpo_optimizer_spec, policy_update,
-    sampler_logprobs,
+    LossSettings,
+    UpdateSettings,
+    batch_logprobs,
+    grpo_optimizer_spec,
+    policy_update,
 )
 
 logger = logging.getLogger(__name__)
@@ -86,7 +82,6 @@ class GRPOTrainer:
     ) -> None:
         self.config, self.run_dir, self.model, self.processor = config, run_dir, model, processor
         self.evaluate = evaluate
-        self.budgets = media_budgets(config.model, processor)
         self.scoring = {name: scoring_rule(config, task) for name, task in train_set.tasks.items()}
         resumed = load_trainer_state(resume_from) if resume_from is not None else None
         recorded = resumed.reference if resumed is not None else None  # a run keeps its first reference
@@ -106,12 +101,13 @@ class GRPOTrainer:
         self.saved_step: int | None = None  # the step of the newest checkpoint this trainer wrote
         if resumed is not None:
             self._restore(resumed, resume_from)
-        self.prompt_cache = None  # opened once the source says whether its engine takes cached media
+        self.batches = StepBatchBuilder(config, model, processor)
         self.rollout_source = start_rollout_source(SourceContext(  # from the restored weights
-            config, model, processor, self.backend, self.drawer, self.scoring, self._encode, run_dir, self.step_index,
+            config, model, processor, self.backend, self.drawer, self.scoring, self.batches.encode, run_dir,
+            self.step_index,
         ))
-        self.prompt_cache = None if self.rollout_source.needs_loaded_media else open_prompt_cache(config)
-        self.token_text_ends = TokenTextEnds(tokenizer_of(processor))  # places process-reward steps on tokens
+        if not self.rollout_source.needs_loaded_media:  # the trainer's prompt batches also feed a sync engine
+            self.batches.prompt_cache = open_prompt_cache(config)
         self.monitor = StepMonitor(config.log.alerts)  # training-health warnings in the log
         self.metrics = MetricsLogger(
             run_dir, tensorboard=config.log.tensorboard, wandb=config.log.wandb,
@@ -213,7 +209,8 @@ class GRPOTrainer:
         cfg = self.config
         started = time.perf_counter()
         backend = self.backend
-        cache_before = self.prompt_cache.stats.snapshot() if self.prompt_cache is not None else None
+        cache = self.batches.prompt_cache
+        cache_before = cache.stats.snapshot() if cache is not None else None
         with signals_allowed():  # collecting rollouts changes nothing a checkpoint keeps: a stop may cut it
             self.model.eval()
             rollouts = collect_rollouts(
@@ -232,8 +229,8 @@ class GRPOTrainer:
                 logger.warning("step %d: a rank has no informative group to train on", self.step_index + 1)
                 rollout_done = time.perf_counter()
                 return metrics | step_timing(started, rollout_done, rollout_done, rollout_done)
-            advantages, mine = rank_advantages(parts, backend.rank, self._advantages)
-            batch = self._step_batch(rollouts, mine)  # advantages and the training batch count as rollout time
+            advantages, mine = rank_advantages(parts, backend.rank, self.batches.advantages)
+            batch = self.batches.build(rollouts, mine)  # advantages and the training batch count as rollout time
             rollout_done = time.perf_counter()
             if self.reference is not None:
                 batch.ref_logp = batch_logprobs(
@@ -249,7 +246,7 @@ class GRPOTrainer:
             self.rollout_source.publish_weights()
         metrics |= advantage_metrics(advantages)
         if cache_before is not None:
-            metrics |= hit_rate_metrics(self.prompt_cache.stats.since(cache_before))
+            metrics |= hit_rate_metrics(cache.stats.since(cache_before))
         metrics |= backend.all_reduce(step_timing(started, rollout_done, reference_done, time.perf_counter()), "max")
         metrics["tokens_per_second"] = metrics["length/total"] / metrics["time/step"]
         if backend.is_main_process:
@@ -261,47 +258,6 @@ class GRPOTrainer:
         """Rollout batches drawn but not trained on (in flight to the worker, or restored and not yet
         requested), oldest first: a checkpoint records them and a resumed run requests them first."""
         return [request.to_dict() for request in [*self.rollout_source.in_flight(), *self.drawer.pending]]
-
-    def _encode(self, samples: list) -> PromptBatch:
-        return build_prompt_batch(
-            self.processor, samples, self.budgets, family=_model_type(self.model),
-            max_prompt_len=self.config.data.max_prompt_tokens, cache=self.prompt_cache,
-        )
-
-    def _advantages(self, rollouts: Rollouts) -> torch.Tensor:
-        algo = self.config.algo
-        return group_advantages(
-            rollouts.rewards(), rollouts.group_sizes, estimator=algo.advantage_estimator,
-            scale_std=algo.scale_std, scale=algo.scale, eps=algo.advantage_eps,
-        )  # [N]
-
-    def _step_batch(self, rollouts: Rollouts, advantages: torch.Tensor) -> StepBatch:
-        """This rank's training batch of ``rollouts`` with their ``advantages`` ``[N]``."""
-        cfg = self.config
-        completions = rollouts.completions
-        token_ids = [c.token_ids for c in completions]
-        prompts = rollouts.prompt_batch(self._encode)
-        include = [not (cfg.algo.mask_truncated and c.truncated) for c in completions]
-        loss_mask = build_loss_mask(token_ids, include, prompts.pad_token_id).to(_device(self.model))
-        process = self._process_advantages(rollouts, loss_mask.shape[1])  # [N, Tc] or None
-        if process is not None:
-            advantages = advantages[:, None] + cfg.algo.process_reward_weight * process  # [N, Tc]
-        return StepBatch(
-            prompts=prompts.to(_device(self.model)),
-            completions=token_ids,
-            group_sizes=rollouts.group_sizes,
-            advantages=advantages.to(_device(self.model)),
-            loss_mask=loss_mask,
-            sampler_logp=sampler_logprobs(completions, loss_mask),
-        )
-
-    def _process_advantages(self, rollouts: Rollouts, length: int) -> torch.Tensor | None:
-        """Token advantages ``[N, length]`` of the process rewards' steps; None when no completion has
-        steps or ``algo.process_reward_weight`` is 0."""
-        if self.config.algo.process_reward_weight == 0:
-            return None
-        algo = self.config.algo
-        return step_advantages(rollouts, self.token_text_ends, length, scale_std=algo.scale_std, eps=algo.advantage_eps)
 
     def _maybe_log_completions(self, rollouts: Rollouts, advantages: torch.Tensor) -> None:
         """At step 1 and every ``log.log_completions_every`` steps, the first ``log.completions_per_log``
@@ -358,14 +314,6 @@ class _Finished:
     rng: dict[str, Any]
     optimizer_steps: int  # scheduler.last_epoch: moves with each optimizer step
     unconsumed: list[dict[str, Any]]  # rollout batches drawn and not trained on
-
-
-def _model_type(model: torch.nn.Module) -> str:
-    return unwrap_model(model).config.model_type
-
-
-def _device(model: torch.nn.Module) -> torch.device:
-    return next(model.parameters()).device
 
 
 def _progress_bar(total: int, initial: int, *, enabled: bool) -> tqdm:

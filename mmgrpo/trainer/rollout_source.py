@@ -20,7 +20,13 @@ from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.trainer.async_rollouts import AsyncRollouts
 from mmgrpo.trainer.backends import TrainingBackend
 from mmgrpo.trainer.prompt_drawer import PromptDrawer, RolloutRequest
-from mmgrpo.trainer.rollouts import Group, Rollouts, ScoringRule, sample_round, with_round_seed
+from mmgrpo.trainer.rollouts import (
+    Group,
+    Rollouts,
+    ScoringRule,
+    sample_round,
+    with_round_seed,
+)
 from mmgrpo.trainer.setup import build_engine, sampling_params
 from mmgrpo.types import Sample
 

@@ -43,13 +43,13 @@ def _upcoming_prompts(trainer: GRPOTrainer, count: int) -> list[Sample]:
 def _record_trained_groups(trainer: GRPOTrainer, monkeypatch) -> list[list[str]]:
     """Per step, the sample ids of the groups the update trains on (the step batch's groups)."""
     trained: list[list[str]] = []
-    build = trainer._step_batch
+    build = trainer.batches.build
 
     def recording(rollouts, advantages):
         trained.append([group.sample.id for group in rollouts.groups])
         return build(rollouts, advantages)
 
-    monkeypatch.setattr(trainer, "_step_batch", recording)
+    monkeypatch.setattr(trainer.batches, "build", recording)
     return trained
 
 
