@@ -13,13 +13,16 @@ import datetime
 import os
 import socket
 from collections.abc import Iterator
+from collections.abc import Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 
 from mmgrpo.config.validation import launched_world_size
+
+ReduceOp = Literal["sum", "mean", "max", "min"]
 
 
 def one_process_group_unless_launched() -> None:
@@ -49,8 +52,13 @@ def init_process_group(timeout_seconds: float) -> None:
 
 @dataclass(frozen=True)
 class Ranks:
+    """This process's place among the ranks, and the collectives over their default process group
+    (each a no-op for a group of one). ``device``: where the communication back end reduces tensors
+    (CPU for gloo, this rank's GPU for NCCL)."""
+
     rank: int = 0
     world_size: int = 1
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     @classmethod
     def join(cls, timeout_seconds: float) -> Ranks:
@@ -58,7 +66,14 @@ class Ranks:
         if launched_world_size() == 1:
             return cls()
         init_process_group(timeout_seconds)
-        return cls(torch.distributed.get_rank(), torch.distributed.get_world_size())
+        return cls.of_process_group()
+
+    @classmethod
+    def of_process_group(cls, device: torch.device | None = None) -> Ranks:
+        """This process in the default process group (which exists); ``device`` as the back end placed the model."""
+        if device is None:
+            device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+        return cls(torch.distributed.get_rank(), torch.distributed.get_world_size(), device)
 
     @property
     def is_main_process(self) -> bool:
@@ -78,12 +93,37 @@ class Ranks:
             self.barrier()
 
     def gather(self, value: Any) -> list[Any]:
-        """Every rank's ``value`` (picklable), in rank order, on every rank."""
+        """Every rank's ``value`` (picklable, small), in rank order, on every rank."""
         if self.world_size == 1:
             return [value]
         values: list[Any] = [None] * self.world_size
         torch.distributed.all_gather_object(values, value)
         return values
+
+    def broadcast_object(self, value: Any) -> Any:
+        """The main process's ``value`` on every rank."""
+        if self.world_size == 1:
+            return value
+        box = [value]
+        torch.distributed.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
+        """``values`` reduced over all ranks with ``op``, in one collective; every rank passes the same
+        keys and gets the result."""
+        names = sorted(values)
+        if self.world_size == 1 or not names:
+            return dict(values)
+        packed = torch.tensor([float(values[name]) for name in names], dtype=torch.float64, device=self.device)  # [K]
+        torch_op = {"sum": "SUM", "mean": "SUM", "max": "MAX", "min": "MIN"}[op]
+        torch.distributed.all_reduce(packed, op=getattr(torch.distributed.ReduceOp, torch_op))
+        if op == "mean":
+            packed /= self.world_size
+        return dict(zip(names, packed.tolist()))
+
+    def all_ranks(self, flag: bool) -> bool:
+        """True when ``flag`` is true on every rank (every rank gets the answer)."""
+        return self.all_reduce({"flag": float(flag)}, "min")["flag"] == 1.0
 
     def share_main_weights(self, model: torch.nn.Module) -> None:
         """Every rank takes the main process's weights (replicated work, e.g. SFT, may differ in the last bits)."""

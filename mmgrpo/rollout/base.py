@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_chec
 
 import torch
 
+from mmgrpo.distributed import Ranks
 from mmgrpo.models.batch import PROMPT_TOO_LONG, MediaBudgets, PromptBatch
 from mmgrpo.registry import Registry
 from mmgrpo.skipped_rows import SkippedRow
@@ -33,27 +34,14 @@ LogprobsMode = Literal["raw", "processed"]
 
 class WeightSource(Protocol):
     """What an engine needs of the training back end that prepared its model (the trainer's back ends have it
-    all): whether weights are sharded over ranks, how to gather them, and how ranks agree."""
+    all): whether weights are sharded over ranks, how to gather them, and the ranks they are on."""
 
-    world_size: int
+    ranks: Ranks
     shards_weights: bool
     """True when forward passes gather weights from every rank (all ranks must run the same ones)."""
 
-    @property
-    def is_main_process(self) -> bool:
-        """True on the rank that writes files (rank 0)."""
-        ...
-
-    def all_ranks(self, flag: bool) -> bool:
-        """True when ``flag`` is true on every rank."""
-        ...
-
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The whole model's weights on the main process; ``{}`` on other ranks."""
-        ...
-
-    def barrier(self) -> None:
-        """Wait until every rank gets here."""
         ...
 
 

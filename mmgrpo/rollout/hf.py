@@ -86,7 +86,7 @@ class HFEngine:
         synced = backend is not None and backend.shards_weights
         return cls(
             model, processor, group_shared=config.train.group_shared_encoding, budgets=budgets,
-            max_prompt_len=config.data.max_prompt_tokens, all_ranks_done=backend.all_ranks if synced else None,
+            max_prompt_len=config.data.max_prompt_tokens, all_ranks_done=backend.ranks.all_ranks if synced else None,
             cache=open_prompt_cache(config),
         )
 

@@ -225,7 +225,7 @@ class VLLMServerEngine(VLLMSampling):
         ("host:port" the server's workers can reach, a port free here) broadcasts the weights over a
         process group of the trainer and the server's workers instead of going through files."""
         super().__init__(model, processor, budgets=budgets, max_prompt_len=max_prompt_len, logprobs_mode="raw")
-        self.backend = backend if backend is not None and backend.world_size > 1 else None
+        self.backend = backend if backend is not None and backend.ranks.world_size > 1 else None
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.retries = retries
@@ -233,7 +233,7 @@ class VLLMServerEngine(VLLMSampling):
         self._wait_until_healthy(wait_s)
         info = self._check_engine(str(next(model.parameters()).dtype).removeprefix("torch."))
         self.sync_group = None
-        if sync_address is not None and (self.backend is None or self.backend.is_main_process):
+        if sync_address is not None and (self.backend is None or self.backend.ranks.is_main_process):
             self.sync_group = self._join_sync_group(sync_address, info["workers"])
         self.update_weights(model)
 
@@ -259,9 +259,9 @@ class VLLMServerEngine(VLLMSampling):
         if not isinstance(model_or_state_dict, torch.nn.Module):
             raise TypeError("on several ranks the server engine gathers the weights itself: pass the policy module")
         gathered = self.backend.full_state_dict()  # collective; the whole weights on the main process only
-        if self.backend.is_main_process:
+        if self.backend.ranks.is_main_process:
             self._push(checkpoint_named(model_or_state_dict, gathered))
-        self.backend.barrier()
+        self.backend.ranks.barrier()
 
     def _push(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         if self.sync_group is None:

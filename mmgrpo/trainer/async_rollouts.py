@@ -74,9 +74,9 @@ class AsyncRollouts:
         scoring: Mapping[str, ScoringRule], params_for: Callable[[int], SamplingParams], *, run_dir: Path, version: int,
     ) -> AsyncRollouts:
         """A worker process on a copy of ``model`` as it is now (written once, read by every rank's worker)."""
-        model_dir = worker_model_dir(model, processor, run_dir, backend.shards_weights) if backend.is_main_process else None
+        model_dir = worker_model_dir(model, processor, run_dir, backend.shards_weights) if backend.ranks.is_main_process else None
         spec = WorkerSpec(
-            config=config.to_dict(), model_dir=backend.broadcast_object(model_dir),
+            config=config.to_dict(), model_dir=backend.ranks.broadcast_object(model_dir),
             device=config.rollout.worker_device or str(next(model.parameters()).device), scoring=dict(scoring),
         )
         warn_if_stale_uncorrected(config)

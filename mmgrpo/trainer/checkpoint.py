@@ -105,14 +105,14 @@ def save_checkpoint(
     ``rng`` is the generator state to record (default: the current one). With a training
     ``backend``, every rank calls this and the back end saves the optimizer and gathers the weights.
     """
-    main = backend is None or backend.is_main_process
+    main = backend is None or backend.ranks.is_main_process
     final = checkpoint_root / f"step-{state.step}"
     staging = _new_staging(final) if main else None
     weights = None
     if backend is not None:
-        staging = Path(backend.broadcast_object(str(staging) if main else None))
+        staging = Path(backend.ranks.broadcast_object(str(staging) if main else None))
         state.optimizer = backend.save_optimizer(staging)
-        backend.barrier()  # every rank's shard files are written
+        backend.ranks.barrier()  # every rank's shard files are written
         weights = backend.full_state_dict() if backend.shards_weights else None  # else the module here is whole
     if main:
         state.rng = rng if rng is not None else capture_rng_state()
@@ -123,7 +123,7 @@ def save_checkpoint(
             for _, old in step_dirs(checkpoint_root)[:-keep_last]:
                 shutil.rmtree(old)
     if backend is not None:
-        backend.barrier()  # no rank goes on (or reads the checkpoint) before it is in place
+        backend.ranks.barrier()  # no rank goes on (or reads the checkpoint) before it is in place
     return final
 
 

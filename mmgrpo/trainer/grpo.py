@@ -92,10 +92,10 @@ class GRPOTrainer:
             self.reference.module = self.backend.prepare_frozen(self.reference.module)
         self.optimizer, self.scheduler = self.backend.optimizer, self.backend.scheduler
         self.loss_settings = LossSettings.from_config(config)
-        self.update_settings = UpdateSettings.from_config(config, self.backend.world_size)
+        self.update_settings = UpdateSettings.from_config(config, self.backend.ranks.world_size)
         self.drawer = PromptDrawer(
             config, train_set, skip_ledger if skip_ledger is not None else SkipLedger(run_dir / LEDGER_FILE),
-            rank=self.backend.rank, world_size=self.backend.world_size,
+            rank=self.backend.ranks.rank, world_size=self.backend.ranks.world_size,
         )
         self.step_index = 0
         self.saved_step: int | None = None  # the step of the newest checkpoint this trainer wrote
@@ -113,7 +113,7 @@ class GRPOTrainer:
             run_dir, tensorboard=config.log.tensorboard, wandb=config.log.wandb,
             wandb_project=config.log.wandb_project, run_name=run_dir.name, config=config.to_dict(),
             resume_step=self.step_index if resumed is not None else None,
-        ) if self.backend.is_main_process else SilentMetricsLogger()
+        ) if self.backend.ranks.is_main_process else SilentMetricsLogger()
 
     # -- the loop ---------------------------------------------------------------------
     def train(self) -> None:
@@ -124,7 +124,7 @@ class GRPOTrainer:
         """
         cfg = self.config
         progress = _progress_bar(
-            cfg.train.steps, self.step_index, enabled=cfg.log.progress_bar and self.backend.is_main_process
+            cfg.train.steps, self.step_index, enabled=cfg.log.progress_bar and self.backend.ranks.is_main_process
         )
         finished = self._finished_state()
         try:
@@ -147,7 +147,7 @@ class GRPOTrainer:
                     if every and self.step_index % every == 0 and not last:
                         self.save()
                     every = cfg.log.report_every_n_steps
-                    if every and self.step_index % every == 0 and not last and self.backend.is_main_process:
+                    if every and self.step_index % every == 0 and not last and self.backend.ranks.is_main_process:
                         refresh_report(self.run_dir, cfg.log.alerts)
                 self.save()
         except (KeyboardInterrupt, Exception) as failure:
@@ -172,7 +172,7 @@ class GRPOTrainer:
                     metrics |= {f"eval/{k}": v for k, v in self.evaluate(f"step-{self.step_index}").items()}
         finally:
             self.metrics.log(self.step_index, metrics)
-            if self.backend.is_main_process:
+            if self.backend.ranks.is_main_process:
                 for alert in self.monitor.observe(self.step_index, metrics):
                     logger.warning("step %d: %s", alert.step, alert.message)
 
@@ -187,9 +187,9 @@ class GRPOTrainer:
         """The emergency checkpoint: the state after the last finished step, if the weights still are.
         Several ranks save together only on a stop request (every rank gets the signal): after an
         error on one rank the others are elsewhere, and a collective save would wait for them."""
-        if self.backend.world_size > 1 and not isinstance(failure, KeyboardInterrupt):
+        if self.backend.ranks.world_size > 1 and not isinstance(failure, KeyboardInterrupt):
             logger.error("rank %d failed during step %d: no emergency checkpoint with %d ranks; resume from the "
-                         "last saved one", self.backend.rank, self.step_index + 1, self.backend.world_size)
+                         "last saved one", self.backend.ranks.rank, self.step_index + 1, self.backend.ranks.world_size)
             return
         if self.saved_step == self.step_index:
             logger.warning("stopped during step %d: step %d is already saved", self.step_index + 1, self.step_index)
@@ -215,21 +215,21 @@ class GRPOTrainer:
             self.model.eval()
             rollouts = collect_rollouts(
                 lambda round_index: self.rollout_source.next_round(self.step_index, round_index),
-                num_prompts=cfg.rollout.prompts_per_step // backend.world_size,
+                num_prompts=cfg.rollout.prompts_per_step // backend.ranks.world_size,
                 dynamic_sampling=cfg.algo.dynamic_sampling, max_resample_rounds=cfg.algo.max_resample_rounds,
-                all_ranks_full=backend.all_ranks,
+                all_ranks_full=backend.ranks.all_ranks,
             )
-            parts = backend.gather_objects(rollouts.summary())  # every rank's groups, in rank order, no media
+            parts = backend.ranks.gather(rollouts.summary())  # every rank's groups, in rank order, no media
             everyone = Rollouts.merged(parts)
-            self.drawer.record(everyone, step=self.step_index + 1, write_ledger=backend.is_main_process)
-            if backend.is_main_process:
+            self.drawer.record(everyone, step=self.step_index + 1, write_ledger=backend.ranks.is_main_process)
+            if backend.ranks.is_main_process:
                 record_reward_errors(self.run_dir, self.step_index + 1, everyone.reward_errors)
             metrics = rollout_metrics(everyone) | self.rollout_source.step_metrics(everyone.groups, self.step_index)
-            if not backend.all_ranks(bool(rollouts.groups)):
+            if not backend.ranks.all_ranks(bool(rollouts.groups)):
                 logger.warning("step %d: a rank has no informative group to train on", self.step_index + 1)
                 rollout_done = time.perf_counter()
                 return metrics | step_timing(started, rollout_done, rollout_done, rollout_done)
-            advantages, mine = rank_advantages(parts, backend.rank, self.batches.advantages)
+            advantages, mine = rank_advantages(parts, backend.ranks.rank, self.batches.advantages)
             batch = self.batches.build(rollouts, mine)  # advantages and the training batch count as rollout time
             rollout_done = time.perf_counter()
             if self.reference is not None:
@@ -247,9 +247,9 @@ class GRPOTrainer:
         metrics |= advantage_metrics(advantages)
         if cache_before is not None:
             metrics |= hit_rate_metrics(cache.stats.since(cache_before))
-        metrics |= backend.all_reduce(step_timing(started, rollout_done, reference_done, time.perf_counter()), "max")
+        metrics |= backend.ranks.all_reduce(step_timing(started, rollout_done, reference_done, time.perf_counter()), "max")
         metrics["tokens_per_second"] = metrics["length/total"] / metrics["time/step"]
-        if backend.is_main_process:
+        if backend.ranks.is_main_process:
             self._maybe_log_completions(everyone, advantages)
         return metrics
 
@@ -278,7 +278,7 @@ class GRPOTrainer:
             scheduler=self.scheduler.state_dict(),
             data=self.drawer.sampler.state_dict(),
             extra=self.drawer.checkpoint_extra(
-                self.backend.gather_objects(self._unconsumed() if unconsumed is None else unconsumed)
+                self.backend.ranks.gather(self._unconsumed() if unconsumed is None else unconsumed)
             ),
             reference=self.reference_source,
         )
@@ -299,10 +299,10 @@ class GRPOTrainer:
         self.step_index = state.step
         if checkpoint_dir.resolve().parent == (self.run_dir / "checkpoints").resolve():
             self.saved_step = state.step
-        if self.backend.is_main_process:
+        if self.backend.ranks.is_main_process:
             retire_checkpoints_after(self.run_dir / "checkpoints", state.step)
             remove_stale_staging(self.run_dir / "checkpoints")  # a killed save's leftovers: free the disk now
-        self.backend.barrier()
+        self.backend.ranks.barrier()
         logger.info("resumed from %s at step %d", checkpoint_dir, state.step)
 
 

@@ -70,7 +70,7 @@ class SourceContext:
 
     def params_for(self, batch: int) -> SamplingParams:
         """This rank's sampling parameters of rollout batch ``batch`` (sync mode: step ``batch``)."""
-        seed = self.config.seed * _STEP_SEED_STRIDE + batch + self.backend.rank * _RANK_SEED_STRIDE
+        seed = self.config.seed * _STEP_SEED_STRIDE + batch + self.backend.ranks.rank * _RANK_SEED_STRIDE
         return sampling_params(self.config, seed=seed)
 
 

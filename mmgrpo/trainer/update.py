@@ -163,7 +163,7 @@ def balanced_chunks(backend: TrainingBackend, group_sizes: Sequence[int], limit:
     """This rank's chunks of about ``limit`` completions, then repeats of its first (that count for
     nothing) until it has as many as the rank with the most."""
     chunks = [Chunk(rows, part) for rows, part in group_chunks(group_sizes, limit)]
-    most = int(backend.all_reduce({"chunks": len(chunks)}, "max")["chunks"])
+    most = int(backend.ranks.all_reduce({"chunks": len(chunks)}, "max")["chunks"])
     return chunks + [replace(chunks[0], counts=False)] * (most - len(chunks))
 
 
@@ -265,9 +265,9 @@ def _sampler_comparison(
         means["rollout/is_ratio_mean"] = float(ratios["ratio_mean"]) * tokens
         means["rollout/is_capped_frac"] = float(ratios["capped_frac"]) * tokens
         maxima["rollout/is_ratio_max"] = float(ratios["ratio_max"])
-    summed = backend.all_reduce(means)
+    summed = backend.ranks.all_reduce(means)
     total = max(summed.pop("tokens"), 1.0)
-    return {name: value / total for name, value in summed.items()} | backend.all_reduce(maxima, "max")
+    return {name: value / total for name, value in summed.items()} | backend.ranks.all_reduce(maxima, "max")
 
 
 def _accumulate_gradients(
@@ -285,7 +285,7 @@ def _accumulate_gradients(
     loss was not finite (none: []). ``keep_logp`` (``[n, Tc]``), when given, receives the
     log-probs of the forward passes (before this mini-batch's optimizer step)."""
     local = _normaliser(batch.loss_mask, loss_settings.agg) if counts else 0.0
-    normaliser = backend.all_reduce({"normaliser": local})["normaliser"]
+    normaliser = backend.ranks.all_reduce({"normaliser": local})["normaliser"]
     stats: dict[str, float] = defaultdict(float)
     suspects: list[str] = []
     if normaliser == 0:  # every completion masked out (e.g. all truncated)
@@ -326,7 +326,7 @@ def _accumulate_gradients(
             stats[name] += float(value) * weight
         if entropy is not None:
             stats["entropy"] += float(masked_mean(entropy.detach(), mask.bool())) * weight
-    return backend.all_reduce(stats), suspects
+    return backend.ranks.all_reduce(stats), suspects
 
 
 def _normaliser(loss_mask: torch.Tensor, agg: str) -> float:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -102,17 +104,13 @@ def test_an_unreachable_server_is_a_clear_error(policy) -> None:
 class FakeRanks:
     """A two-rank back end stand-in: records the gather and the barrier."""
 
-    world_size = 2
-
     def __init__(self, main: bool, state: dict) -> None:
-        self.is_main_process, self.state, self.calls = main, state, []
+        self.state, self.calls = state, []
+        self.ranks = SimpleNamespace(world_size=2, is_main_process=main, barrier=lambda: self.calls.append("barrier"))
 
     def full_state_dict(self) -> dict:
         self.calls.append("gather")
-        return self.state if self.is_main_process else {}
-
-    def barrier(self) -> None:
-        self.calls.append("barrier")
+        return self.state if self.ranks.is_main_process else {}
 
 
 @pytest.mark.parametrize("main", [True, False])

@@ -99,7 +99,7 @@ def train_on_fixed_rollouts(
         samples_per_step=PROMPTS * GROUP_SIZE,
     )
     backend = backend_class(model, spec, train) if backend_class else build_backend(model, spec, train)
-    batch = rank_share(fixed_batch(processor, model.config.model_type), backend.rank, backend.world_size)
+    batch = rank_share(fixed_batch(processor, model.config.model_type), backend.ranks.rank, backend.ranks.world_size)
     backend.model.train()
     metrics = policy_update(backend, batch, LOSS, UpdateSettings(num_iterations=STEPS, micro_batch_size=MICRO_BATCH))
     reference, _ = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")

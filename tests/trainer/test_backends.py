@@ -8,12 +8,14 @@ import copy
 import json
 import sys
 import typing
+from dataclasses import dataclass
 
 import pytest
 import torch
 
 from mmgrpo.config import ConfigError, load_config
 from mmgrpo.config.schema import TrainConfig
+from mmgrpo.distributed import Ranks
 from mmgrpo.trainer.backends import BACKENDS, OptimizerSpec, SingleProcessBackend, build_backend
 from mmgrpo.trainer.backends.deepspeed_config import implied_settings, merged_config, read_user_config
 from mmgrpo.trainer.backends.fsdp2 import sharding_units
@@ -37,7 +39,7 @@ SPEC = OptimizerSpec(lr=0.1, weight_decay=0.01, total_steps=4, schedule="linear"
 def test_single_step_clips_steps_and_schedules_as_torch_does_by_hand():
     model, by_hand = _model(), _model()
     backend = build_backend(model, SPEC, TrainConfig())
-    assert isinstance(backend, SingleProcessBackend) and backend.is_main_process and backend.world_size == 1
+    assert isinstance(backend, SingleProcessBackend) and backend.ranks.is_main_process and backend.ranks.world_size == 1
     backend.backward(_loss(model))
     norm = backend.step()
 
@@ -57,7 +59,7 @@ def test_single_step_clips_steps_and_schedules_as_torch_does_by_hand():
 def test_single_full_state_dict_and_all_reduce_are_this_process():
     backend = build_backend(_model(), SPEC, TrainConfig())
     assert backend.full_state_dict().keys() == backend.model.state_dict().keys()
-    assert backend.all_reduce({"loss": 2.5, "tokens": 7.0}, op="mean") == {"loss": 2.5, "tokens": 7.0}
+    assert backend.ranks.all_reduce({"loss": 2.5, "tokens": 7.0}, op="mean") == {"loss": 2.5, "tokens": 7.0}
 
 
 def test_backends_are_registered_by_the_names_the_config_offers():
@@ -205,6 +207,19 @@ def test_launched_ranks_need_a_distributed_backend_and_batches_that_split(monkey
         load_config(None, ["train.backend=fsdp2", "rollout.prompts_per_step=6", "train.micro_batch_size=8"])
 
 
+@dataclass(frozen=True)
+class BusierOtherRank(Ranks):
+    """One process whose "max" over ranks of the micro-batch count is ``extra_chunks`` higher."""
+
+    extra_chunks: int = 0
+
+    def all_reduce(self, values, op="sum"):  # noqa: ANN001, ANN201
+        reduced = dict(values)
+        if op == "max" and reduced.get("chunks", 0) > 1:  # micro-batches (the one mini-batch has 1 chunk)
+            reduced["chunks"] += self.extra_chunks
+        return reduced
+
+
 class CountingForwards(SingleProcessBackend):
     """One process that counts the language model's forward passes (embedding calls)."""
 
@@ -213,14 +228,9 @@ class CountingForwards(SingleProcessBackend):
 
     def __init__(self, model, spec, train) -> None:  # noqa: ANN001
         super().__init__(model, spec, train)
+        self.ranks = BusierOtherRank(extra_chunks=self.extra_chunks)
         counter = type(self)
         model.get_input_embeddings().register_forward_hook(lambda *_: setattr(counter, "forwards", counter.forwards + 1))
-
-    def all_reduce(self, values, op="sum"):  # noqa: ANN001, ANN201
-        reduced = dict(values)
-        if op == "max" and reduced.get("chunks", 0) > 1:  # micro-batches (the one mini-batch has 1 chunk)
-            reduced["chunks"] += self.extra_chunks
-        return reduced
 
 
 class BehindBusierRanks(CountingForwards):

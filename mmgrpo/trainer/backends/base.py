@@ -10,8 +10,8 @@ the weights, gradients and optimizer state live. The trainer only ever:
   those of one process holding the whole batch;
 - calls ``backend.step()`` once per mini-batch: clip to the configured max norm, optimizer
   and learning-rate steps, zero the gradients; it returns the gradient norm before clipping;
-- reduces numbers across ranks with ``backend.all_reduce`` (and exchanges small Python objects
-  with ``gather_objects`` / ``broadcast_object``, agrees with ``all_ranks``);
+- reduces numbers across ranks with ``backend.ranks.all_reduce`` (and exchanges small Python objects
+  with ``ranks.gather`` / ``ranks.broadcast_object``, agrees with ``ranks.all_ranks``);
 - saves and restores the optimizer through ``save_optimizer`` / ``load_optimizer``, which a
   checkpoint calls on every rank.
 
@@ -26,21 +26,19 @@ does that for a config.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
+from mmgrpo.distributed import Ranks
 from mmgrpo.registry import Registry
 from mmgrpo.trainer.optim import Schedule, build_optimizer, build_scheduler
 
 if TYPE_CHECKING:
     from mmgrpo.config.schema import TrainConfig
-
-ReduceOp = Literal["sum", "mean", "max", "min"]
-
 
 @dataclass(frozen=True)
 class OptimizerSpec:
@@ -82,15 +80,10 @@ class TrainingBackend(Protocol):
     """The optimizer as the back end wraps it; ``state_dict()`` is this rank's state."""
     scheduler: torch.optim.lr_scheduler.LRScheduler
     """The learning-rate schedule; ``last_epoch`` counts optimizer steps taken."""
-    rank: int
-    world_size: int
+    ranks: Ranks
+    """This process among the ranks, and their collectives."""
     shards_weights: bool
     """True when forward passes gather weights from every rank (all ranks must run the same ones)."""
-
-    @property
-    def is_main_process(self) -> bool:
-        """True on the rank that writes files (rank 0)."""
-        ...
 
     def backward(self, loss: torch.Tensor) -> None:
         """Add the gradient of ``loss`` (this rank's share of a summed global loss) to the gradients."""
@@ -125,26 +118,6 @@ class TrainingBackend(Protocol):
         so that no rank holds all of it when the policy's are sharded; the module to call."""
         ...
 
-    def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
-        """``values`` reduced over all ranks with ``op`` (every rank gets the result)."""
-        ...
-
-    def all_ranks(self, flag: bool) -> bool:
-        """True when ``flag`` is true on every rank (every rank gets the answer)."""
-        ...
-
-    def gather_objects(self, value: Any) -> list[Any]:
-        """Every rank's ``value`` (picklable, small), in rank order, on every rank."""
-        ...
-
-    def broadcast_object(self, value: Any) -> Any:
-        """The main process's ``value`` on every rank."""
-        ...
-
-    def barrier(self) -> None:
-        """Wait until every rank gets here."""
-        ...
-
     def save_optimizer(self, folder: Path) -> dict[str, Any] | None:
         """Called on every rank while a checkpoint is written into ``folder``: returns the optimizer
         state the checkpoint's trainer state records (on the main process), or writes this rank's
@@ -156,56 +129,8 @@ class TrainingBackend(Protocol):
         ...
 
 
-class ProcessGroupMember:
-    """Rank bookkeeping and collectives over the default process group, for the distributed back ends
-    (which set ``rank``, ``world_size`` and ``device``, the communication back end's device)."""
-
-    rank: int
-    world_size: int
-    device: torch.device
-
-    @property
-    def is_main_process(self) -> bool:
-        return self.rank == 0
-
-    def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
-        return reduce_across_ranks(values, op, self.device)
-
-    def all_ranks(self, flag: bool) -> bool:
-        return self.all_reduce({"flag": float(flag)}, "min")["flag"] == 1.0
-
-    def gather_objects(self, value: Any) -> list[Any]:
-        gathered: list[Any] = [None] * self.world_size
-        torch.distributed.all_gather_object(gathered, value)
-        return gathered
-
-    def broadcast_object(self, value: Any) -> Any:
-        box = [value]
-        torch.distributed.broadcast_object_list(box, src=0)
-        return box[0]
-
-    def barrier(self) -> None:
-        torch.distributed.barrier()
-
-
 BackendFactory = type[TrainingBackend]
 BACKENDS: Registry[BackendFactory] = Registry("training back end")
-
-
-def reduce_across_ranks(
-    values: Mapping[str, float], op: ReduceOp, device: torch.device
-) -> dict[str, float]:
-    """``values`` reduced over the default process group, in one collective on ``device`` (the
-    communication back end's: CPU for gloo, the GPU for NCCL). Every rank must pass the same keys."""
-    names = sorted(values)
-    if not names:
-        return {}
-    packed = torch.tensor([float(values[name]) for name in names], dtype=torch.float64, device=device)  # [K]
-    torch_op = {"sum": "SUM", "mean": "SUM", "max": "MAX", "min": "MIN"}[op]
-    torch.distributed.all_reduce(packed, op=getattr(torch.distributed.ReduceOp, torch_op))
-    if op == "mean":
-        packed /= torch.distributed.get_world_size()
-    return dict(zip(names, packed.tolist()))
 
 
 def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:

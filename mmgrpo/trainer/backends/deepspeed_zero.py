@@ -25,7 +25,8 @@ import torch
 from mmgrpo.config.errors import ConfigError
 from mmgrpo.distributed import one_process_group_unless_launched
 from mmgrpo.models.policy_weights import plain_weights
-from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, ProcessGroupMember
+from mmgrpo.distributed import Ranks
+from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec
 from mmgrpo.trainer.backends.deepspeed_config import implied_settings, merged_config, read_user_config
 from mmgrpo.trainer.optim import parameter_groups
 from mmgrpo.trainer.nonfinite import require_finite
@@ -40,7 +41,7 @@ UNIVERSAL_CHECKPOINT_TAG = "zero_universal"  # the same, converted for another n
 
 
 @BACKENDS.register("deepspeed")
-class DeepSpeedBackend(ProcessGroupMember):
+class DeepSpeedBackend:
     """``model`` wrapped in a DeepSpeed engine with ZeRO as ``train`` says.
 
     Checkpoints hold DeepSpeed's own per-rank files (``zero/``); a run resumes from them on
@@ -54,9 +55,9 @@ class DeepSpeedBackend(ProcessGroupMember):
         one_process_group_unless_launched()
         # a no-op when the process group exists
         deepspeed.init_distributed(timeout=datetime.timedelta(seconds=train.collective_timeout_s))
-        self.rank, self.world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        world_size = torch.distributed.get_world_size()
         self.config = merged_config(
-            implied_settings(train, spec, self.world_size), read_user_config(train.deepspeed_config),
+            implied_settings(train, spec, world_size), read_user_config(train.deepspeed_config),
             train.deepspeed_config or "the DeepSpeed config",
         )
         if train.offload_optimizer:  # DeepSpeed builds its CPU Adam from config["optimizer"]
@@ -72,6 +73,7 @@ class DeepSpeedBackend(ProcessGroupMember):
         self.model: torch.nn.Module = self.engine.module
         self._deepspeed = deepspeed
         self.device = self.engine.device
+        self.ranks = Ranks.of_process_group(self.device)
         self.zero_stage = train.zero_stage
         self.shards_weights = train.shards_weights
 
@@ -97,7 +99,7 @@ class DeepSpeedBackend(ProcessGroupMember):
         # starts a micro-step: without this, ZeRO-3 overwrites the earlier micro-batches' gradients.
         self.engine.optimizer.clear_backward_seen_flag()
         # DeepSpeed averages over ranks; the ranks' losses add up to the global one.
-        self.engine.backward(loss * self.world_size, scale_wrt_gas=False)
+        self.engine.backward(loss * self.ranks.world_size, scale_wrt_gas=False)
 
     def step(self) -> float:
         """DeepSpeed clips and steps in one call, so a non-finite gradient norm is found after its update
@@ -118,7 +120,7 @@ class DeepSpeedBackend(ProcessGroupMember):
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         if self.zero_stage == 3:  # gathered one module at a time onto rank 0 (every rank takes part)
             return dict(self.engine._zero3_consolidated_16bit_state_dict() or {})
-        if not self.is_main_process:
+        if not self.ranks.is_main_process:
             return {}
         return {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
 
@@ -136,7 +138,7 @@ class DeepSpeedBackend(ProcessGroupMember):
                 yield name, parameter.data
 
     def save_optimizer(self, folder: Path) -> None:
-        self.engine.save_checkpoint(str(folder), tag=ZERO_CHECKPOINT_TAG, client_state={"world_size": self.world_size},
+        self.engine.save_checkpoint(str(folder), tag=ZERO_CHECKPOINT_TAG, client_state={"world_size": self.ranks.world_size},
                                     save_latest=False)
 
     def load_optimizer(self, folder: Path, recorded: dict[str, Any] | None) -> None:
@@ -147,7 +149,7 @@ class DeepSpeedBackend(ProcessGroupMember):
             raise FileNotFoundError(f"{folder} holds no DeepSpeed state ({shards} is missing): was it saved by "
                                     "another train.backend? Start from its weights instead (model.name_or_path)")
         written_by = len(list(shards.glob("*optim_states.pt")))
-        tag = ZERO_CHECKPOINT_TAG if written_by == self.world_size else self._universal(folder)
+        tag = ZERO_CHECKPOINT_TAG if written_by == self.ranks.world_size else self._universal(folder)
         self.engine._config.load_universal_checkpoint = tag == UNIVERSAL_CHECKPOINT_TAG
         try:
             self.engine.load_checkpoint(str(folder), tag=tag, load_optimizer_states=True, load_lr_scheduler_states=False)
@@ -157,7 +159,7 @@ class DeepSpeedBackend(ProcessGroupMember):
     def _universal(self, folder: Path) -> str:
         """``folder``'s ZeRO files as a universal checkpoint (rank-count independent), converted once."""
         universal = folder / UNIVERSAL_CHECKPOINT_TAG
-        if self.is_main_process and not universal.is_dir():
+        if self.ranks.is_main_process and not universal.is_dir():
             staging = folder / f".tmp-{UNIVERSAL_CHECKPOINT_TAG}"
             shutil.rmtree(staging, ignore_errors=True)
             convert = [
@@ -167,11 +169,11 @@ class DeepSpeedBackend(ProcessGroupMember):
             done = subprocess.run(convert, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 raise RuntimeError(f"converting {folder / ZERO_CHECKPOINT_TAG} to a universal checkpoint for "
-                                   f"{self.world_size} ranks failed:\n{done.stderr[-3000:]}")
+                                   f"{self.ranks.world_size} ranks failed:\n{done.stderr[-3000:]}")
             os.replace(staging, universal)
             logger.info("converted %s to DeepSpeed's universal checkpoint %s, to resume on %d rank(s)",
-                        folder / ZERO_CHECKPOINT_TAG, universal, self.world_size)
-        self.barrier()
+                        folder / ZERO_CHECKPOINT_TAG, universal, self.ranks.world_size)
+        self.ranks.barrier()
         return UNIVERSAL_CHECKPOINT_TAG
 
 

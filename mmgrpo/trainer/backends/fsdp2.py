@@ -24,7 +24,8 @@ from torch.distributed.tensor import DTensor
 
 from mmgrpo.config.errors import ConfigError
 from mmgrpo.distributed import init_process_group
-from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, ProcessGroupMember, trainable_parameters
+from mmgrpo.distributed import Ranks
+from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, trainable_parameters
 from mmgrpo.trainer.nonfinite import require_finite
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 
 @BACKENDS.register("fsdp2")
-class FSDP2Backend(ProcessGroupMember):
+class FSDP2Backend:
     """``model`` sharded with ``fully_shard`` per block and per remaining parameter owner.
 
     Checkpoints record the whole optimizer state (gathered onto the main process, keyed by
@@ -43,8 +44,8 @@ class FSDP2Backend(ProcessGroupMember):
 
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig) -> None:
         init_process_group(train.collective_timeout_s)
-        self.rank, self.world_size = torch.distributed.get_rank(), torch.distributed.get_world_size()
         self.spec, self.device = spec, next(model.parameters()).device
+        self.ranks = Ranks.of_process_group(self.device)
         # bf16: compute in bf16 copies of the fp32 shards, reduce gradients in fp32.
         precision = MixedPrecisionPolicy(
             param_dtype=torch.bfloat16 if train.precision == "bf16" else None, reduce_dtype=torch.float32
@@ -63,7 +64,7 @@ class FSDP2Backend(ProcessGroupMember):
         return module.to(self.device)
 
     def backward(self, loss: torch.Tensor) -> None:
-        (loss * self.world_size).backward()  # FSDP2 averages over ranks; the ranks' losses add up
+        (loss * self.ranks.world_size).backward()  # FSDP2 averages over ranks; the ranks' losses add up
 
     def step(self) -> float:
         norm = torch.nn.utils.clip_grad_norm_(trainable_parameters(self.model), self.spec.max_grad_norm)
@@ -82,7 +83,7 @@ class FSDP2Backend(ProcessGroupMember):
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         self._reshard()
         state = get_model_state_dict(self.model, options=_GATHERED)
-        return dict(state) if self.is_main_process else {}
+        return dict(state) if self.ranks.is_main_process else {}
 
     def whole_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
         self._reshard()
@@ -92,7 +93,7 @@ class FSDP2Backend(ProcessGroupMember):
     def save_optimizer(self, folder: Path) -> dict[str, Any] | None:
         self._reshard()
         state = get_optimizer_state_dict(self.model, self.optimizer, options=_GATHERED)
-        return dict(state) if self.is_main_process else None
+        return dict(state) if self.ranks.is_main_process else None
 
     def load_optimizer(self, folder: Path, recorded: dict[str, Any] | None) -> None:
         """Every rank reads the whole recorded state and keeps its own shard of it."""

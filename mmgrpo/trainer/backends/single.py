@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +10,8 @@ import torch
 
 from mmgrpo.config.schema import TrainConfig
 from mmgrpo.models.policy_weights import plain_weights
-from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, ReduceOp, trainable_parameters
+from mmgrpo.distributed import Ranks
+from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, trainable_parameters
 from mmgrpo.trainer.nonfinite import require_finite
 from mmgrpo.trainer.loss_scaling import LossScaler
 
@@ -21,9 +22,7 @@ LOSS_SCALER_KEY = "loss_scaler"  # beside the optimizer's own state in the train
 class SingleProcessBackend:
     """The whole model, its gradients and its optimizer state in this process (rank 0 of 1)."""
 
-    rank = 0
-    world_size = 1
-    is_main_process = True
+    ranks = Ranks()
     shards_weights = False
 
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig | None = None) -> None:
@@ -64,21 +63,6 @@ class SingleProcessBackend:
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
         return module
-
-    def all_reduce(self, values: Mapping[str, float], op: ReduceOp = "sum") -> dict[str, float]:
-        return dict(values)
-
-    def all_ranks(self, flag: bool) -> bool:
-        return flag
-
-    def gather_objects(self, value: Any) -> list[Any]:
-        return [value]
-
-    def broadcast_object(self, value: Any) -> Any:
-        return value
-
-    def barrier(self) -> None:
-        pass
 
     def save_optimizer(self, folder: Path) -> dict[str, Any]:
         state = self.optimizer.state_dict()
