@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
+from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.config.coerce import build
 from mmgrpo.config.fields import option
 from mmgrpo.config.vllm_section import VLLMConfig
@@ -411,7 +412,7 @@ class TrainConfig:
     @property
     def shards_weights(self) -> bool:
         """Whether the back end shards the weights (ZeRO-3, FSDP2): no rank holds the whole model."""
-        return self.backend == "fsdp2" or (self.backend == "deepspeed" and self.zero_stage == 3)
+        return BACKEND_TRAITS[self.backend].shards_weights(self)
 
 
 @dataclass

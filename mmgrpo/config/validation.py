@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from mmgrpo.config.backend_traits import BACKEND_TRAITS, backend_specific_keys, backends_supporting
 from mmgrpo.config.errors import ConfigError
 from mmgrpo.config.fields import field_bounds
 from mmgrpo.plugins import PluginError, load_entry_points, load_plugin
@@ -116,16 +117,16 @@ def _checkpointing(config: Config) -> Iterator[str]:
 
 def _training_backend(config: Config) -> Iterator[str]:
     train = config.train
-    readers = {"train.zero_stage": ("deepspeed",), "train.deepspeed_config": ("deepspeed",),
-               "train.offload_optimizer": ("deepspeed", "fsdp2"), "train.collective_timeout_s": ("deepspeed", "fsdp2"),
-               "train.offload_parameters": ("deepspeed",)}
-    for key, backends in readers.items():
+    traits = BACKEND_TRAITS[train.backend]
+    for key, backends in backend_specific_keys().items():
         if train.backend not in backends and not at_default(config, key):
             names = " or ".join(f"train.backend={name}" for name in backends)
             yield f"{key}={value_of(config, key)!r} is read only by {names} (got {train.backend})"
-    if train.precision == "fp16" and train.backend == "fsdp2":
-        yield ("train.precision=fp16 is not supported with train.backend=fsdp2 yet (its gradients are sharded "
-               "DTensors the loss scaler does not unscale): use bf16, or fp16 with train.backend=deepspeed or single")
+    if train.precision not in traits.precisions:
+        why = traits.not_yet.get(train.precision, "not supported")
+        elsewhere = " or ".join(f"train.backend={name}" for name in backends_supporting(train.precision))
+        yield (f"train.precision={train.precision} is not supported with train.backend={train.backend} yet ({why}): "
+               f"use {' or '.join(traits.precisions)}, or {train.precision} with {elsewhere}")
     for key in ("train.fp16_initial_scale", "train.fp16_growth_interval"):
         if train.precision != "fp16" and not at_default(config, key):
             yield f"{key}={value_of(config, key)!r} is read only with train.precision=fp16 (got {train.precision})"

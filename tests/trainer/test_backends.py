@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from mmgrpo.config import ConfigError, load_config
+from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.config.schema import TrainConfig
 from mmgrpo.distributed import Ranks
 from mmgrpo.trainer.backends import BACKENDS, OptimizerSpec, SingleProcessBackend, build_backend
@@ -174,6 +175,23 @@ def test_fsdp2_refuses_tied_parameters_by_name():
 
 
 # -- config checks ----------------------------------------------------------------------------------
+def test_each_back_end_declares_its_traits_where_config_validation_reads_them():
+    """One entry per registered back end, the same object on the class; the config's choices are the same
+    names; every declared key is a ``train`` field; a back end that shards says so as its traits do."""
+    assert set(BACKENDS.names()) == set(BACKEND_TRAITS) == set(typing.get_args(typing.get_type_hints(TrainConfig)["backend"]))
+    fields = {f"train.{name}" for name in TrainConfig.__dataclass_fields__}
+    for name, traits in BACKEND_TRAITS.items():
+        assert BACKENDS.get(name).traits is traits
+        assert set(traits.keys) <= fields and set(traits.precisions) | set(traits.not_yet) <= {"fp32", "bf16", "fp16"}
+    assert not TrainConfig(backend="single").shards_weights and TrainConfig(backend="fsdp2").shards_weights
+    assert TrainConfig(backend="deepspeed", zero_stage=3).shards_weights
+    assert not TrainConfig(backend="deepspeed", zero_stage=2).shards_weights
+    with pytest.raises(ConfigError, match=r"fp16 is not supported with train.backend=fsdp2 yet \(its gradients are "
+                                          r"sharded.*use fp32 or bf16, or fp16 with train.backend=single or "
+                                          r"train.backend=deepspeed"):
+        load_config(None, ["train.backend=fsdp2", "train.precision=fp16"])
+
+
 def test_back_end_keys_without_their_back_end_are_errors(tmp_path):
     with pytest.raises(ConfigError) as caught:
         load_config(None, ["train.zero_stage=3", "train.offload_optimizer=true"])

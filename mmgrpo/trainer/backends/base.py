@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
+from mmgrpo.config.backend_traits import BackendTraits
 from mmgrpo.distributed import Ranks
 from mmgrpo.registry import Registry
 from mmgrpo.trainer.optim import Schedule, build_optimizer, build_scheduler
@@ -82,6 +83,8 @@ class TrainingBackend(Protocol):
     """The learning-rate schedule; ``last_epoch`` counts optimizer steps taken."""
     ranks: Ranks
     """This process among the ranks, and their collectives."""
+    traits: BackendTraits
+    """What it reads of ``train`` and supports (``mmgrpo.config.backend_traits``, checked before it is built)."""
     shards_weights: bool
     """True when forward passes gather weights from every rank (all ranks must run the same ones)."""
 

@@ -25,6 +25,7 @@ import torch
 from mmgrpo.config.errors import ConfigError
 from mmgrpo.distributed import one_process_group_unless_launched
 from mmgrpo.models.policy_weights import plain_weights
+from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.distributed import Ranks
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec
 from mmgrpo.trainer.backends.deepspeed_config import implied_settings, merged_config, read_user_config
@@ -48,6 +49,8 @@ class DeepSpeedBackend:
     the number of ranks that wrote them, and on another number through DeepSpeed's
     universal checkpoint format (converted on first use).
     """
+
+    traits = BACKEND_TRAITS["deepspeed"]
 
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig) -> None:
         deepspeed = _import_deepspeed()
@@ -75,7 +78,7 @@ class DeepSpeedBackend:
         self.device = self.engine.device
         self.ranks = Ranks.of_process_group(self.device)
         self.zero_stage = train.zero_stage
-        self.shards_weights = train.shards_weights
+        self.shards_weights = self.traits.shards_weights(train)
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
         """Under ZeRO-3 an inference engine partitions ``module``'s weights like the policy's: a module

@@ -24,6 +24,7 @@ from torch.distributed.tensor import DTensor
 
 from mmgrpo.config.errors import ConfigError
 from mmgrpo.distributed import init_process_group
+from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.distributed import Ranks
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, trainable_parameters
 from mmgrpo.trainer.nonfinite import require_finite
@@ -40,6 +41,7 @@ class FSDP2Backend:
     parameter name), so a run resumes on any number of ranks.
     """
 
+    traits = BACKEND_TRAITS["fsdp2"]
     shards_weights = True
 
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig) -> None:

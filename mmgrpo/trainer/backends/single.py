@@ -10,6 +10,7 @@ import torch
 
 from mmgrpo.config.schema import TrainConfig
 from mmgrpo.models.policy_weights import plain_weights
+from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.distributed import Ranks
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, trainable_parameters
 from mmgrpo.trainer.nonfinite import require_finite
@@ -23,6 +24,7 @@ class SingleProcessBackend:
     """The whole model, its gradients and its optimizer state in this process (rank 0 of 1)."""
 
     ranks = Ranks()
+    traits = BACKEND_TRAITS["single"]
     shards_weights = False
 
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig | None = None) -> None:
