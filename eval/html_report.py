@@ -21,9 +21,9 @@ from typing import Any
 
 from eval.report import OUTPUT_FILES
 from eval.report_media import MediaSources
-from mmgrpo.reports.page import fmt, page, with_interval
-from mmgrpo.reports.svg import COLORS, interval_bars
-from mmgrpo.reports.thumbnails import media_markup
+from mmgrpo.pagekit.page import fmt, page, with_interval
+from mmgrpo.pagekit.svg import COLORS, interval_bars
+from mmgrpo.pagekit.thumbnails import media_markup
 
 HTML_FILE = "report.html"
 DEFAULT_SAMPLES = 200  # items per model and benchmark embedded in the sample browser

@@ -18,10 +18,10 @@ from mmgrpo.config.run_sections import AlertsConfig
 from mmgrpo.reports.alerts import config_alerts, find_alerts
 from mmgrpo.reports.curves import PANELS, ema, panel_keys, series, smoothing_weight
 from mmgrpo.reports.gallery import GalleryGroup, changed_answers, gallery_groups
-from mmgrpo.reports.page import fmt, page, with_interval
+from mmgrpo.pagekit.page import fmt, page, with_interval
 from mmgrpo.reports.run_data import RunData
-from mmgrpo.reports.svg import COLORS, Line, interval_bars, line_chart
-from mmgrpo.reports.thumbnails import media_markup
+from mmgrpo.pagekit.svg import COLORS, Line, interval_bars, line_chart
+from mmgrpo.pagekit.thumbnails import media_markup
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from eval.benchmarks import BENCHMARKS
 from eval.benchmarks.base import Item
 from eval.benchmarks.runs import prompt_sample
 from mmgrpo.cli import main
-from mmgrpo.reports.thumbnails import thumbnail
+from mmgrpo.pagekit.thumbnails import thumbnail
 from processors import VideoSpan
 from processors.budgets import VideoBudget
 from processors.video import load_video

@@ -13,7 +13,7 @@ from mmgrpo.reports.alerts import StepMonitor, config_alerts, find_alerts
 from mmgrpo.reports.curves import Panel, ema, panel_keys, series, smoothing_weight
 from mmgrpo.reports.gallery import changed_answers, gallery_groups
 from mmgrpo.reports.run_data import config_diff, flatten
-from mmgrpo.reports.thumbnails import thumbnail
+from mmgrpo.pagekit.thumbnails import thumbnail
 
 
 def test_ema_matches_hand_computation_and_keeps_the_first_point():
