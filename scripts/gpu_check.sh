@@ -2,7 +2,7 @@
 # The prepared check for a lent GPU machine (the `device` tool: one run, well under 8 minutes):
 #   run: bash scripts/gpu_check.sh      (writes its logs under $OUT when set, else ./gpu-check)
 # 1. what the machine has (GPU, torch, transformers, vLLM, DeepSpeed);
-# 2. the tests marked `gpu` (tests/trainer/test_gpu_training.py: GRPO steps on CUDA in fp32, bf16 and fp16, ZeRO-2 in fp16;
+# 2. the tests marked `gpu` (tests/e2e/test_gpu_training.py: GRPO steps on CUDA in fp32, bf16 and fp16, ZeRO-2 in fp16;
 #    tests/rollout/test_gpu_engines.py: CUDA log-probs against CPU, vLLM sleep mode where vLLM is installed);
 # 3. a short `mmgrpo train` on CUDA with the HF engine, and with rollout.engine=vllm where vLLM is installed.
 # Each step has its own time limit and the script goes on after a failure; the summary says what passed.

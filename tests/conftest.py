@@ -15,6 +15,9 @@ import soundfile
 import torch
 from PIL import Image
 
+from mmgrpo.config import Config, load_config
+from tests.training import DIGIT_REWARD_PLUGIN
+
 # Tiny models run many small ops: torch's intra-op threads cost more in synchronisation
 # than they save, and on a shared 2-core CPU they contend with other processes.
 TEST_THREADS = 1
@@ -199,3 +202,43 @@ def nonfinite_media(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
     pixels[5:10, 5:10] = np.nan
     Image.fromarray(pixels, mode="F").save(folder / "nan_tiff.tif")
     return {path.stem: path for path in folder.iterdir()}
+
+
+@pytest.fixture(scope="session")
+def digit_reward_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One plugin file per session: a reward name can be registered only once per process."""
+    plugin = tmp_path_factory.mktemp("plugins") / "digit_reward.py"
+    plugin.write_text(DIGIT_REWARD_PLUGIN)
+    return plugin
+
+
+@pytest.fixture()
+def small_config(tmp_path: Path, tiny_qwen25vl: Path, digit_reward_plugin: Path) -> Callable[..., Config]:
+    """``small_config(*overrides)``: a fast GRPO config writing under ``tmp_path``."""
+    plugin = digit_reward_plugin
+
+    def make(*overrides: str) -> Config:
+        base = [
+            f"model.name_or_path={tiny_qwen25vl}",
+            f"log.output_dir={tmp_path / 'runs'}",
+            "log.run_name=test",
+            "log.progress_bar=false",
+            "log.tensorboard=false",
+            f"data.dir={tmp_path / 'data'}",
+            "data.train.0.recipe_args={n: 40, test_fraction: 0.2}",
+            "data.test.0.recipe_args={n: 40, test_fraction: 0.2}",
+            f"task.reward_plugins=[{plugin}]",
+            "task.rewards={share_of_threes: 1.0}",
+            "rollout.prompts_per_step=4",
+            "rollout.num_generations=4",
+            "rollout.max_new_tokens=6",
+            "train.micro_batch_size=8",
+            "train.steps=4",
+            "train.lr=0.01",
+            "train.lr_schedule=constant",
+            "sft.enabled=false",
+            "checkpoint.every_n_steps=0",
+        ]
+        return load_config(None, [*base, *overrides])
+
+    return make

@@ -27,8 +27,8 @@ from mmgrpo.trainer.step_metrics import staleness_metrics
 from mmgrpo.trainer.rollouts import Group
 from mmgrpo.types import Sample
 
-from .conftest import build_trainer_inputs, interrupt_step, reward_at_start_and_end
-from .test_bad_rows import ledger_rows, with_image
+from tests.training import build_trainer_inputs, interrupt_step, reward_at_start_and_end
+from tests.trainer.test_bad_rows import ledger_rows, with_image
 
 ASYNC = ("rollout.mode=async", "rollout.worker_threads=1")
 COMPARED = ("loss", "reward/total", "grad_norm", "entropy", "length/mean")

@@ -21,7 +21,7 @@ from mmgrpo.trainer.backends import BACKENDS, OptimizerSpec, SingleProcessBacken
 from mmgrpo.trainer.backends.deepspeed_config import implied_settings, merged_config, read_user_config
 from mmgrpo.trainer.backends.fsdp2 import sharding_units
 
-from . import backend_parity
+from tests.trainer import backend_parity
 
 
 def _model() -> torch.nn.Module:

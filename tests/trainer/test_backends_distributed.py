@@ -20,7 +20,7 @@ import torch
 from mmgrpo.config.schema import TrainConfig
 from tests.torchrun import torchrun
 
-from . import backend_parity
+from tests.trainer import backend_parity
 
 pytestmark = pytest.mark.distributed
 NEEDS_DEEPSPEED = pytest.mark.skipif(

@@ -19,7 +19,7 @@ from mmgrpo.trainer.setup import build_engine
 from mmgrpo.trainer.sft import SFTExample, reference_examples, run_sft
 from mmgrpo.types import Sample
 
-from .conftest import DENSE_REWARD, build_trainer_inputs
+from tests.training import DENSE_REWARD, build_trainer_inputs
 
 LONG_QUESTION = "How many objects are there? " * 1800  # ~50k characters
 

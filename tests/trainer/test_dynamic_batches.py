@@ -11,8 +11,8 @@ from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.run_files import read_metrics
 from mmgrpo.types import Sample
 
-from .test_grpo_trainer import train
-from .test_training_paths import fresh_trainer
+from tests.trainer.test_grpo_trainer import train
+from tests.e2e.test_training_paths import fresh_trainer
 
 # Zero-variance groups on demand: every completion of a prompt marked ``uniform`` scores 1
 # (all rewards equal), any other prompt's group scores [1, 0, 0, ...] (informative).

@@ -14,8 +14,8 @@ from mmgrpo.trainer.backends.base import OptimizerSpec
 from mmgrpo.trainer.backends.deepspeed_config import implied_settings, merged_config
 from mmgrpo.trainer.loss_scaling import LossScaler, autocast_dtype
 
-from .conftest import DENSE_REWARD
-from .test_training_paths import fresh_trainer
+from tests.training import DENSE_REWARD
+from tests.e2e.test_training_paths import fresh_trainer
 
 SPEC = OptimizerSpec(lr=0.1, weight_decay=0.0, total_steps=10)
 
@@ -92,7 +92,7 @@ def test_deepspeed_gets_its_dynamic_fp16_scaler_settings():
 def test_deepspeed_fp16_is_refused_with_a_reason_where_its_accelerator_has_none():
     deepspeed = pytest.importorskip("deepspeed", reason="DeepSpeed is not installed: its fp16 refusal NOT tested")
     if deepspeed.get_accelerator().is_fp16_supported():
-        pytest.skip("this DeepSpeed accelerator has fp16: tests/trainer/test_gpu_training.py runs ZeRO in fp16")
+        pytest.skip("this DeepSpeed accelerator has fp16: tests/e2e/test_gpu_training.py runs ZeRO in fp16")
     with pytest.raises(ConfigError, match=r"DeepSpeed's cpu accelerator has no fp16 \(it supports float32, bfloat16\)"):
         _backend("fp16", backend="deepspeed")
 

@@ -13,7 +13,7 @@ from mmgrpo.trainer.checkpoint import latest_checkpoint
 from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.run_files import read_metrics
 
-from .conftest import DENSE_REWARD, build_trainer_inputs, interrupt_step, reward_at_start_and_end
+from tests.training import DENSE_REWARD, build_trainer_inputs, interrupt_step, reward_at_start_and_end
 
 
 def train(config, run_dir: Path, *, resume: bool = False, resume_from: Path | None = None) -> GRPOTrainer:

@@ -21,8 +21,8 @@ from mmgrpo.inputs import generate_dataset, media_budgets
 from mmgrpo.trainer.setup import build_engine
 from mmgrpo.trainer.sft import reference_examples, run_sft
 
-from .conftest import DENSE_REWARD, build_trainer_inputs
-from .test_bad_rows import ledger_rows, with_image, with_question
+from tests.training import DENSE_REWARD, build_trainer_inputs
+from tests.trainer.test_bad_rows import ledger_rows, with_image, with_question
 
 POISON = " §"  # text only the poisoned example contains (its tokens are made NaN in training mode)
 

@@ -14,8 +14,8 @@ from mmgrpo.trainer.process_steps import step_advantages
 from mmgrpo.trainer.rollouts import Group, Rollouts
 from mmgrpo.types import Completion, Sample
 
-from .conftest import reward_at_start_and_end
-from .test_grpo_trainer import train
+from tests.training import reward_at_start_and_end
+from tests.trainer.test_grpo_trainer import train
 
 # One step over the whole completion scoring its share of "3"s: the outcome test's reward, reaching
 # the policy only through the process path (spans -> tokens -> group-normalised token advantages).

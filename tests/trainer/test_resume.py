@@ -30,9 +30,9 @@ from mmgrpo.trainer.optim import build_optimizer, build_scheduler
 from mmgrpo.trainer.pipeline import run_training
 from mmgrpo.trainer.resume import RunFolderError, plan_resume
 
-from .conftest import DENSE_REWARD
-from .test_grpo_trainer import train
-from .test_run_outputs import TinySaver
+from tests.training import DENSE_REWARD
+from tests.trainer.test_grpo_trainer import train
+from tests.e2e.test_run_outputs import TinySaver
 
 
 # -- the trainer state on disk ---------------------------------------------------------------

@@ -16,7 +16,7 @@ from mmgrpo.trainer.step_metrics import rollout_metrics
 from mmgrpo.types import Completion, Sample
 from tasks import register_reward
 
-from .conftest import build_trainer_inputs
+from tests.training import build_trainer_inputs
 
 RELEASE = threading.Event()
 

@@ -11,7 +11,7 @@ from mmgrpo.config import ConfigError
 from mmgrpo.commands.preflight import preflight
 from tasks import REWARDS
 
-from .test_training_paths import fresh_trainer
+from tests.e2e.test_training_paths import fresh_trainer
 
 
 @pytest.mark.parametrize("backbone", ["text", "vlm"])

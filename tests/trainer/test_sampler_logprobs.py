@@ -8,8 +8,8 @@ import pytest
 
 from mmgrpo.rollout import ENGINES, HFEngine
 
-from .conftest import read_metrics
-from .test_grpo_trainer import train
+from mmgrpo.run_files import read_metrics
+from tests.trainer.test_grpo_trainer import train
 
 OFFSET = 0.5
 

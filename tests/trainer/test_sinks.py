@@ -12,7 +12,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from mmgrpo.run_files import read_metrics
 
-from .test_grpo_trainer import train
+from tests.trainer.test_grpo_trainer import train
 
 # A reward that is not 0 for a random model's text, so a record's reward can be checked against its completion.
 LENGTH_REWARD_PLUGIN = '''

@@ -10,8 +10,8 @@ import pytest
 
 from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
 
-from .conftest import reward_at_start_and_end
-from .test_grpo_trainer import train
+from tests.training import reward_at_start_and_end
+from tests.trainer.test_grpo_trainer import train
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("vllm") is None,

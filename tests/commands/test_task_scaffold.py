@@ -1,6 +1,6 @@
 """``mmgrpo task new``: every modality's package makes data and passes its reward tests. That the image package
 installs with pip, passes its own tests and trains from another folder is shown by running the guide as written
-(tests/test_writing_tasks_guide.py)."""
+(tests/e2e/test_writing_tasks_guide.py)."""
 
 from __future__ import annotations
 

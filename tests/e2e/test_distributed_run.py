@@ -25,7 +25,7 @@ from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.checkpoint import latest_checkpoint
 from tests.torchrun import torchrun
 
-from . import distributed_train
+from tests.e2e import distributed_train
 
 pytestmark = pytest.mark.distributed
 NEEDS_DEEPSPEED = pytest.mark.skipif(

@@ -2,7 +2,7 @@
 SIGTERM on every rank (as torchrun passes a scheduler's SIGTERM to each of them), or with
 the last rank hanging there (``--hang-in-step K``)::
 
-    torchrun --standalone --nproc-per-node 2 tests/trainer/distributed_train.py [--stop-in-step K] ARGS...
+    torchrun --standalone --nproc-per-node 2 tests/e2e/distributed_train.py [--stop-in-step K] ARGS...
 
 ARGS are ``mmgrpo train``'s. Launched by ``test_distributed_run.py``.
 """

@@ -1,4 +1,6 @@
-"""Helpers for trainer tests: a small config on the tiny Qwen2.5-VL and generated counting data."""
+"""Helpers of the training tests (unit and whole runs): the digit reward plugin, a dense reward, building a
+trainer's inputs, reward at the start and end of a run, interrupting a step. Their fixtures (``small_config``,
+``digit_reward_plugin``) are in ``tests/conftest.py``."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from typing import Callable
 
 import pytest
 
-from mmgrpo.config import Config, load_config
+from mmgrpo.config import Config
 from mmgrpo.run_files import read_metrics
 from mmgrpo.inputs import load_samples, pick_device, task_model_info
 from mmgrpo.trainer.setup import load_policy
@@ -32,46 +34,6 @@ def text_length(completions, **_):
 # Completions of the random tiny model differ in length in nearly every group, so with this
 # reward the policy moves at every step; a '3' is rare, so share_of_threes may leave it still.
 DENSE_REWARD = "task.rewards={text_length: 1.0}"
-
-
-@pytest.fixture(scope="session")
-def digit_reward_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One plugin file per session: a reward name can be registered only once per process."""
-    plugin = tmp_path_factory.mktemp("plugins") / "digit_reward.py"
-    plugin.write_text(DIGIT_REWARD_PLUGIN)
-    return plugin
-
-
-@pytest.fixture()
-def small_config(tmp_path: Path, tiny_qwen25vl: Path, digit_reward_plugin: Path) -> Callable[..., Config]:
-    """``small_config(*overrides)``: a fast GRPO config writing under ``tmp_path``."""
-    plugin = digit_reward_plugin
-
-    def make(*overrides: str) -> Config:
-        base = [
-            f"model.name_or_path={tiny_qwen25vl}",
-            f"log.output_dir={tmp_path / 'runs'}",
-            "log.run_name=test",
-            "log.progress_bar=false",
-            "log.tensorboard=false",
-            f"data.dir={tmp_path / 'data'}",
-            "data.train.0.recipe_args={n: 40, test_fraction: 0.2}",
-            "data.test.0.recipe_args={n: 40, test_fraction: 0.2}",
-            f"task.reward_plugins=[{plugin}]",
-            "task.rewards={share_of_threes: 1.0}",
-            "rollout.prompts_per_step=4",
-            "rollout.num_generations=4",
-            "rollout.max_new_tokens=6",
-            "train.micro_batch_size=8",
-            "train.steps=4",
-            "train.lr=0.01",
-            "train.lr_schedule=constant",
-            "sft.enabled=false",
-            "checkpoint.every_n_steps=0",
-        ]
-        return load_config(None, [*base, *overrides])
-
-    return make
 
 
 def build_trainer_inputs(config: Config, run_dir: Path, *, checkpoint: Path | None = None):

@@ -13,7 +13,7 @@ from mmgrpo.trainer.grpo import GRPOTrainer
 from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.pipeline import RunPaths, run_training
 
-from .conftest import DENSE_REWARD, build_trainer_inputs
+from tests.training import DENSE_REWARD, build_trainer_inputs
 
 
 def test_eval_every_n_steps_runs_at_those_steps_only(small_config):

@@ -14,9 +14,9 @@ import pytest
 
 from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
 
-from .conftest import read_metrics
-from .test_distributed_run import NEEDS_DEEPSPEED, _succeeded, _torchrun
-from .test_grpo_trainer import train
+from mmgrpo.run_files import read_metrics
+from tests.e2e.test_distributed_run import NEEDS_DEEPSPEED, _succeeded, _torchrun
+from tests.trainer.test_grpo_trainer import train
 
 pytestmark = pytest.mark.gpu
 # also in tests/rollout/test_gpu_engines.py

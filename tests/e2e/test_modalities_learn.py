@@ -7,8 +7,8 @@ stays flat; checked by hand for all three by negating the advantages in the trai
 
 from __future__ import annotations
 
-from .conftest import reward_at_start_and_end
-from .test_grpo_trainer import train
+from tests.training import reward_at_start_and_end
+from tests.trainer.test_grpo_trainer import train
 
 AUDIO_SECONDS = 3  # the audio_count clips' length, as recipes/audio_count.yaml sets it
 LEARNING_STEPS = ("train.steps=40", "rollout.prompts_per_step=4", "rollout.num_generations=8")

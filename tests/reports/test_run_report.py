@@ -58,7 +58,7 @@ def test_the_run_writes_report_html_and_links_it_from_report_md(finished_run):
 
 
 def test_an_alert_is_logged_when_it_fires(small_config, tmp_path, caplog):
-    from .test_grpo_trainer import train
+    from tests.trainer.test_grpo_trainer import train
 
     with caplog.at_level(logging.WARNING, logger="mmgrpo.trainer.grpo"):
         train(small_config("train.steps=2", "log.alerts.truncation_max=0.01"), tmp_path / "run")
