@@ -26,11 +26,14 @@ import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
 
+from mmgrpo.trainer.interrupts import stop_on_signals
 from mmgrpo.trainer.safe_state import dump_state, load_state
 
 if TYPE_CHECKING:
@@ -216,6 +219,19 @@ def retire_checkpoints_after(checkpoint_root: Path, step: int) -> list[Path]:
         step, ", ".join(path.name for path in later), archive,
     )
     return moved
+
+
+@contextmanager
+def checkpoint_on_failure(save_last: Callable[[BaseException], None]) -> Iterator[None]:
+    """Stop requests (SIGINT, SIGTERM) raise inside the block; on one, or on an error, ``save_last(failure)``
+    writes the emergency checkpoint (SFT and GRPO each know what their last finished step is), then the
+    failure propagates."""
+    try:
+        with stop_on_signals():
+            yield
+    except (KeyboardInterrupt, Exception) as failure:
+        save_last(failure)
+        raise
 
 
 def save_last_finished(

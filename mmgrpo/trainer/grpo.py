@@ -32,10 +32,10 @@ from mmgrpo.reports.html import refresh_report
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.backends import build_backend
 from mmgrpo.trainer.checkpoint import (
-    TrainerState, capture_rng_state, load_trainer_state, remove_stale_staging, restore_rng_state,
+    TrainerState, capture_rng_state, checkpoint_on_failure, load_trainer_state, remove_stale_staging, restore_rng_state,
     retire_checkpoints_after, save_checkpoint, save_last_finished,
 )
-from mmgrpo.trainer.interrupts import signals_allowed, signals_deferred, stop_on_signals
+from mmgrpo.trainer.interrupts import signals_allowed, signals_deferred
 from mmgrpo.trainer.kl_reference import make_reference
 from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger
 from mmgrpo.trainer.nonfinite import naming_rows
@@ -128,7 +128,7 @@ class GRPOTrainer:
         )
         finished = self._finished_state()
         try:
-            with stop_on_signals():
+            with checkpoint_on_failure(lambda failure: self._save_last_finished(finished, failure)):
                 while self.step_index < cfg.train.steps:
                     with signals_deferred():  # a step's weight update, its count and its record are one
                         metrics = self.step()
@@ -150,9 +150,6 @@ class GRPOTrainer:
                     if every and self.step_index % every == 0 and not last and self.backend.ranks.is_main_process:
                         refresh_report(self.run_dir, cfg.log.alerts)
                 self.save()
-        except (KeyboardInterrupt, Exception) as failure:
-            self._save_last_finished(finished, failure)
-            raise
         finally:
             progress.close()
             self.metrics.close()

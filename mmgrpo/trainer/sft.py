@@ -15,10 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import random
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -31,9 +30,10 @@ from mmgrpo.models.prompt_cache import PromptCache, hit_rate_metrics
 from mmgrpo.models.shared_prefix import completion_logprobs
 from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.trainer.checkpoint import (
-    TrainerState, capture_rng_state, load_trainer_state, restore_rng_state, save_checkpoint, save_last_finished,
+    TrainerState, capture_rng_state, checkpoint_on_failure, load_trainer_state, restore_rng_state, save_checkpoint,
+    save_last_finished,
 )
-from mmgrpo.trainer.interrupts import signals_deferred, stop_on_signals
+from mmgrpo.trainer.interrupts import signals_deferred
 from mmgrpo.trainer.metrics import MetricsLogger
 from mmgrpo.trainer.nonfinite import blamed_on, naming_rows, require_finite
 from mmgrpo.skipped_rows import SkipLedger, SkippedRow, describe_skipped
@@ -130,7 +130,7 @@ def run_sft(
     family = unwrap_model(model).config.model_type
     history = []
     model.train()
-    with _checkpoint_on_failure(checkpoints, model, processor, optimizer, scheduler, progress):
+    with checkpoint_on_failure(_save_last_sft_step(checkpoints, model, processor, optimizer, scheduler, progress)):
         steps = range(done + 1, config.steps + 1)
         for step in tqdm(steps, desc="SFT", initial=done, total=config.steps, disable=not progress_bar, dynamic_ncols=True):
             cache_before = cache.stats.snapshot() if cache is not None else None
@@ -206,31 +206,30 @@ class _SFTProgress:
         self.step, self.optimizer_steps, self.order, self.rng = step, optimizer_steps, order.state_dict(), capture_rng_state()
 
 
-@contextmanager
-def _checkpoint_on_failure(
+def _save_last_sft_step(
     checkpoints: Path | None, model: torch.nn.Module, processor: Any, optimizer: torch.optim.Optimizer,
     scheduler: Any, progress: _SFTProgress,
-) -> Iterator[None]:
-    """Stop requests raise inside the block; on one, or on an error, save the last finished step."""
-    try:
-        with stop_on_signals():
-            yield
-    except (KeyboardInterrupt, Exception) as failure:
-        if checkpoints is not None:
+) -> Callable[[BaseException], None]:
+    """The emergency save of SFT's last finished step (none without a checkpoint folder)."""
 
-            def save() -> Path:
-                optimizer.zero_grad(set_to_none=True)
-                state = TrainerState(
-                    step=progress.step, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
-                    data=progress.order,
-                )
-                return save_checkpoint(checkpoints, model, processor, state, keep_last=1, rng=progress.rng)
+    def save_last(failure: BaseException) -> None:
+        if checkpoints is None:
+            return
 
-            save_last_finished(
-                failure, progress.step, save, weights_intact=scheduler.last_epoch == progress.optimizer_steps,
-                phase="SFT step",
+        def save() -> Path:
+            optimizer.zero_grad(set_to_none=True)
+            state = TrainerState(
+                step=progress.step, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
+                data=progress.order,
             )
-        raise
+            return save_checkpoint(checkpoints, model, processor, state, keep_last=1, rng=progress.rng)
+
+        save_last_finished(
+            failure, progress.step, save, weights_intact=scheduler.last_epoch == progress.optimizer_steps,
+            phase="SFT step",
+        )
+
+    return save_last
 
 
 def _restore_sft(checkpoint: Path, optimizer: torch.optim.Optimizer, scheduler: Any, order: _ExampleOrder) -> int:
