@@ -1,24 +1,53 @@
-"""``python -m torch.distributed.run --standalone`` for the multi-rank tests, with the one retry that
-torchrun's own port choice needs: it picks a free port, closes it and hands the number to the ranks, and
-another process may take it in between ("Address already in use", a known race PyTorch's own tests retry)."""
+"""``python -m torch.distributed.run`` for the multi-rank tests: ``ranks`` ranks on one node (``--standalone``),
+or on ``nodes`` torchrun "nodes" of ``ranks / nodes`` ranks each, all on this machine, meeting through a c10d
+rendezvous on 127.0.0.1 as the nodes of a cluster would. Either way with the one retry that a free port
+needs: it is picked, closed and handed on, and another process may take it in between ("Address already in
+use", a known race PyTorch's own tests retry)."""
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import Sequence
 
 PORT_RACE = "address already in use"
 
 
 def torchrun(
-    ranks: int, script: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 900
+    ranks: int, script: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 900, nodes: int = 1
 ) -> subprocess.CompletedProcess:
-    """``script`` (a path and its arguments, or ``-m module ...``) on ``ranks`` local ranks, gloo on CPU."""
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks), *script]
+    """``script`` (a path and its arguments, or ``-m module ...``) on ``ranks`` local ranks, gloo on CPU. With
+    several ``nodes`` the result holds every node's output (stdout and stderr joined in node order) and the
+    first non-zero exit code."""
     environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=timeout, check=False)
+    done = _launch(ranks, nodes, script, environment, timeout)
     if done.returncode != 0 and PORT_RACE in (done.stdout + done.stderr).lower():
-        done = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=timeout, check=False)
+        done = _launch(ranks, nodes, script, environment, timeout)
     return done
+
+
+def _launch(ranks: int, nodes: int, script: Sequence[str], environment: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(ranks // nodes)]
+    if nodes == 1:
+        command = [*launcher, "--standalone", *script]
+        return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=timeout, check=False)
+    rendezvous = ["--nnodes", str(nodes), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
+                  "--rdzv-id", uuid.uuid4().hex[:12]]
+    started = [
+        subprocess.Popen([*launcher, *rendezvous, *script], env=environment, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for _ in range(nodes)
+    ]
+    outputs = [node.communicate(timeout=timeout) for node in started]
+    code = next((node.returncode for node in started if node.returncode != 0), 0)
+    return subprocess.CompletedProcess(started[0].args, code, "".join(out for out, _ in outputs),
+                                       "".join(err for _, err in outputs))
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]

@@ -39,12 +39,13 @@ RESUME_TOLERANCE = 1e-6
 
 
 def _torchrun(
-    *arguments: str, stop_in_step: int | None = None, hang_in_step: int | None = None, ranks: int = 2
+    *arguments: str, stop_in_step: int | None = None, hang_in_step: int | None = None, ranks: int = 2, nodes: int = 1
 ) -> subprocess.CompletedProcess:
     stop = ["--stop-in-step", str(stop_in_step)] if stop_in_step else []
     stop += ["--hang-in-step", str(hang_in_step)] if hang_in_step else []
     extensions = os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE))
-    return torchrun(ranks, [distributed_train.__file__, *stop, *arguments], env={"TORCH_EXTENSIONS_DIR": extensions})
+    return torchrun(ranks, [distributed_train.__file__, *stop, *arguments], env={"TORCH_EXTENSIONS_DIR": extensions},
+                    nodes=nodes)
 
 
 def _succeeded(done: subprocess.CompletedProcess) -> None:
@@ -80,24 +81,27 @@ def one_in_answer(completions, answer, **_):
 
 
 @pytest.mark.parametrize(
-    "backend",
+    ("backend", "nodes"),
     # ZeRO-2 with dynamic group sizes: ranks hold groups of other sizes, and as many micro-batches
     # (a reward succeeding at a rate per prompt, and 8 training prompts: step 3 meets step 1's prompts with their success counts)
     [pytest.param(["train.backend=deepspeed", "train.zero_stage=2", "algo.dynamic_group_size=true",
                    "rollout.num_generations=8", "algo.group_size_min=2", "algo.group_size_max=12",
                    "data.train.0.recipe_args={n: 10, test_fraction: 0.2}",
-                   "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"],
+                   "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"], 1,
                   marks=NEEDS_DEEPSPEED, id="zero2"),
      # ZeRO-3 with DAPO's dynamic sampling: the ranks agree on the resampling rounds (groups of
      # prompts whose answer is 1 always succeed, so some are resampled; the others differ)
      pytest.param(["train.backend=deepspeed", "train.zero_stage=3", "algo.dynamic_sampling=true",
-                   "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"],
+                   "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"], 1,
                   marks=NEEDS_DEEPSPEED, id="zero3"),
-     # FSDP2 with held-out evaluations before, during and after (forward passes on every rank)
+     # FSDP2 with held-out evaluations before, during and after (forward passes on every rank), its two
+     # ranks on two torchrun nodes meeting through a c10d rendezvous (as two machines would)
      pytest.param(["train.backend=fsdp2", "eval.before=true", "eval.after=true", "eval.every_n_steps=2",
-                   "eval.limit=4"], id="fsdp2")],
+                   "eval.limit=4"], 2, id="fsdp2-two-nodes")],
 )
-def test_two_ranks_train_stop_resume_exactly_and_export(backend, small_config, tiny_qwen25vl, rate_per_prompt_plugin, tmp_path):
+def test_two_ranks_train_stop_resume_exactly_and_export(
+    backend, nodes, small_config, tiny_qwen25vl, rate_per_prompt_plugin, tmp_path
+):
     config = small_config(
         f"train.steps={STEPS}", "checkpoint.every_n_steps=1", "algo.beta=0.04", "log.completions_per_log=100",
         "log.log_completions_every=1", "eval.before=false", "eval.after=false",
@@ -107,9 +111,10 @@ def test_two_ranks_train_stop_resume_exactly_and_export(backend, small_config, t
     config.save_yaml(recipe)
     runs = Path(config.log.output_dir)
 
-    _succeeded(_torchrun(str(recipe), "log.run_name=whole"))
-    _stopped_after_step_one(_torchrun(str(recipe), "log.run_name=cut", stop_in_step=2), runs / "cut" / "checkpoints")
-    _succeeded(_torchrun(str(recipe), "log.run_name=cut", "--resume"))
+    _succeeded(_torchrun(str(recipe), "log.run_name=whole", nodes=nodes))
+    _stopped_after_step_one(_torchrun(str(recipe), "log.run_name=cut", stop_in_step=2, nodes=nodes),
+                            runs / "cut" / "checkpoints")
+    _succeeded(_torchrun(str(recipe), "log.run_name=cut", "--resume", nodes=nodes))
 
     whole, cut = runs / "whole", runs / "cut"
     assert [row["step"] for row in read_metrics(whole / "metrics.jsonl")] == list(range(1, STEPS + 1))  # rank 0 alone logs
