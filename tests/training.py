@@ -52,16 +52,19 @@ def reward_at_start_and_end(run_dir: Path, key: str = "reward/total", window: in
     return statistics.mean(rewards[:window]), statistics.mean(rewards[-window:])
 
 
-def interrupt_step(monkeypatch: pytest.MonkeyPatch, step_index: int) -> Callable[[], None]:
-    """Make ``GRPOTrainer.step`` raise KeyboardInterrupt (a Ctrl-C) when ``step_index`` steps are done;
-    returns the function that puts the real step back."""
+def interrupt_step(
+    monkeypatch: pytest.MonkeyPatch, step_index: int, failure: type[BaseException] = KeyboardInterrupt
+) -> Callable[[], None]:
+    """Make ``GRPOTrainer.step`` raise ``failure`` (default KeyboardInterrupt, a Ctrl-C; SystemExit ends a
+    run without its emergency checkpoint, as ``kill -9`` would) when ``step_index`` steps are done; returns
+    the function that puts the real step back."""
     from mmgrpo.trainer.grpo import GRPOTrainer
 
     real_step = GRPOTrainer.step
 
     def interrupted(self: GRPOTrainer) -> dict[str, float]:
         if self.step_index == step_index:
-            raise KeyboardInterrupt
+            raise failure
         return real_step(self)
 
     monkeypatch.setattr(GRPOTrainer, "step", interrupted)

@@ -99,12 +99,13 @@ class GRPOTrainer:
         )
         self.step_index = 0
         self.saved_step: int | None = None  # the step of the newest checkpoint this trainer wrote
+        self.restored_rollouts: list[dict[str, Any]] = []  # rounds sampled ahead that the checkpoint kept
         if resumed is not None:
             self._restore(resumed, resume_from)
         self.batches = StepBatchBuilder(config, model, processor)
         self.rollout_source = start_rollout_source(SourceContext(  # from the restored weights
             config, model, processor, self.backend, self.drawer, self.scoring, self.batches.encode, run_dir,
-            self.step_index,
+            self.step_index, self.restored_rollouts,
         ))
         if not self.rollout_source.needs_loaded_media:  # the trainer's prompt batches also feed a sync engine
             self.batches.prompt_cache = open_prompt_cache(config)
@@ -269,14 +270,16 @@ class GRPOTrainer:
     # -- optimisation and checkpoints ---------------------------------------------------------
     def save(self, *, rng: dict[str, Any] | None = None, unconsumed: list[dict[str, Any]] | None = None) -> Path:
         """Checkpoint the current step on every rank (``rng``: the generator state to record, default
-        the current one; ``unconsumed``: the rollout batches drawn and not trained on, default the current ones)."""
+        the current one; ``unconsumed``: the rollout batches drawn and not trained on, default the current
+        ones; the rounds already sampled of them are kept too)."""
+        unconsumed = self._unconsumed() if unconsumed is None else unconsumed
+        sampled = self.rollout_source.recorded_rollouts([batch["batch"] for batch in unconsumed])
+        extra = self.drawer.checkpoint_extra(self.backend.ranks.gather(unconsumed))
         state = TrainerState(
             step=self.step_index,
             scheduler=self.scheduler.state_dict(),
             data=self.drawer.sampler.state_dict(),
-            extra=self.drawer.checkpoint_extra(
-                self.backend.ranks.gather(self._unconsumed() if unconsumed is None else unconsumed)
-            ),
+            extra=extra | {SAMPLED_BATCHES: self.backend.ranks.gather(sampled)},
             reference=self.reference_source,
         )
         path = save_checkpoint(
@@ -286,12 +289,24 @@ class GRPOTrainer:
         self.saved_step = self.step_index
         return path
 
+    def _own_sampled_batches(self, recorded: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        """This rank's rounds sampled ahead, when as many ranks saved them as run now (each rank's rounds
+        belong to its share of the prompts); otherwise none, and the batches in flight are sampled anew."""
+        ranks = self.backend.ranks
+        if len(recorded) == ranks.world_size:
+            return recorded[ranks.rank]
+        if any(recorded):
+            logger.warning("the checkpoint's batches in flight were sampled on %d rank(s), this run has %d: they "
+                           "are sampled anew", len(recorded), ranks.world_size)
+        return []
+
     def _restore(self, state: TrainerState, checkpoint_dir: Path) -> None:
         """Optimizer, scheduler, data position, RNG and step (weights were loaded with the model);
         this run's checkpoints after the resumed step belong to an abandoned timeline and are moved aside."""
         self.backend.load_optimizer(checkpoint_dir, state.optimizer)
         self.scheduler.load_state_dict(state.scheduler)
         self.drawer.load_checkpoint(state.data, state.extra, step=state.step)
+        self.restored_rollouts = self._own_sampled_batches(state.extra.get(SAMPLED_BATCHES, []))
         restore_rng_state(state.rng)
         self.step_index = state.step
         if checkpoint_dir.resolve().parent == (self.run_dir / "checkpoints").resolve():
@@ -301,6 +316,9 @@ class GRPOTrainer:
             remove_stale_staging(self.run_dir / "checkpoints")  # a killed save's leftovers: free the disk now
         self.backend.ranks.barrier()
         logger.info("resumed from %s at step %d", checkpoint_dir, state.step)
+
+
+SAMPLED_BATCHES = "sampled_batches"  # per saving rank: the rounds of its batches in flight, already sampled
 
 
 @dataclass

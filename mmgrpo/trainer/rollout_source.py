@@ -48,6 +48,10 @@ class RolloutSource(Protocol):
     def in_flight(self) -> Sequence[RolloutRequest]:
         """Batches drawn and not yet given to the trainer, oldest first (a checkpoint keeps them)."""
 
+    def recorded_rollouts(self, batches: Sequence[int]) -> list[dict[str, Any]]:
+        """The rounds already sampled of ``batches`` (drawn, not trained on), as a checkpoint keeps them:
+        a resumed run trains on them instead of sampling anew."""
+
     def step_metrics(self, groups: Sequence[Group], step: int) -> dict[str, float]:
         """This source's metrics of the groups step ``step`` (0-based) trains on."""
 
@@ -67,6 +71,7 @@ class SourceContext:
     encode: Callable[[list[Sample]], PromptBatch]  # the trainer's prompt encoding (its cache included)
     run_dir: Path
     version: int  # the policy's version (its step count) at the start
+    restored: Sequence[dict[str, Any]] = ()  # rounds the resumed checkpoint kept (RolloutSource.recorded_rollouts)
 
     def params_for(self, batch: int) -> SamplingParams:
         """This rank's sampling parameters of rollout batch ``batch`` (sync mode: step ``batch``)."""
@@ -98,6 +103,9 @@ class SyncRollouts:
     def in_flight(self) -> Sequence[RolloutRequest]:
         return ()
 
+    def recorded_rollouts(self, batches: Sequence[int]) -> list[dict[str, Any]]:
+        return []  # each round is sampled by the step that trains on it: none is ever ahead
+
     def step_metrics(self, groups: Sequence[Group], step: int) -> dict[str, float]:
         return {}
 
@@ -109,7 +117,8 @@ def start_async(context: SourceContext) -> AsyncRollouts:
     """A rollout worker process on a copy of the current policy, sampling ahead of training."""
     return AsyncRollouts.start(
         context.config, context.model, context.processor, context.backend, context.drawer, context.scoring,
-        context.params_for, run_dir=context.run_dir, version=context.version,
+        context.params_for, context.encode, run_dir=context.run_dir, version=context.version,
+        restored=context.restored,
     )
 
 

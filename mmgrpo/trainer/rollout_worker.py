@@ -30,7 +30,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -125,6 +125,13 @@ class WorkerResult:
     seconds: float  # the worker's time on this request: weights, encoding, sampling, scoring
 
 
+@dataclass(frozen=True)
+class WorkerReady:
+    """The worker built its engine on the weights of ``version`` and waits for requests."""
+
+    version: int
+
+
 class RolloutWorker:
     """The trainer's handle on the worker process: submit requests, receive results, publish weights."""
 
@@ -141,6 +148,9 @@ class RolloutWorker:
         )
         with _main_script_hidden():
             self.process.start()
+        # Before the trainer publishes newer weights: the first requests are sampled by the weights it started on,
+        # however long the worker takes to start (a resumed run's worker then samples as the uninterrupted one's).
+        self._next_message(lambda message: isinstance(message, WorkerReady), "starting")
 
     def submit(self, request_id: int, samples: Sequence[Sample], group_sizes: Sequence[int], params: SamplingParams) -> None:
         self._requests.put((request_id, list(samples), list(group_sizes), params))
@@ -151,6 +161,9 @@ class RolloutWorker:
     def receive(self) -> WorkerResult:
         """The next finished request (in submission order); raises :class:`RolloutWorkerError` when
         the worker failed on it or exited."""
+        return self._next_message(lambda message: isinstance(message, WorkerResult), "returning its batch")
+
+    def _next_message(self, expected: Callable[[Any], bool], doing: str) -> Any:
         while True:
             try:
                 message = self._results.get(timeout=_POLL_S)
@@ -158,10 +171,10 @@ class RolloutWorker:
                 if not self.process.is_alive():
                     raise RolloutWorkerError(
                         f"the rollout worker (pid {self.process.pid}) exited with code {self.process.exitcode} "
-                        "before returning its batch; see its output above"
+                        f"before {doing}; see its output above"
                     ) from None
                 continue
-            if isinstance(message, WorkerResult):
+            if expected(message):
                 return message
             request_id, details = message
             raise RolloutWorkerError(f"the rollout worker failed on batch {request_id}:\n{details}")
@@ -206,6 +219,7 @@ def _serve(
     model.eval().requires_grad_(False)
     version = weights.load_into(model)
     engine = build_engine(config, model, processor)
+    results.put(WorkerReady(version))
     while True:
         try:
             message = requests.get(timeout=_POLL_S)

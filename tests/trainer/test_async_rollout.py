@@ -88,24 +88,33 @@ def test_one_step_off_policy_samples_ahead_and_never_past_the_bound(small_config
     assert all("rollout/is_ratio_mean" in row for row in rows)
 
 
-def test_resume_trains_the_batches_in_flight_first(small_config, tmp_path, monkeypatch):
-    """The batches requested but not trained on at a stop are recorded and requested again: the
-    resumed run trains on the same prompts in the same order as the uninterrupted one."""
+@pytest.mark.parametrize("cut", ["stop", "kill"])
+def test_a_resumed_run_trains_on_what_the_uninterrupted_run_did(small_config, tmp_path, monkeypatch, cut):
+    """The batches requested but not trained on at a checkpoint are kept with the rounds already sampled
+    of them, so the resumed run trains on the same prompts, completions and rewards, in the same order, as
+    the uninterrupted one, to the same weights: after a stop in step 3 (the emergency checkpoint of step
+    2) and after a crash without one in step 4 (like ``kill -9``: the periodic checkpoint of step 3)."""
     overrides = ("train.steps=5", "log.log_completions_every=1", "log.completions_per_log=1000", *ASYNC,
-                 "rollout.max_staleness=2")
-    build(small_config(*overrides), tmp_path / "full").train()
+                 "rollout.max_staleness=2", "checkpoint.every_n_steps=1", "algo.is_correction=tis")
+    full = build(small_config(*overrides), tmp_path / "full")
+    full.train()
 
-    restore_step = interrupt_step(monkeypatch, 2)
-    with pytest.raises(KeyboardInterrupt):
+    failure, saved = (KeyboardInterrupt, 2) if cut == "stop" else (SystemExit, 3)  # SystemExit: no emergency save
+    restore_step = interrupt_step(monkeypatch, saved, failure)
+    with pytest.raises(failure):
         build(small_config(*overrides), tmp_path / "half").train()
     checkpoint = latest_checkpoint(tmp_path / "half" / "checkpoints")
-    assert checkpoint.name == "step-2"
+    assert checkpoint.name == f"step-{saved}"
     restore_step()
-    build(small_config(*overrides), tmp_path / "half", checkpoint=checkpoint).train()
+    resumed = build(small_config(*overrides), tmp_path / "half", checkpoint=checkpoint)
+    resumed.train()
 
-    full, resumed = trained_ids(tmp_path / "full"), trained_ids(tmp_path / "half")
-    assert list(resumed) == [1, 2, 3, 4, 5]
-    assert resumed == full
+    assert trained_ids(tmp_path / "half") == trained_ids(tmp_path / "full")
+    for expected, got in zip(read_metrics(tmp_path / "full" / "metrics.jsonl"),
+                             read_metrics(tmp_path / "half" / "metrics.jsonl")):
+        for key in (*COMPARED, "kl", "async/staleness_mean", "is/weight_mean"):
+            assert got.get(key) == expected.get(key), (expected["step"], key)
+    assert all(torch.equal(a, b) for a, b in zip(full.model.state_dict().values(), resumed.model.state_dict().values()))
 
 
 def test_worker_skips_a_bad_image_and_counts_it(small_config, tmp_path, bad_images):
