@@ -77,6 +77,7 @@ def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, 
     assert metrics["reference_local_share"] < 0.6 if sharded else metrics["reference_local_share"] == 1.0
 
 
+@pytest.mark.slow  # ~50 s on 2 CPU cores
 def test_fsdp2_with_a_frozen_tower_keeps_it_and_holds_no_optimizer_state_for_it(tiny_qwen25vl, tmp_path):
     """FSDP2 units mixing frozen and trainable parameters are supported (frozen ones skip the reduce-scatter);
     here every tower unit is frozen whole, and no rank's optimizer holds state for a frozen shard."""

@@ -11,6 +11,7 @@ from mmgrpo.models.adapters import adapter_for
 from mmgrpo.models.freezing import frozen_parts
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.run_files import read_metrics
+from mmgrpo.trainer.backends import OptimizerSpec, SingleProcessBackend
 from mmgrpo.trainer.checkpoint import latest_checkpoint
 
 from tests.trainer import backend_parity
@@ -65,3 +66,12 @@ def test_trainable_patterns_train_only_their_matches_and_a_frozen_run_resumes(sm
     assert [row["step"] for row in read_metrics(tmp_path / "half" / "metrics.jsonl")] == [1, 2]
     for (name, p), (_, q) in zip(full.model.named_parameters(), resumed.model.named_parameters()):
         assert torch.allclose(p, q, atol=1e-6), name
+
+
+def test_weight_pushes_after_the_first_leave_frozen_tensors_out(tiny_qwen25vl):
+    model, _ = load_model_and_processor(str(tiny_qwen25vl))
+    frozen = frozen_parts(model, ModelConfig(freeze_vision_tower=True)).names
+    backend = SingleProcessBackend(model, OptimizerSpec(lr=1e-3, weight_decay=0.0, total_steps=1))
+    everything = dict(backend.whole_weights())
+    pushed = dict(backend.whole_weights(frozen))
+    assert frozen <= everything.keys() and pushed.keys() == everything.keys() - frozen
