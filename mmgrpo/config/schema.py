@@ -65,7 +65,7 @@ class ModelConfig:
         "freeze_vision_tower, VLM-R1 freeze_vision_modules). A family whose adapter names no tower is an error."
     )
     freeze_projector: bool = option(
-        False, "Also freeze the projector between encoder and language model (Qwen-VL's merger, SmolVLM's "
+        False, "Freeze the projector between the media encoder and the language model (Qwen-VL's merger, SmolVLM's "
         "connector, Qwen2-Audio's multi_modal_projector; ms-swift freeze_aligner)."
     )
     frozen: list[str] = option(
