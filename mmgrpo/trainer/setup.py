@@ -68,10 +68,12 @@ def load_policy(
 
 
 def _log_trainable(model: torch.nn.Module, frozen: FrozenParts) -> None:
+    """The start of the log says what trains: counts, and the parts the config froze."""
     trainable, fixed = parameter_counts(model)
+    reasons = f"; frozen by config: {'; '.join(frozen.reasons)}" if frozen.reasons else ""
     logger.info(
         "parameters: %s trainable, %s frozen (%.1f%% trainable)%s", f"{trainable:,}", f"{fixed:,}",
-        100 * trainable / max(1, trainable + fixed), f"; frozen by config: {'; '.join(frozen.reasons)}" if frozen.reasons else "",
+        100 * trainable / max(1, trainable + fixed), reasons,
     )
 
 

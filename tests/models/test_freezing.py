@@ -84,3 +84,12 @@ def test_lora_puts_no_adapter_into_a_frozen_tower(tiny_model_dir):
 
     assert adapted_tower_modules()  # without freezing, the tower gets adapters
     assert not adapted_tower_modules("model.freeze_vision_tower=true")
+
+
+def test_the_log_says_what_trains_and_what_the_config_froze(tiny_qwen25vl, caplog):
+    config = load_config(None, [f"model.name_or_path={tiny_qwen25vl}", "model.freeze_vision_tower=true"])
+    with caplog.at_level("INFO", logger="mmgrpo.trainer.setup"):
+        model, _ = load_policy(config, str(tiny_qwen25vl), torch.device("cpu"))
+    trainable, frozen = parameter_counts(model)
+    assert f"{trainable:,} trainable, {frozen:,} frozen" in caplog.text and frozen > 0
+    assert "frozen by config: tower model.visual. (projector excepted)" in caplog.text
