@@ -3,8 +3,9 @@
 
 Frozen parameters get ``requires_grad=False`` before a back end builds its optimizer, so they get no
 gradients and no optimizer state on any back end. Names are the plain model's as transformers names
-them in memory (``named_parameters``, tied aliases included); globs are ``fnmatch`` patterns whose ``*``
-also matches dots. A glob matching nothing is an error, so a typo never silently trains everything.
+them in memory (``named_parameters``, tied aliases included: a tensor is frozen under all its names or
+none, trainable when any of its names is); globs are ``fnmatch`` patterns whose ``*`` also matches dots.
+A glob matching nothing is an error, so a typo never silently trains everything.
 """
 
 from __future__ import annotations
@@ -35,8 +36,8 @@ class FrozenParts:
 def frozen_parts(model: torch.nn.Module, options: ModelConfig) -> FrozenParts:
     """The parameters ``options`` freezes in ``model`` (a plain or PEFT-wrapped policy)."""
     base = unwrap_model(model)
-    names = [name for name, _ in base.named_parameters(remove_duplicate=False) if ".lora_" not in name]
-    names = [name.replace(".base_layer.", ".") for name in names]  # PEFT's wrapped layers, plain names
+    aliases = _aliases(base)
+    names = list(aliases)
     adapter, family = adapter_for(base), base.config.model_type
     frozen: set[str] = set()
     reasons: list[str] = []
@@ -56,8 +57,10 @@ def frozen_parts(model: torch.nn.Module, options: ModelConfig) -> FrozenParts:
         reasons.append(f"projector {', '.join(p for p in adapter.projector_prefixes if _any_under(names, p))}")
     frozen |= _matching(names, options.frozen, "model.frozen")
     reasons += [f"model.frozen {pattern}" for pattern in options.frozen]
+    frozen = {alias for name in frozen for alias in aliases[name]}
     if options.trainable:
-        frozen |= set(names) - _matching(names, options.trainable, "model.trainable")
+        kept = {alias for name in _matching(names, options.trainable, "model.trainable") for alias in aliases[name]}
+        frozen |= set(names) - kept
         reasons.append(f"all but model.trainable {list(options.trainable)}")
     if frozen and frozen >= set(names):
         raise ConfigError("model.freeze_* / frozen / trainable freeze every parameter: nothing is left to train")
@@ -84,6 +87,16 @@ def parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
     """(trainable, frozen) parameter counts of ``model``, each shared tensor counted once."""
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return trainable, sum(p.numel() for p in model.parameters()) - trainable
+
+
+def _aliases(model: torch.nn.Module) -> dict[str, tuple[str, ...]]:
+    """Every parameter name of ``model`` (PEFT's wrapped layers under their plain names, adapters left out)
+    -> all the names of the same tensor (more than one where weights are tied)."""
+    by_tensor: dict[int, list[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        if ".lora_" not in name:
+            by_tensor.setdefault(id(parameter), []).append(name.replace(".base_layer.", "."))
+    return {name: tuple(names) for names in by_tensor.values() for name in names}
 
 
 def _starts(name: str, prefixes: Iterable[str]) -> bool:

@@ -93,3 +93,13 @@ def test_the_log_says_what_trains_and_what_the_config_froze(tiny_qwen25vl, caplo
     trainable, frozen = parameter_counts(model)
     assert f"{trainable:,} trainable, {frozen:,} frozen" in caplog.text and frozen > 0
     assert "frozen by config: tower model.visual. (projector excepted)" in caplog.text
+
+
+def test_a_tied_tensor_trains_when_any_of_its_names_is_trainable(tiny_model_dir):
+    """Real Qwen2.5-VL 3B ties lm_head to the embeddings: model.trainable naming one name keeps the tensor."""
+    model, _ = load_model_and_processor(str(tiny_model_dir("qwen2_5_vl")))
+    model.lm_head.weight = model.model.language_model.embed_tokens.weight  # tied, as the 3B checkpoint is
+    frozen = frozen_parts(model, ModelConfig(trainable=["model.language_model.*"])).names
+    assert "lm_head.weight" not in frozen and "model.language_model.embed_tokens.weight" not in frozen
+    frozen = frozen_parts(model, ModelConfig(frozen=["lm_head.*"])).names
+    assert {"lm_head.weight", "model.language_model.embed_tokens.weight"} <= frozen
