@@ -38,23 +38,7 @@ def frozen_parts(model: torch.nn.Module, options: ModelConfig) -> FrozenParts:
     base = unwrap_model(model)
     aliases = _aliases(base)
     names = list(aliases)
-    adapter, family = adapter_for(base), base.config.model_type
-    frozen: set[str] = set()
-    reasons: list[str] = []
-    if options.freeze_vision_tower or options.freeze_projector:
-        if not adapter.tower_prefixes:
-            raise ConfigError(
-                f"model.freeze_vision_tower / freeze_projector: the {family!r} family's adapter names no media "
-                "tower or projector (mmgrpo/models/adapters.py); freeze its modules with model.frozen globs instead"
-            )
-    if options.freeze_vision_tower:
-        tower = [n for n in names if _starts(n, adapter.tower_prefixes) and not _starts(n, adapter.projector_prefixes)]
-        frozen |= _required(tower, f"the {family} tower {adapter.tower_prefixes}")
-        reasons.append(f"tower {', '.join(adapter.tower_prefixes)} (projector excepted)")
-    if options.freeze_projector:
-        projector = [n for n in names if _starts(n, adapter.projector_prefixes)]
-        frozen |= _required(projector, f"the {family} projector {adapter.projector_prefixes}")
-        reasons.append(f"projector {', '.join(p for p in adapter.projector_prefixes if _any_under(names, p))}")
+    frozen, reasons = _family_parts(base, names, options)
     frozen |= _matching(names, options.frozen, "model.frozen")
     reasons += [f"model.frozen {pattern}" for pattern in options.frozen]
     frozen = {alias for name in frozen for alias in aliases[name]}
@@ -65,6 +49,28 @@ def frozen_parts(model: torch.nn.Module, options: ModelConfig) -> FrozenParts:
     if frozen and frozen >= set(names):
         raise ConfigError("model.freeze_* / frozen / trainable freeze every parameter: nothing is left to train")
     return FrozenParts(frozenset(frozen), tuple(reasons))
+
+
+def _family_parts(model: torch.nn.Module, names: Sequence[str], options: ModelConfig) -> tuple[set[str], list[str]]:
+    """The tower and projector names ``model.freeze_vision_tower`` / ``freeze_projector`` freeze, as the
+    family's adapter names them, and the reasons for the log."""
+    adapter, family = adapter_for(model), model.config.model_type
+    frozen: set[str] = set()
+    reasons: list[str] = []
+    if (options.freeze_vision_tower or options.freeze_projector) and not adapter.tower_prefixes:
+        raise ConfigError(
+            f"model.freeze_vision_tower / freeze_projector: the {family!r} family's adapter names no media "
+            "tower or projector (mmgrpo/models/adapters.py); freeze its modules with model.frozen globs instead"
+        )
+    if options.freeze_vision_tower:
+        tower = [n for n in names if _starts(n, adapter.tower_prefixes) and not _starts(n, adapter.projector_prefixes)]
+        frozen |= _required(tower, f"the {family} tower {adapter.tower_prefixes}")
+        reasons.append(f"tower {', '.join(adapter.tower_prefixes)} (projector excepted)")
+    if options.freeze_projector:
+        projector = [n for n in names if _starts(n, adapter.projector_prefixes)]
+        frozen |= _required(projector, f"the {family} projector {adapter.projector_prefixes}")
+        reasons.append(f"projector {', '.join(p for p in adapter.projector_prefixes if _starts_any(names, p))}")
+    return frozen, reasons
 
 
 def freeze(model: torch.nn.Module, parts: FrozenParts) -> None:
@@ -103,7 +109,7 @@ def _starts(name: str, prefixes: Iterable[str]) -> bool:
     return any(name.startswith(prefix) for prefix in prefixes)
 
 
-def _any_under(names: Iterable[str], prefix: str) -> bool:
+def _starts_any(names: Iterable[str], prefix: str) -> bool:
     return any(name.startswith(prefix) for name in names)
 
 
