@@ -59,6 +59,23 @@ class ModelConfig:
         "checked at load.", gt=0
     )
     max_audio_seconds: float = option(30.0, "Longer audio is cut to this many seconds (one Whisper window).", gt=0)
+    freeze_vision_tower: bool = option(
+        False, "Train without the media encoder: the family's vision tower (Qwen2-Audio: its audio tower), the "
+        "projector/merger excepted, gets no gradients and no optimizer state (ms-swift freeze_vit, EasyR1 "
+        "freeze_vision_tower, VLM-R1 freeze_vision_modules). A family whose adapter names no tower is an error."
+    )
+    freeze_projector: bool = option(
+        False, "Freeze the projector between the media encoder and the language model (Qwen-VL's merger, SmolVLM's "
+        "connector, Qwen2-Audio's multi_modal_projector; ms-swift freeze_aligner)."
+    )
+    frozen: list[str] = option(
+        [], "Parameter-name globs (fnmatch: * matches dots too) to freeze, matched against the names the loaded "
+        "model gives (e.g. 'model.language_model.layers.0.*'); a glob matching no parameter is an error."
+    )
+    trainable: list[str] = option(
+        [], "Parameter-name globs (as model.frozen); when non-empty ONLY matching parameters train (the freeze "
+        "options still apply on top). With LoRA, adapters go only into modules none of whose weights are frozen."
+    )
 
 
 @dataclass

@@ -13,6 +13,9 @@ about a VLM family:
   all images' patches into one tensor instead of stacking them per row).
 - ``backbone`` / ``output_head``: the module giving hidden states and the LM head, so
   log-probs can be computed in chunks instead of materialising all logits.
+- ``tower_prefixes`` / ``projector_prefixes``: the parameter-name prefixes (as transformers 5
+  names them in memory) of the media encoder and of the projector feeding the language model,
+  which ``model.freeze_vision_tower`` / ``model.freeze_projector`` freeze.
 
 Adapters are registered in :data:`FAMILY_ADAPTERS` under the config's ``model_type``;
 unknown families get the generic :class:`FamilyAdapter` (1-D rotary positions over real
@@ -50,6 +53,10 @@ class FamilyAdapter:
     per_token_keys: tuple[str, ...] = ("mm_token_type_ids", "token_type_ids")
     per_item_keys: Mapping[str, str] = {}
     per_patch_keys: Mapping[str, str] = {}
+    # Parameter-name prefixes of the media encoder and of its projector (which may lie inside the
+    # encoder's prefix, as Qwen-VL's merger does: the tower is then the rest). Unknown: none.
+    tower_prefixes: tuple[str, ...] = ()
+    projector_prefixes: tuple[str, ...] = ()
 
     # -- modules -----------------------------------------------------------------
     def backbone(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -164,6 +171,9 @@ class QwenVLAdapter(FamilyAdapter):
 
     per_item_keys = {"image_grid_thw": "image", "video_grid_thw": "video", "second_per_grid_ts": "video"}
     per_patch_keys = {"pixel_values": "image_grid_thw", "pixel_values_videos": "video_grid_thw"}
+    tower_prefixes = ("model.visual.",)
+    # Qwen3-VL also feeds early vision layers to the decoder through its deepstack mergers.
+    projector_prefixes = ("model.visual.merger.", "model.visual.deepstack_merger_list.")
     _rope_media_keys = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")
 
     def prompt_positions(
@@ -215,6 +225,9 @@ class QwenVLAdapter(FamilyAdapter):
 class TiledImageAdapter(FamilyAdapter):
     """SmolVLM / Idefics3: each image is split into tiles stacked per row, all-zero tiles pad."""
 
+    tower_prefixes = ("model.vision_model.",)
+    projector_prefixes = ("model.connector.",)
+
     def expected_media_tokens(
         self,
         processor: ProcessorMixin,
@@ -232,6 +245,8 @@ class AudioPerItemAdapter(FamilyAdapter):
     """Audio families whose features are stacked per clip (Qwen2-Audio), not per row."""
 
     per_item_keys = {"input_features": "audio", "feature_attention_mask": "audio"}
+    tower_prefixes = ("model.audio_tower.",)
+    projector_prefixes = ("model.multi_modal_projector.",)
 
     def expected_media_tokens(
         self,

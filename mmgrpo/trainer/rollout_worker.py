@@ -92,7 +92,8 @@ class SharedWeights:
         return int(self._version.value)
 
     def publish(self, weights: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
-        """Copy ``weights`` (the same names and shapes as at construction, each copied as it comes) in as ``version``."""
+        """Copy ``weights`` (names and shapes as at construction, each copied as it comes; frozen ones may be
+        left out, they keep their first copy) in as ``version``."""
         with self.lock:
             for name, tensor in weights:
                 self.tensors[name].copy_(tensor)

@@ -5,6 +5,7 @@ What eval needs as well (model paths, budgets, samples) lives in :mod:`mmgrpo.in
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from mmgrpo.config import Config
 from mmgrpo.inputs import media_budgets, reward_policy
 from mmgrpo.models.budget_limits import require_budgets_fit
 from mmgrpo.models.compat import enable_activation_checkpointing
+from mmgrpo.models.freezing import FrozenParts, freeze, frozen_parts, lora_excluded_modules, parameter_counts
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
 from mmgrpo.trainer.rollouts import ScoringRule
@@ -24,6 +26,8 @@ from tasks.base import Task
 if TYPE_CHECKING:
     from mmgrpo.trainer.backends import TrainingBackend
 
+logger = logging.getLogger(__name__)
+
 
 def load_policy(
     config: Config, model_path: str, device: torch.device, *, checkpoint: Path | None = None
@@ -31,7 +35,9 @@ def load_policy(
     """The trainable policy (LoRA-wrapped when enabled) and its processor.
 
     With ``checkpoint`` (an mmgrpo checkpoint folder) the weights come from it: the full
-    model, or the base model from ``model_path`` plus the saved LoRA adapter.
+    model, or the base model from ``model_path`` plus the saved LoRA adapter. The parts the
+    ``model`` section freezes (:mod:`mmgrpo.models.freezing`) have gradients off, and LoRA puts
+    no adapter into them.
     """
     full_checkpoint = checkpoint is not None and not config.lora.enabled
     model, processor = load_model_and_processor(
@@ -44,6 +50,8 @@ def load_policy(
     require_budgets_fit(config.model, model, processor)
     if config.train.gradient_checkpointing:
         enable_activation_checkpointing(model, {"use_reentrant": False})
+    frozen = frozen_parts(model, config.model)
+    freeze(model, frozen)
     if config.lora.enabled and checkpoint is not None:
         model = PeftModel.from_pretrained(model, str(checkpoint), is_trainable=True)
     elif config.lora.enabled:
@@ -52,9 +60,21 @@ def load_policy(
             PeftLoraConfig(
                 r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
                 target_modules=config.lora.target_modules,
+                exclude_modules=lora_excluded_modules(frozen, config.lora.target_modules) or None,
             ),
         )
+    _log_trainable(model, frozen)
     return model, processor
+
+
+def _log_trainable(model: torch.nn.Module, frozen: FrozenParts) -> None:
+    """The start of the log says what trains: counts, and the parts the config froze."""
+    trainable, fixed = parameter_counts(model)
+    reasons = f"; frozen by config: {'; '.join(frozen.reasons)}" if frozen.reasons else ""
+    logger.info(
+        "parameters: %s trainable, %s frozen (%.1f%% trainable)%s", f"{trainable:,}", f"{fixed:,}",
+        100 * trainable / max(1, trainable + fixed), reasons,
+    )
 
 
 def build_engine(

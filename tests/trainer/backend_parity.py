@@ -8,6 +8,9 @@ process: each rank trains on its share of the groups. Imported by
 
     DS_ACCELERATOR=cpu torchrun --nproc-per-node 2 tests/trainer/backend_parity.py \\
         --model-dir D --backend deepspeed --zero-stage 3 --out weights.pt   # or --backend fsdp2
+
+``--freeze-vision-tower`` freezes the tower first, as ``model.freeze_vision_tower`` does. Audio
+families get a clip of noise where image families get an image.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ from torch.distributed.tensor import DTensor
 
 from mmgrpo.config.schema import ModelConfig, TrainConfig
 from mmgrpo.models.batch import build_prompt_batch
+from mmgrpo.models.freezing import freeze, frozen_parts
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.trainer.backends import OptimizerSpec, build_backend
 from mmgrpo.inputs import media_budgets
 from mmgrpo.trainer.update import LossSettings, StepBatch, UpdateSettings, build_loss_mask, policy_update
 from mmgrpo.types import Sample
+from tests.rollout.test_families import AUDIO_FAMILIES, media_part
 
 PROMPTS, GROUP_SIZE = 4, 4  # 16 completions, split by whole groups across ranks
 MICRO_BATCH = GROUP_SIZE  # one group per forward/backward
@@ -43,7 +48,8 @@ def fixed_batch(processor, family: str) -> StepBatch:
         Sample(
             id=f"p{i}", task="fixed",
             messages=[{"role": "user", "content": [
-                {"type": "image", "image": Image.fromarray(rng.integers(0, 256, (56, 56, 3), dtype=np.uint8))},
+                media_part(family, 56, i) if family in AUDIO_FAMILIES
+                else {"type": "image", "image": Image.fromarray(rng.integers(0, 256, (56, 56, 3), dtype=np.uint8))},
                 {"type": "text", "text": f"How many objects? {i}"},
             ]}],
         )
@@ -89,11 +95,14 @@ def initial_weights(model_dir: Path) -> Weights:
 
 
 def train_on_fixed_rollouts(
-    model_dir: Path, train: TrainConfig, backend_class: type | None = None
+    model_dir: Path, train: TrainConfig, backend_class: type | None = None, options: ModelConfig | None = None
 ) -> tuple[Weights, dict[str, float]]:
     """Weights after ``STEPS`` updates through ``train.backend`` (or ``backend_class``; full on
-    rank 0, ``{}`` elsewhere) and the update's metrics (reduced over ranks)."""
+    rank 0, ``{}`` elsewhere) and the update's metrics (reduced over ranks), with the parts
+    ``options`` freezes frozen; ``optimizer_states`` / ``frozen_optimizer_states`` count this
+    rank's parameters with optimizer state, all and frozen ones."""
     model, processor = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
+    freeze(model, frozen_parts(model, options or ModelConfig()))
     spec = OptimizerSpec(
         lr=LR, weight_decay=0.01, total_steps=STEPS, max_grad_norm=train.max_grad_norm,
         samples_per_step=PROMPTS * GROUP_SIZE,
@@ -102,6 +111,9 @@ def train_on_fixed_rollouts(
     batch = rank_share(fixed_batch(processor, model.config.model_type), backend.ranks.rank, backend.ranks.world_size)
     backend.model.train()
     metrics = policy_update(backend, batch, LOSS, UpdateSettings(num_iterations=STEPS, micro_batch_size=MICRO_BATCH))
+    states = [param for param in backend.optimizer.state if backend.optimizer.state[param]]
+    metrics["optimizer_states"] = len(states)
+    metrics["frozen_optimizer_states"] = sum(not param.requires_grad for param in states)
     reference, _ = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
     metrics["reference_local_share"] = local_share(backend.prepare_frozen(reference))
     return {name: tensor.detach().float().cpu() for name, tensor in backend.full_state_dict().items()}, metrics
@@ -113,6 +125,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=["deepspeed", "fsdp2"], default="deepspeed")
     parser.add_argument("--zero-stage", type=int, choices=[2, 3], default=2)
     parser.add_argument("--offload", action="store_true", help="ZeRO-3: optimizer state and weight shards in CPU memory")
+    parser.add_argument("--freeze-vision-tower", action="store_true", help="as model.freeze_vision_tower=true")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -121,7 +134,8 @@ def main() -> None:
         backend=args.backend, zero_stage=args.zero_stage, micro_batch_size=MICRO_BATCH,
         offload_optimizer=args.offload, offload_parameters=args.offload,
     )
-    weights, metrics = train_on_fixed_rollouts(args.model_dir, train)
+    options = ModelConfig(freeze_vision_tower=args.freeze_vision_tower)
+    weights, metrics = train_on_fixed_rollouts(args.model_dir, train, options=options)
     if weights:
         torch.save({"weights": weights, "metrics": metrics}, args.out)
     torch.distributed.barrier()

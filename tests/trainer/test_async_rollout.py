@@ -53,10 +53,13 @@ def trained_ids(run_dir: Path) -> dict[int, list[str]]:
     return steps
 
 
-@pytest.mark.parametrize("tuning", [(), ("lora.enabled=true", "lora.r=4")], ids=["full", "lora"])
+@pytest.mark.parametrize("tuning", [
+    pytest.param((), id="full"), pytest.param(("lora.enabled=true", "lora.r=4"), id="lora"),
+    pytest.param(("model.freeze_vision_tower=true",), id="frozen-tower", marks=pytest.mark.slow),  # pushes skip it
+])
 def test_staleness_zero_trains_exactly_as_sync_mode(small_config, tmp_path, tuning):
     """max_staleness=0 is the sync schedule through the worker: same prompts, seeds, completions,
-    losses and weights (the worker's copy gets every update, LoRA merged)."""
+    losses and weights (the worker's copy gets every update, LoRA merged; a frozen tower only once)."""
     config = small_config("train.steps=4", "algo.beta=0.1", *tuning)
     sync = build(config, tmp_path / "sync")
     sync.train()

@@ -75,3 +75,22 @@ def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, 
     # the frozen KL reference is sharded like the policy's weights (ZeRO-2 keeps weights whole)
     sharded = backend == "fsdp2" or zero_stage == 3
     assert metrics["reference_local_share"] < 0.6 if sharded else metrics["reference_local_share"] == 1.0
+
+
+@pytest.mark.slow  # ~50 s on 2 CPU cores
+def test_fsdp2_with_a_frozen_tower_keeps_it_and_holds_no_optimizer_state_for_it(tiny_qwen25vl, tmp_path):
+    """FSDP2 units mixing frozen and trainable parameters are supported (frozen ones skip the reduce-scatter);
+    here every tower unit is frozen whole, and no rank's optimizer holds state for a frozen shard."""
+    env = {"OMP_NUM_THREADS": "1"}
+    out = tmp_path / "weights.pt"
+    script = [str(WORKER), "--model-dir", str(tiny_qwen25vl), "--backend", "fsdp2", "--freeze-vision-tower",
+              "--out", str(out)]
+    done = torchrun(2, script, env=env, timeout=600)
+    assert done.returncode == 0, f"torchrun failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    result = torch.load(out)
+    weights, metrics = result["weights"], result["metrics"]
+    initial = backend_parity.initial_weights(tiny_qwen25vl)
+    tower = [n for n in initial if n.startswith("model.visual.") and not n.startswith("model.visual.merger.")]
+    assert tower and all(torch.equal(weights[name], initial[name]) for name in tower)
+    assert any(not torch.equal(weights[n], initial[n]) for n in initial if n.startswith("model.language_model."))
+    assert metrics["frozen_optimizer_states"] == 0 and metrics["optimizer_states"] > 0

@@ -110,10 +110,11 @@ class TrainingBackend(Protocol):
         """The whole model's weights on the main process (gathered from shards); ``{}`` on other ranks."""
         ...
 
-    def whole_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """The model's state dict on every rank, one whole tensor at a time (LoRA merged): what a
-        rank's rollout worker copies. Gathering a sharded tensor is a collective, so every rank
-        consumes all of it, in order; a tensor may be freed once the next is drawn: copy it."""
+    def whole_weights(self, skip: frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
+        """The model's state dict on every rank, one whole tensor at a time (LoRA merged), less the names
+        in ``skip`` (frozen ones, never gathered): what a rank's rollout worker copies. Gathering a sharded
+        tensor is a collective, so every rank consumes all of it, in order (with the same ``skip``); a
+        tensor may be freed once the next is drawn: copy it."""
         ...
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:

@@ -127,12 +127,14 @@ class DeepSpeedBackend:
             return {}
         return {name: tensor.detach().cpu() for name, tensor in self.model.state_dict().items()}
 
-    def whole_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+    def whole_weights(self, skip: frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
         if self.zero_stage < 3:  # every rank holds the whole module
-            yield from plain_weights(self.model).items()
+            yield from ((name, value) for name, value in plain_weights(self.model).items() if name not in skip)
             return
         parameters = dict(self.model.named_parameters(remove_duplicate=False))
         for name, value in self.model.state_dict().items():
+            if name in skip:
+                continue
             parameter = parameters.get(name)
             if parameter is None:  # a buffer: never partitioned
                 yield name, value

@@ -87,10 +87,11 @@ class FSDP2Backend:
         state = get_model_state_dict(self.model, options=_GATHERED)
         return dict(state) if self.ranks.is_main_process else {}
 
-    def whole_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+    def whole_weights(self, skip: frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
         self._reshard()
         for name, value in self.model.state_dict().items():
-            yield name, value.full_tensor() if isinstance(value, DTensor) else value
+            if name not in skip:
+                yield name, value.full_tensor() if isinstance(value, DTensor) else value
 
     def save_optimizer(self, folder: Path) -> dict[str, Any] | None:
         self._reshard()

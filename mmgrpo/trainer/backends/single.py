@@ -60,8 +60,8 @@ class SingleProcessBackend:
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         return dict(self.model.state_dict())
 
-    def whole_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        yield from plain_weights(self.model).items()
+    def whole_weights(self, skip: frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
+        yield from ((name, value) for name, value in plain_weights(self.model).items() if name not in skip)
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
         return module

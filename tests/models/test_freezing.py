@@ -1,0 +1,105 @@
+"""Which parameters ``model.freeze_vision_tower`` / ``freeze_projector`` / ``frozen`` / ``trainable`` freeze,
+on every tiny family with a media tower, and the errors that keep a typo from training everything."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import LlamaConfig
+
+from mmgrpo.config import ConfigError, load_config
+from mmgrpo.config.schema import ModelConfig
+from mmgrpo.models.freezing import freeze, frozen_parts, parameter_counts
+from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.trainer.setup import load_policy
+
+# The tower and projector of each family as transformers 5 names them in memory.
+TOWERS = {
+    "qwen2_5_vl": ("model.visual.", ("model.visual.merger.",)),
+    "qwen3_vl": ("model.visual.", ("model.visual.merger.", "model.visual.deepstack_merger_list.")),
+    "smolvlm": ("model.vision_model.", ("model.connector.",)),
+    "qwen2_audio": ("model.audio_tower.", ("model.multi_modal_projector.",)),
+}
+
+
+@pytest.mark.parametrize("family", TOWERS)
+def test_each_family_names_its_tower_and_projector(family, tiny_model_dir):
+    model, _ = load_model_and_processor(str(tiny_model_dir(family)))
+    names = {name for name, _ in model.named_parameters()}
+    tower_prefix, projector_prefix = TOWERS[family]
+    tower = frozen_parts(model, ModelConfig(freeze_vision_tower=True)).names
+    projector = frozen_parts(model, ModelConfig(freeze_projector=True)).names
+    assert tower and all(name.startswith(tower_prefix) for name in tower)
+    assert projector == {n for n in names if n.startswith(projector_prefix)} != set()
+    assert not tower & projector  # the tower is the encoder without its projector
+    assert {n for n in names if n.startswith(tower_prefix)} <= tower | projector
+    freeze(model, frozen_parts(model, ModelConfig(freeze_vision_tower=True, freeze_projector=True)))
+    trainable, frozen = parameter_counts(model)
+    encoder = sum(p.numel() for n, p in model.named_parameters() if n.startswith((tower_prefix, *projector_prefix)))
+    assert frozen == encoder and trainable
+
+
+def test_a_family_without_a_tower_is_refused_by_name():
+    model = torch.nn.Linear(2, 2)
+    model.config = LlamaConfig(vocab_size=8, hidden_size=8, num_hidden_layers=1, num_attention_heads=1)
+    with pytest.raises(ConfigError, match="'llama' family.*names no media tower"):
+        frozen_parts(model, ModelConfig(freeze_vision_tower=True))
+
+
+def test_patterns_freeze_matching_names_and_trainable_keeps_only_its_matches(tiny_qwen25vl):
+    model, _ = load_model_and_processor(str(tiny_qwen25vl))
+    names = [name for name, _ in model.named_parameters()]
+    frozen = frozen_parts(model, ModelConfig(frozen=["model.language_model.layers.0.*", "*.norm.weight"])).names
+    assert frozen == {n for n in names if n.startswith("model.language_model.layers.0.") or n.endswith(".norm.weight")}
+    kept = frozen_parts(model, ModelConfig(trainable=["model.language_model.layers.1.*"]))
+    assert set(names) - kept.names == {n for n in names if n.startswith("model.language_model.layers.1.")}
+    both = frozen_parts(model, ModelConfig(trainable=["model.language_model.*"], frozen=["*.layers.1.*"])).names
+    assert "model.language_model.layers.0.mlp.up_proj.weight" not in both
+    assert "model.language_model.layers.1.mlp.up_proj.weight" in both and "model.visual.merger.ln_q.weight" in both
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [({"frozen": ["model.visual.block.*"]}, "model.frozen pattern 'model.visual.block.\\*' matches no parameter"),
+     ({"trainable": ["language_model.*"]}, "model.trainable pattern 'language_model.\\*' matches no parameter"),
+     ({"frozen": ["*"]}, "nothing is left to train")],
+)
+def test_pattern_errors_name_the_pattern(options, message, tiny_qwen25vl):
+    model, _ = load_model_and_processor(str(tiny_qwen25vl))
+    with pytest.raises(ConfigError, match=message):
+        frozen_parts(model, ModelConfig(**options))
+
+
+def test_lora_puts_no_adapter_into_a_frozen_tower(tiny_model_dir):
+    """SmolVLM's vision encoder has q/k/v_proj too: the default LoRA targets would adapt it unless frozen."""
+    path = tiny_model_dir("smolvlm")
+    lora = ["lora.enabled=true", "lora.r=2", "model.min_pixels=4096", "model.max_pixels=16384"]
+
+    def adapted_tower_modules(*overrides: str) -> list[str]:
+        config = load_config(None, [f"model.name_or_path={path}", *lora, *overrides])
+        model, _ = load_policy(config, str(path), torch.device("cpu"))
+        trained = [name for name, p in model.named_parameters() if p.requires_grad]
+        assert trained and all(".lora_" in name for name in trained)
+        return [name for name in trained if ".vision_model." in name]
+
+    assert adapted_tower_modules()  # without freezing, the tower gets adapters
+    assert not adapted_tower_modules("model.freeze_vision_tower=true")
+
+
+def test_the_log_says_what_trains_and_what_the_config_froze(tiny_qwen25vl, caplog):
+    config = load_config(None, [f"model.name_or_path={tiny_qwen25vl}", "model.freeze_vision_tower=true"])
+    with caplog.at_level("INFO", logger="mmgrpo.trainer.setup"):
+        model, _ = load_policy(config, str(tiny_qwen25vl), torch.device("cpu"))
+    trainable, frozen = parameter_counts(model)
+    assert f"{trainable:,} trainable, {frozen:,} frozen" in caplog.text and frozen > 0
+    assert "frozen by config: tower model.visual. (projector excepted)" in caplog.text
+
+
+def test_a_tied_tensor_trains_when_any_of_its_names_is_trainable(tiny_model_dir):
+    """Real Qwen2.5-VL 3B ties lm_head to the embeddings: model.trainable naming one name keeps the tensor."""
+    model, _ = load_model_and_processor(str(tiny_model_dir("qwen2_5_vl")))
+    model.lm_head.weight = model.model.language_model.embed_tokens.weight  # tied, as the 3B checkpoint is
+    frozen = frozen_parts(model, ModelConfig(trainable=["model.language_model.*"])).names
+    assert "lm_head.weight" not in frozen and "model.language_model.embed_tokens.weight" not in frozen
+    frozen = frozen_parts(model, ModelConfig(frozen=["lm_head.*"])).names
+    assert {"lm_head.weight", "model.language_model.embed_tokens.weight"} <= frozen

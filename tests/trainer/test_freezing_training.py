@@ -1,0 +1,77 @@
+"""Training with a frozen media tower: the tower stays bit-identical while the language model moves, the
+optimizer holds no state for it, and a frozen run checkpoints and resumes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mmgrpo.config.schema import ModelConfig, TrainConfig
+from mmgrpo.models.adapters import adapter_for
+from mmgrpo.models.freezing import frozen_parts
+from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.run_files import read_metrics
+from mmgrpo.trainer.backends import OptimizerSpec, SingleProcessBackend
+from mmgrpo.trainer.checkpoint import latest_checkpoint
+
+from tests.trainer import backend_parity
+from tests.trainer.test_grpo_trainer import train
+from tests.training import DENSE_REWARD, interrupt_step
+
+FAMILIES = ("qwen2_5_vl", "qwen3_vl", "smolvlm", "qwen2_audio")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_frozen_tower_stays_bit_identical_while_the_language_model_moves(family, tiny_model_dir):
+    model_dir = tiny_model_dir(family)
+    options = ModelConfig(freeze_vision_tower=True)
+    weights, metrics = backend_parity.train_on_fixed_rollouts(
+        model_dir, TrainConfig(micro_batch_size=backend_parity.MICRO_BATCH), options=options
+    )
+    initial = backend_parity.initial_weights(model_dir)
+    model, _ = load_model_and_processor(str(model_dir))
+    tower = frozen_parts(model, options).names
+    projector = {name for name in initial if name.startswith(adapter_for(model).projector_prefixes)}
+    assert tower and all(torch.equal(weights[name], initial[name]) for name in tower)
+    moved = {name for name in initial if not torch.equal(weights[name], initial[name])}
+    assert any(".layers.1." in name for name in moved)  # the language model trains
+    assert moved & projector  # the projector is not part of the tower: it trains
+    assert metrics["frozen_optimizer_states"] == 0
+    assert 0 < metrics["optimizer_states"] <= len({name for name, _ in model.named_parameters()} - tower)
+
+
+def test_trainable_patterns_train_only_their_matches_and_a_frozen_run_resumes(small_config, tmp_path, monkeypatch):
+    """Full fine-tuning with a KL reference and only the language model's last layer trainable; the run stopped
+    after step 1 resumes to the uninterrupted run's weights, the frozen parts still as loaded."""
+    config = small_config("train.steps=2", "algo.beta=0.1", DENSE_REWARD, "model.freeze_vision_tower=true",
+                          "model.trainable=[model.language_model.layers.1.*, model.visual.merger.*]")
+    full = train(config, tmp_path / "full")
+    initial, _ = load_model_and_processor(config.model.name_or_path)
+    before = dict(initial.named_parameters())
+    trained = {"model.language_model.layers.1.", "model.visual.merger."}
+    for name, parameter in full.model.named_parameters():
+        changed = not torch.equal(parameter, before[name])
+        assert parameter.requires_grad == name.startswith(tuple(trained)), name
+        assert not changed or parameter.requires_grad, f"{name} is frozen but changed"
+    assert any(not torch.equal(p, before[n]) for n, p in full.model.named_parameters() if p.requires_grad)
+    trainable_ids = {id(p) for p in full.model.parameters() if p.requires_grad}
+    assert set(map(id, full.optimizer.state)) <= trainable_ids and full.optimizer.state
+
+    restore_step = interrupt_step(monkeypatch, 1)
+    with pytest.raises(KeyboardInterrupt):
+        train(config, tmp_path / "half")
+    assert latest_checkpoint(tmp_path / "half" / "checkpoints").name == "step-1"
+    restore_step()
+    resumed = train(config, tmp_path / "half", resume=True)
+    assert [row["step"] for row in read_metrics(tmp_path / "half" / "metrics.jsonl")] == [1, 2]
+    for (name, p), (_, q) in zip(full.model.named_parameters(), resumed.model.named_parameters()):
+        assert torch.allclose(p, q, atol=1e-6), name
+
+
+def test_weight_pushes_after_the_first_leave_frozen_tensors_out(tiny_qwen25vl):
+    model, _ = load_model_and_processor(str(tiny_qwen25vl))
+    frozen = frozen_parts(model, ModelConfig(freeze_vision_tower=True)).names
+    backend = SingleProcessBackend(model, OptimizerSpec(lr=1e-3, weight_decay=0.0, total_steps=1))
+    everything = dict(backend.whole_weights())
+    pushed = dict(backend.whole_weights(frozen))
+    assert frozen <= everything.keys() and pushed.keys() == everything.keys() - frozen
