@@ -91,23 +91,24 @@ def test_one_step_off_policy_samples_ahead_and_never_past_the_bound(small_config
     assert all("rollout/is_ratio_mean" in row for row in rows)
 
 
-@pytest.mark.parametrize("cut", ["stop", "kill"])
-def test_a_resumed_run_trains_on_what_the_uninterrupted_run_did(small_config, tmp_path, monkeypatch, cut):
+@pytest.mark.parametrize(("cut", "every"), [("stop", 0), ("kill", 2)])
+def test_a_resumed_run_trains_on_what_the_uninterrupted_run_did(small_config, tmp_path, monkeypatch, cut, every):
     """The batches requested but not trained on at a checkpoint are kept with the rounds already sampled
     of them, so the resumed run trains on the same prompts, completions and rewards, in the same order, as
     the uninterrupted one, to the same weights: after a stop in step 3 (the emergency checkpoint of step
-    2) and after a crash without one in step 4 (like ``kill -9``: the periodic checkpoint of step 3)."""
-    overrides = ("train.steps=5", "log.log_completions_every=1", "log.completions_per_log=1000", *ASYNC,
-                 "rollout.max_staleness=2", "checkpoint.every_n_steps=1", "algo.is_correction=tis")
+    2, which asks the live worker for them) and after a crash without one in step 3 (like ``kill -9``: the
+    periodic checkpoint of step 2)."""
+    overrides = ("train.steps=4", "log.log_completions_every=1", "log.completions_per_log=1000", *ASYNC,
+                 "rollout.max_staleness=2", f"checkpoint.every_n_steps={every}", "algo.is_correction=tis")
     full = build(small_config(*overrides), tmp_path / "full")
     full.train()
 
-    failure, saved = (KeyboardInterrupt, 2) if cut == "stop" else (SystemExit, 3)  # SystemExit: no emergency save
-    restore_step = interrupt_step(monkeypatch, saved, failure)
+    failure = KeyboardInterrupt if cut == "stop" else SystemExit  # SystemExit: no emergency save
+    restore_step = interrupt_step(monkeypatch, 2, failure)
     with pytest.raises(failure):
         build(small_config(*overrides), tmp_path / "half").train()
     checkpoint = latest_checkpoint(tmp_path / "half" / "checkpoints")
-    assert checkpoint.name == f"step-{saved}"
+    assert checkpoint.name == "step-2"
     restore_step()
     resumed = build(small_config(*overrides), tmp_path / "half", checkpoint=checkpoint)
     resumed.train()
