@@ -27,7 +27,7 @@ def checkpointed_model(tiny_model_dir, family: str, reentrant: bool = False):
     return model, processor
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "smolvlm", "qwen3_vl"])
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "qwen2_audio"])
 def test_checkpointed_shared_step_equals_unchecked_and_unshared(
     family, tiny_model_dir, media_samples, monkeypatch
 ) -> None:
