@@ -4,7 +4,8 @@ Not a test: numbers depend on the machine and its load. Runs ``bench/grpo_step.p
 setting, each in its own process (so its peak RSS is its own), rounds interleaved, on the
 tiny Qwen2.5-VL with large images (``--image-size``: the prompt's image tokens dominate,
 as at 7B with real images), one micro-batch of the whole P x G batch, completions forced
-to full length; prints the median step and peak RSS of each setting as a Markdown table.
+to full length; prints the median step, its update phase and the peak RSS of each setting
+as a Markdown table.
 
     python3 bench/checkpointing.py [--prompts 4] [--generations 8] [--max-new-tokens 16]
         [--image-size 448] [--steps 3] [--repeats 2]
@@ -15,7 +16,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from step_setup import run_step_script
+from step_setup import ScriptResult, run_step_script
 
 SETTINGS = {  # name -> grpo_step.py flags
     "shared, checkpointing off": [],
@@ -37,19 +38,19 @@ def main() -> None:
     shape = ["--prompts", str(args.prompts), "--generations", str(args.generations), "--max-new-tokens",
              str(args.max_new_tokens), "--image-size", str(args.image_size), "--steps", str(args.steps),
              "--full-length"]
-    seconds: dict[str, list[float]] = {name: [] for name in SETTINGS}
-    peak_rss: dict[str, list[float]] = {name: [] for name in SETTINGS}
+    results: dict[str, list[ScriptResult]] = {name: [] for name in SETTINGS}
     for repeat in range(args.repeats):
         for name, flags in SETTINGS.items():
             result = run_step_script("grpo_step.py", [*shape, *flags])
-            seconds[name].append(result.seconds)
-            peak_rss[name].append(result.peak_rss_mib)
-            print(f"round {repeat + 1}: {name}: {result.seconds:.3f} s, {result.peak_rss_mib:.0f} MiB", flush=True)
+            results[name].append(result)
+            print(f"round {repeat + 1}: {name}: {result}", flush=True)
     print(f"\nP={args.prompts} G={args.generations}, {args.max_new_tokens} new tokens, "
           f"{args.image_size}x{args.image_size} images, median of {args.repeats} runs")
-    print("| setting | step | peak RSS |\n|---|---|---|")
-    for name in SETTINGS:
-        print(f"| {name} | {statistics.median(seconds[name]):.3f} s | {statistics.median(peak_rss[name]):.0f} MiB |")
+    print("| setting | step | update | peak RSS |\n|---|---|---|---|")
+    for name, runs in results.items():
+        step, update, rss = (statistics.median(getattr(run, field) for run in runs)
+                             for field in ("seconds", "update_seconds", "peak_rss_mib"))
+        print(f"| {name} | {step:.3f} s | {update:.3f} s | {rss:.0f} MiB |")
 
 
 if __name__ == "__main__":

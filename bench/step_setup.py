@@ -131,9 +131,10 @@ def print_summary(title: str, args: argparse.Namespace, records: list[StepRecord
 
 @dataclass(frozen=True)
 class ScriptResult:
-    """What a step benchmark script printed: its median step and its process's peak RSS."""
+    """What a step benchmark script printed: its median step, the step's update phase, its process's peak RSS."""
 
     seconds: float
+    update_seconds: float
     peak_rss_mib: float
 
 
@@ -145,7 +146,7 @@ def run_step_script(script: str, flags: list[str]) -> ScriptResult:
     def value(label: str) -> float:
         return float(next(line.split()[-2] for line in lines if line.strip().startswith(label)))
 
-    return ScriptResult(seconds=value("step "), peak_rss_mib=value("peak RSS"))
+    return ScriptResult(seconds=value("step "), update_seconds=value("update "), peak_rss_mib=value("peak RSS"))
 
 
 def peak_rss_mib() -> float:
