@@ -35,11 +35,6 @@ def cache_argument(cache: Cache) -> dict[str, Cache]:
     return {cache_keyword(): cache}
 
 
-def output_cache(output: Any) -> Cache | None:
-    """The KV cache a forward returned (``use_cache=True``), under either field name."""
-    return getattr(output, cache_keyword())
-
-
 def enable_activation_checkpointing(
     model: torch.nn.Module, checkpointing_kwargs: dict[str, Any] | None = None
 ) -> None:

@@ -63,6 +63,7 @@ def test_checkpointed_shared_step_equals_unchecked_and_unshared(
     assert forward_updates == 2 * layers  # the prompt pass, then the completion pass
     assert replayed_updates == 2 * forward_updates  # backward replayed every layer of both passes
     assert any(tower in name for name in grads for tower in MEDIA_TOWERS)  # gradients reach the media tower
+    assert not any(getattr(m, "_can_checkpoint_with_cache", False) for m in model.modules())  # flag removed again
     for reference_logp, reference_grads in ((shared_logp, shared_grads), (plain_logp, plain_grads)):
         torch.testing.assert_close(logp, reference_logp, atol=ATOL, rtol=0)
         assert grads.keys() == reference_grads.keys()
