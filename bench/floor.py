@@ -22,17 +22,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from argparse import Namespace
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from step_setup import BenchInputs, build_inputs
+from step_setup import BenchInputs, ScriptResult, build_inputs, run_step_script
 from transformers import DynamicCache
 
 from mmgrpo.models.adapters import adapter_for
@@ -118,28 +115,13 @@ def floor_step(inputs: BenchInputs, args: Namespace) -> Callable[[], None]:
     return step
 
 
-@dataclass(frozen=True)
-class ScriptResult:
-    """What a step benchmark script printed: its median step and its process's peak RSS."""
-
-    seconds: float
-    peak_rss_mib: float
-
-
 def script_step(script: str, args: Namespace) -> ScriptResult:
     """``bench/<script> --full-length`` at ``args``' shape, in its own process (so RSS is its own)."""
-    command = [
-        sys.executable, str(Path(__file__).with_name(script)), "--full-length",
-        "--prompts", str(args.prompts), "--generations", str(args.generations),
+    return run_step_script(script, [
+        "--full-length", "--prompts", str(args.prompts), "--generations", str(args.generations),
         "--max-new-tokens", str(args.max_new_tokens), "--beta", str(args.beta), "--steps", str(args.steps),
         "--threads", str(args.threads),
-    ]
-    lines = subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()
-
-    def value(label: str) -> float:
-        return float(next(line.split()[-2] for line in lines if line.strip().startswith(label)))
-
-    return ScriptResult(seconds=value("step "), peak_rss_mib=value("peak RSS"))
+    ])
 
 
 def main() -> None:

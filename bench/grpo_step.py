@@ -9,6 +9,7 @@ random EOS, so compare tokens/s, or step times at similar lengths).
 
     python3 bench/grpo_step.py [--prompts 1] [--generations 8] [--max-new-tokens 32]
         [--beta 0.04] [--steps 5] [--warmup 1] [--threads 1] [--no-group-shared] [--full-length]
+        [--gradient-checkpointing] [--image-size 448]
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def main() -> None:
                     completions=args.prompts * args.generations,
                 ))
     path = "plain per-sample" if args.no_group_shared else "group-shared"
-    print_summary(f"mmgrpo GRPOTrainer ({path})", args, records)
+    checkpointing = ", gradient checkpointing" if args.gradient_checkpointing else ""
+    print_summary(f"mmgrpo GRPOTrainer ({path}{checkpointing})", args, records)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,9 +18,9 @@ from typing import Any
 import torch
 
 from mmgrpo.config import Config, load_config
-from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.models.tiny import make_tiny
 from mmgrpo.inputs import SampleSet, load_samples, task_model_info
+from mmgrpo.trainer.setup import load_policy
 
 MODEL_FAMILY = "qwen2_5_vl"
 DATASET_SIZE = 64  # generated clevr_count examples; prompts are drawn from the train split
@@ -40,12 +42,23 @@ def parse_args(description: str) -> argparse.Namespace:
                         help="every completion runs to --max-new-tokens (EOS never sampled): equal work in both trainers")
     parser.add_argument("--no-group-shared", action="store_true",
                         help="mmgrpo only: the plain per-sample path instead of group-shared prompt encoding")
+    parser.add_argument("--gradient-checkpointing", action="store_true",
+                        help="recompute the decoder and vision layers' activations in backward")
+    parser.add_argument("--image-size", type=int, default=None,
+                        help="side of the prompts' images, also the tiny model's pixel budget (default: the "
+                             "generated set's 112, the tiny model's budget)")
     return parser.parse_args()
 
 
 def bench_config(args: argparse.Namespace, work_dir: Path) -> Config:
     """The mmgrpo config of the benchmark: tiny model, small counting set, fixed P/G/lengths, no logging."""
+    images = []
+    if args.image_size is not None:
+        pixels = args.image_size**2
+        images = [f"data.train.0.recipe_args.image_size={args.image_size}",
+                  f"model.tiny_options={{max_pixels: {pixels}}}", f"model.max_pixels={pixels}"]
     return load_config(None, [
+        *images,
         f"model.name_or_path={work_dir / 'model'}",
         f"data.dir={work_dir / 'data'}",
         f"data.train.0.recipe_args.n={DATASET_SIZE}",
@@ -60,6 +73,7 @@ def bench_config(args: argparse.Namespace, work_dir: Path) -> Config:
         "train.lr_schedule=constant",
         f"train.micro_batch_size={args.prompts * args.generations}",
         f"train.group_shared_encoding={not args.no_group_shared}",
+        f"train.gradient_checkpointing={args.gradient_checkpointing}",
         "train.device=cpu",
         "sft.enabled=false",
         f"log.output_dir={work_dir / 'runs'}",
@@ -84,8 +98,8 @@ def build_inputs(args: argparse.Namespace, work_dir: Path) -> BenchInputs:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     config = bench_config(args, work_dir)
-    make_tiny(MODEL_FAMILY, config.model.name_or_path, seed=0)
-    model, processor = load_model_and_processor(config.model.name_or_path, dtype="float32", device="cpu")
+    make_tiny(MODEL_FAMILY, config.model.name_or_path, seed=0, **config.model.tiny_options)
+    model, processor = load_policy(config, config.model.name_or_path, torch.device("cpu"))  # fp32, as the trainer
     train_set = load_samples(config.data.train, config.task, Path(config.data.dir), seed=config.data.seed,
                              model=task_model_info(config.model, config.model.name_or_path))
     return BenchInputs(config, model, processor, train_set)
@@ -113,6 +127,26 @@ def print_summary(title: str, args: argparse.Namespace, records: list[StepRecord
     steps = " ".join(f"{r.seconds['step']:.3f}" for r in records)
     print(f"  step times     {steps}")
     print(f"  {'peak RSS':<14} {peak_rss_mib():8.0f} MiB")
+
+
+@dataclass(frozen=True)
+class ScriptResult:
+    """What a step benchmark script printed: its median step, the step's update phase, its process's peak RSS."""
+
+    seconds: float
+    update_seconds: float
+    peak_rss_mib: float
+
+
+def run_step_script(script: str, flags: list[str]) -> ScriptResult:
+    """``bench/<script> FLAGS`` in its own process (so the peak RSS is its own); what its summary printed."""
+    command = [sys.executable, str(Path(__file__).with_name(script)), *flags]
+    lines = subprocess.run(command, check=True, capture_output=True, text=True).stdout.splitlines()
+
+    def value(label: str) -> float:
+        return float(next(line.split()[-2] for line in lines if line.strip().startswith(label)))
+
+    return ScriptResult(seconds=value("step "), update_seconds=value("update "), peak_rss_mib=value("peak RSS"))
 
 
 def peak_rss_mib() -> float:

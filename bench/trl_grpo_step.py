@@ -134,7 +134,8 @@ def main() -> None:
             max_completion_length=args.max_new_tokens, temperature=rollout.temperature, top_p=rollout.top_p,
             top_k=rollout.top_k, beta=args.beta, learning_rate=inputs.config.train.lr, lr_scheduler_type="constant",
             weight_decay=inputs.config.train.weight_decay, max_grad_norm=inputs.config.train.max_grad_norm,
-            reward_weights=list(scoring.weights.values()), bf16=False, gradient_checkpointing=False,
+            reward_weights=list(scoring.weights.values()), bf16=False,
+            gradient_checkpointing=args.gradient_checkpointing,
             logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True,
             generation_kwargs={"min_new_tokens": args.max_new_tokens} if args.full_length else None,
         )

@@ -107,14 +107,6 @@ def _lora(config: Config) -> Iterator[str]:
         yield "lora.target_modules is empty: LoRA needs at least one layer name"
 
 
-def _checkpointing(config: Config) -> Iterator[str]:
-    if config.train.gradient_checkpointing and config.train.group_shared_encoding:
-        yield (
-            "train.gradient_checkpointing=true needs train.group_shared_encoding=false: transformers drops the "
-            "prompt KV cache under gradient checkpointing, and group-shared encoding is built on it"
-        )
-
-
 def _training_backend(config: Config) -> Iterator[str]:
     train = config.train
     traits = BACKEND_TRAITS[train.backend]
@@ -311,7 +303,6 @@ RULES: list[Rule] = [
     _eval_sampling,
     _predictions_model,
     _lora,
-    _checkpointing,
     _training_backend,
     _data_parallel,
     _rollout_engine,

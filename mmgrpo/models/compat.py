@@ -14,6 +14,8 @@ import functools
 import inspect
 import itertools
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +35,6 @@ def cache_argument(cache: Cache) -> dict[str, Cache]:
     return {cache_keyword(): cache}
 
 
-def output_cache(output: Any) -> Cache | None:
-    """The KV cache a forward returned (``use_cache=True``), under either field name."""
-    return getattr(output, cache_keyword())
-
-
 def enable_activation_checkpointing(
     model: torch.nn.Module, checkpointing_kwargs: dict[str, Any] | None = None
 ) -> None:
@@ -46,6 +43,34 @@ def enable_activation_checkpointing(
         model.activation_checkpointing_enable(activation_checkpointing_kwargs=checkpointing_kwargs)
     else:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=checkpointing_kwargs)
+
+
+@contextmanager
+def checkpointed_layers_keep_cache(model: torch.nn.Module) -> Iterator[None]:
+    """Inside, the checkpointed decoder layers of ``model`` keep a ``cache`` passed to them.
+
+    Under activation checkpointing transformers' ``GradientCheckpointingLayer`` (5.19 and 5.24)
+    replaces the cache with ``None``, unless the layer sets ``_can_checkpoint_with_cache``: a
+    cache the layer writes to would be written again when the backward replays the layer. Only
+    a cache whose ``update`` can be replayed (:class:`~mmgrpo.models.replay_cache.ReplayCache`)
+    may be passed inside; the flag is removed on the way out.
+    """
+    layers = [
+        module for module in model.modules()
+        if getattr(module, "gradient_checkpointing", False) and hasattr(module, "_can_checkpoint_with_cache")
+    ]
+    if any(getattr(layer._gradient_checkpointing_func, "keywords", {}).get("use_reentrant") for layer in layers):
+        raise RuntimeError(
+            "a cache kept through checkpointed layers needs non-reentrant checkpointing (use_reentrant=False): "
+            "reentrant checkpointing gives no gradient to the cached states"
+        )
+    for layer in layers:
+        layer._can_checkpoint_with_cache = True
+    try:
+        yield
+    finally:
+        for layer in layers:
+            del layer._can_checkpoint_with_cache  # back to the class's False
 
 
 # Qwen2-VL and Qwen2.5-VL number the text after a media item from the largest position the item

@@ -8,8 +8,13 @@ states. The expansion is an indexing op, so the backward pass sums the gradients
 G completions into the shared prompt states and the vision tower. Log-probs and
 gradients equal the plain path's (:func:`~mmgrpo.models.logprobs.sequence_logprobs`).
 
-Gradient checkpointing (transformers drops the KV cache under it) needs the plain path:
-:func:`completion_logprobs` switches between the two.
+Under gradient checkpointing both passes checkpoint their decoder layers and keep the cache
+(a :class:`~mmgrpo.models.replay_cache.ReplayCache`, whose updates the backward can replay):
+the prompt's keys and values of every layer stay alive, with their graph, until the backward,
+and each layer is recomputed once, the prompt's once per group. Recomputing the whole prompt
+per group in the backward instead would save only those keys and values (with grouped-query
+attention about 2 * kv_heads * head_dim / hidden_size of a layer input, which checkpointing
+keeps anyway) for a second prompt and vision forward.
 """
 
 from __future__ import annotations
@@ -20,9 +25,10 @@ import torch
 
 from mmgrpo.models.batch import PromptBatch, TokenIds
 from mmgrpo.models.train_batch import attach_completions, pad_completions
-from mmgrpo.models.compat import cache_argument, output_cache
+from mmgrpo.models.compat import cache_argument, checkpointed_layers_keep_cache
 from mmgrpo.models.logprobs import LogProbs, sequence_logprobs, token_logprobs
 from mmgrpo.models.media_check import check_media_tokens
+from mmgrpo.models.replay_cache import ReplayCache
 
 
 def completion_logprobs(
@@ -110,32 +116,31 @@ def _shared_forward(
     backbone = adapter.backbone(model)
     inputs = prompts.model_inputs()
     prompt_positions, next_position = adapter.prompt_positions(model, inputs)
-    encoded = backbone(**inputs, position_ids=prompt_positions, use_cache=True)
-    cache = output_cache(encoded)
-    if cache is None:
-        raise RuntimeError(
-            "group-shared encoding needs the prompt KV cache, which transformers drops under gradient "
-            "checkpointing: turn group_shared_encoding off or gradient checkpointing off"
-        )
     device = prompts.input_ids.device
     expand = torch.repeat_interleave(
         torch.arange(len(prompts), device=device), torch.as_tensor(list(group_sizes), device=device)
     )  # [n]: the prompt row of each completion
-    cache.batch_select_indices(expand)  # indexing: the backward sums the group's gradients
-    # The prompt's last state predicts the first completion token; the completion's own
-    # states (all but the last token's) predict the rest.
-    predicting = encoded.last_hidden_state[expand, -1:]  # [n, 1, D]
-    width = completion_ids.shape[1]
-    if width > 1:
-        continued = backbone(
-            input_ids=completion_ids[:, :-1],
-            attention_mask=torch.cat([prompts.attention_mask[expand], completion_mask[:, :-1]], 1),
-            position_ids=adapter.continuation_positions(next_position[expand], width - 1),
-            **cache_argument(cache),
-            use_cache=True,
-        )
-        _check_cache_grew(output_cache(continued), prompts.input_ids.shape[1] + width - 1)
-        predicting = torch.cat([predicting, continued.last_hidden_state], 1)  # [n, Tc, D]
+    cache = ReplayCache()
+    # use_cache=False: the cache passed in is filled all the same, and transformers does not warn
+    # that it turns caching off under checkpointing.
+    with checkpointed_layers_keep_cache(backbone):
+        encoded = backbone(**inputs, position_ids=prompt_positions, **cache_argument(cache), use_cache=False)
+        _check_cache_length(cache, prompts.input_ids.shape[1])
+        # The prompt's last state predicts the first completion token; the completion's own
+        # states (all but the last token's) predict the rest.
+        predicting = encoded.last_hidden_state[expand, -1:]  # [n, 1, D]
+        width = completion_ids.shape[1]
+        if width > 1:
+            cache = cache.continued(expand)  # indexing: the backward sums the group's gradients
+            continued = backbone(
+                input_ids=completion_ids[:, :-1],
+                attention_mask=torch.cat([prompts.attention_mask[expand], completion_mask[:, :-1]], 1),
+                position_ids=adapter.continuation_positions(next_position[expand], width - 1),
+                **cache_argument(cache),
+                use_cache=False,
+            )
+            _check_cache_length(cache, prompts.input_ids.shape[1] + width - 1)
+            predicting = torch.cat([predicting, continued.last_hidden_state], 1)  # [n, Tc, D]
     return token_logprobs(
         adapter.output_head(model),
         predicting,
@@ -147,13 +152,13 @@ def _shared_forward(
     )
 
 
-def _check_cache_grew(cache: object, expected_length: int) -> None:
-    """Guard against a transformers version silently ignoring the ``cache`` argument."""
-    length = cache.get_seq_length() if cache is not None else 0
+def _check_cache_length(cache: ReplayCache, expected_length: int) -> None:
+    """Guard against a transformers version or model silently leaving the passed ``cache`` out."""
+    length = cache.get_seq_length()
     if length != expected_length:
         raise RuntimeError(
-            f"completion forward did not continue the prompt cache ({length} cached tokens, "
-            f"expected {expected_length}): this transformers version is not supported by group-shared encoding"
+            f"the forward did not fill the KV cache passed to it ({length} cached tokens, expected "
+            f"{expected_length}): this transformers version or model is not supported by group-shared encoding"
         )
 
 

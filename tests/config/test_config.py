@@ -254,7 +254,6 @@ def test_invalid_yaml_and_non_mapping_files_name_the_file(tmp_path: Path) -> Non
         ),
         (["eval.samples=4", "eval.temperature=0"], "eval.samples=4 needs eval.temperature > 0"),
         (["lora.enabled=true", "lora.target_modules=[]"], "lora.target_modules is empty"),
-        (["train.gradient_checkpointing=true"], "train.gradient_checkpointing=true needs train.group_shared_encoding=false"),
         (["rollout.engine=sglang"], "rollout.engine: unknown rollout engine 'sglang'"),
         (
             ["algo.is_correction=mis", "rollout.logprobs_source=engine"],
@@ -289,8 +288,10 @@ def test_a_valid_variant_passes() -> None:
     config = load_config(None, [
         "algo.eps_high=0.28", "algo.dual_clip=3", "algo.loss_agg=seq-mean-token-sum-norm", "algo.scale_std=false",
         "algo.dynamic_sampling=true", "algo.overlong_buffer=4", "eval.samples=4", "eval.temperature=0.7",
+        "train.gradient_checkpointing=true",  # with group-shared encoding (on by default)
     ])
     assert config.algo.dual_clip == 3.0 and config.eval.samples == 4
+    assert config.train.gradient_checkpointing and config.train.group_shared_encoding
 
 
 def test_registered_names_are_checked_against_their_registry(monkeypatch: pytest.MonkeyPatch) -> None:

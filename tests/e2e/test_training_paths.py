@@ -91,8 +91,9 @@ def _step_with_probes(config, run_dir: Path) -> tuple[dict[str, float], dict[str
     return trainer.step(), gradients, calls
 
 
-def test_gradient_checkpointing_recomputes_and_matches_plain_step(small_config, tmp_path):
-    options = ("train.group_shared_encoding=false", "algo.beta=0.04")
+@pytest.mark.parametrize("shared", [False, True], ids=["plain", "group-shared"])
+def test_gradient_checkpointing_recomputes_and_matches_plain_step(small_config, tmp_path, shared):
+    options = (f"train.group_shared_encoding={str(shared).lower()}", "algo.beta=0.04")
     plain, plain_grads, plain_calls = _step_with_probes(small_config(*options), tmp_path / "plain")
     ckpt, ckpt_grads, ckpt_calls = _step_with_probes(
         small_config(*options, "train.gradient_checkpointing=true"), tmp_path / "ckpt"
@@ -103,3 +104,18 @@ def test_gradient_checkpointing_recomputes_and_matches_plain_step(small_config, 
     assert plain_grads and plain_grads.keys() == ckpt_grads.keys()
     for name, grad in plain_grads.items():
         assert torch.allclose(ckpt_grads[name], grad, rtol=1e-4, atol=1e-7), name
+
+
+def test_gradient_checkpointing_with_group_shared_encoding_trains(small_config):
+    """A 2-step run with both on: the first update moves the policy away from its KL reference."""
+    config = small_config(
+        "train.steps=2", "train.gradient_checkpointing=true", "train.group_shared_encoding=true", "algo.beta=0.04",
+        DENSE_REWARD,
+    )
+    run_training(config)
+    rows = read_metrics(RunPaths.for_config(config).root / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [1, 2]
+    for row in rows:
+        assert all(math.isfinite(row[key]) for key in ("loss", "grad_norm", "kl")), row
+        assert row["grad_norm"] > 0
+    assert abs(rows[0]["kl"]) < 1e-6 < rows[1]["kl"]

@@ -88,14 +88,3 @@ def test_group_sizes_must_cover_prompts_and_completions(load_tiny, media_samples
     with pytest.raises(ValueError, match="2 group sizes for 3 prompts"):
         grouped_logprobs(model, prompts, random_completions(), (3, 3), micro_batch_size=4)
 
-
-def test_gradient_checkpointing_is_refused_with_a_clear_error(tiny_qwen25vl, media_samples) -> None:
-    from mmgrpo.models.compat import enable_activation_checkpointing
-    from mmgrpo.models.loading import load_model_and_processor
-
-    model, processor = load_model_and_processor(tiny_qwen25vl)  # own copy: training mode is switched on
-    enable_activation_checkpointing(model)
-    model.train()
-    prompts = build_prompt_batch(processor, media_samples("qwen2_5_vl")[:1], family="qwen2_5_vl")
-    with pytest.raises(RuntimeError, match="gradient checkpointing"):
-        grouped_logprobs(model, prompts, [[1, 2, 3]], (1,), micro_batch_size=1)
