@@ -16,7 +16,6 @@ A run that breaks a sandbox rule or limit passes nothing; one the sandbox could 
 
 from __future__ import annotations
 
-import ast
 import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping, Sequence
@@ -26,6 +25,7 @@ from tasks.base import RowError, Task, require
 from tasks.code_fence import fenced_blocks
 from tasks.registry import register_reward, register_task
 from tasks.sandbox import Sandbox, SandboxLimits, SandboxResult, make_sandbox, run_tests
+from tasks.syntax import top_level_names
 
 MAX_COMPLETION_CHARS = 200_000
 """Longer completions are not graded (no code block): a bound on the text every code reward reads."""
@@ -66,12 +66,9 @@ def single_block(completion: str, max_chars: int = MAX_COMPLETION_CHARS) -> str 
 
 
 def parses(source: str) -> bool:
-    """Whether ``source`` is valid Python (compiled to a syntax tree only, never run)."""
-    try:
-        ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
+    """Whether ``source`` is valid Python (compiled to a syntax tree only, never run, within a bound on this
+    process's CPU: :mod:`tasks.syntax`)."""
+    return top_level_names(source) is not None
 
 
 @functools.lru_cache(maxsize=4096)
