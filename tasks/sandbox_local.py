@@ -9,7 +9,8 @@ stdout and stderr keep only their last ``captured_bytes``; one event line longer
 (``output_limit``); more event lines than an honest child writes (its load report, an answer per call asked, a few
 refusals), or one line without the run's tag, end it unparsed (``no_verdict``: a protocol error). The wall clock
 counts from the start to the last answer, and the process group is killed once the grading is over or at the wall
-clock, whichever comes first.
+clock, whichever comes first; then the kernel is prompted to free what the run left in flight over Unix sockets
+(:mod:`tasks.unix_gc`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Callable, Mapping, Sequence
 
 from tasks.sandbox import MAX_EVENT_BYTES, Evaluation, Events
 from tasks.sandbox_grading import CallOutcome
+from tasks.unix_gc import collect_unix_garbage
 
 _EXIT_SECONDS = 1.0
 """Once every call is answered and its stdin closed, how long it has to end on its own."""
@@ -162,6 +164,7 @@ class LocalSession:
             self._pump(lambda: False)
             self.killed_by_us, self.timed_out = self.timed_out, False
         _kill_group(self.process)
+        collect_unix_garbage()
         drain_until = time.monotonic() + _DRAIN_SECONDS
         while self.reading and not self.exceeded and time.monotonic() < drain_until:
             for key, _ in self.selector.select(timeout=max(0.0, drain_until - time.monotonic())):
