@@ -18,6 +18,8 @@ child program (:mod:`tasks.sandbox_child`) with:
   container would never reap), and the seccomp filter of :mod:`tasks.sandbox_seccomp`;
 - an unprivileged host user (:mod:`tasks.sandbox_user`: ``nobody`` when the trainer is root), so
   ``RLIMIT_NPROC`` holds its threads to ``processes`` and it owns none of the host files it sees;
+- where the host allows it, a memory cgroup of its own (:mod:`tasks.sandbox_cgroup`) capping its memory, tmpfs,
+  page tables and kernel buffers together at ``memory_mb`` + ``disk_mb``;
 - the child's rlimits (CPU, memory, file size, open files, threads; per process, so the seccomp
   filter forbids creating processes: threads only) and this side's wall clock and output cap
   (:mod:`tasks.sandbox_local`): killing the code, then ``bwrap``, ends its PID namespace, so nothing outlives the
@@ -32,7 +34,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from tasks import sandbox_seccomp, sandbox_user
+from tasks import sandbox_cgroup, sandbox_seccomp, sandbox_user
 from tasks.sandbox import BACKENDS, SandboxLimits, job
 from tasks.sandbox_local import LocalSession
 from tasks.sandbox_user import Launch
@@ -130,7 +132,9 @@ class BwrapSandbox:
 
     def start(self, source: str, limits: SandboxLimits) -> LocalSession:
         payload, tag = job(source, [], limits)
-        launch = sandbox_user.launcher([*_installation(), str(CHILD_PROGRAM)], limits.disk_mb << 20, limits.files)
+        cgroup = sandbox_cgroup.create((limits.memory_mb + limits.disk_mb) << 20)
+        launch = sandbox_user.launcher([*_installation(), str(CHILD_PROGRAM)], limits.disk_mb << 20, limits.files,
+                                       cgroup.procs if cgroup else "")
         seccomp_read, seccomp_write = os.pipe()
         try:
             os.write(seccomp_write, sandbox_seccomp.build_filter())
@@ -138,6 +142,10 @@ class BwrapSandbox:
             return LocalSession(bwrap_command(self.executable, seccomp_read, launch), payload, tag,
                                 wall_seconds=limits.wall_seconds, output_bytes=limits.file_size_mb << 20,
                                 captured_bytes=limits.captured_bytes, pass_fds=(seccomp_read,),
-                                env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
+                                env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}, cgroup=cgroup)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.remove()
+            raise
         finally:
             os.close(seccomp_read)

@@ -25,6 +25,7 @@ import time
 from typing import Callable, Mapping, Sequence
 
 from tasks.sandbox import MAX_EVENT_BYTES, Evaluation, Events
+from tasks.sandbox_cgroup import RunCgroup
 from tasks.sandbox_grading import CallOutcome
 from tasks.unix_gc import collect_unix_garbage
 
@@ -44,8 +45,10 @@ class LocalSession:
 
     def __init__(self, command: Sequence[str], job: bytes, tag: str, *, wall_seconds: float, output_bytes: int,
                  captured_bytes: int, env: Mapping[str, str], cwd: str | None = None,
-                 pass_fds: Sequence[int] = ()) -> None:
+                 pass_fds: Sequence[int] = (), cgroup: RunCgroup | None = None) -> None:
+        """``cgroup``: the run's memory cgroup, which its processes joined (removed here once they are gone)."""
         self.tag, self.output_bytes, self.captured_bytes = tag, output_bytes, captured_bytes
+        self.cgroup, self.out_of_memory = cgroup, False
         self.events, self.asked = Events(), 0
         self.total, self.exceeded, self.timed_out, self.killed_by_us = 0, None, False, False
         events_read, events_write = os.pipe()
@@ -164,6 +167,8 @@ class LocalSession:
             self._pump(lambda: False)
             self.killed_by_us, self.timed_out = self.timed_out, False
         _kill_group(self.process)
+        if self.cgroup is not None:
+            self.out_of_memory = self.cgroup.remove()
         collect_unix_garbage()
         drain_until = time.monotonic() + _DRAIN_SECONDS
         while self.reading and not self.exceeded and time.monotonic() < drain_until:
@@ -191,6 +196,8 @@ class LocalSession:
             return Evaluation("timeout", error="wall-clock limit reached", **common)
         if self.killed_by_us:
             return Evaluation("ok", **common)
+        if self.out_of_memory:
+            return Evaluation("memory_limit", error="the run's memory cgroup limit was reached", **common)
         returncode = self.process.returncode
         signalled = returncode - 128 if returncode > 128 else -returncode
         if signalled == signal.SIGSYS:

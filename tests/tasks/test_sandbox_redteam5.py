@@ -1,15 +1,20 @@
 """Red team, round 5: what the trainer spends on a hostile completion outside the sandbox, and what a run leaves.
 
 A quadratic parse of the source on the trainer's GIL, untagged lines on the event channel, a run's tmpfs kept alive
-in a Unix-socket cycle after the run, and the code task's cache holding every source whole.
+in a Unix-socket cycle after the run, the code task's cache holding every source whole, and page tables outside
+``memory_mb``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import resource
 import time
 
+import pytest
+
+from tasks import sandbox_cgroup
 from tasks.code import RUNS, parses, sandbox_results
 from tasks.sandbox import run_tests
 from tasks.sandbox_grading import defined_names
@@ -96,3 +101,26 @@ def test_a_runs_tmpfs_kept_in_a_unix_socket_cycle_is_freed_after_the_run(sandbox
         while shmem_mb() - before >= 8 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert shmem_mb() - before < 8
+
+
+PAGE_TABLES = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+for i in range(1, 65_000):  # one read-only page in each 1 GiB region: ~8 KiB of page tables per 4 KiB mapped
+    address = (i << 30) + (1 << 44)
+    if libc.mmap(address, 4096, 1, 0x22 | 0x100000, -1, 0) != address:
+        break
+    ctypes.c_char.from_address(address).value
+"""
+
+
+def test_page_tables_are_capped_by_the_runs_memory_cgroup(sandbox, limits):
+    """~490 MB of page tables at memory_mb 256 before, outside every rlimit; the run's cgroup caps them with the rest."""
+    found = sandbox_cgroup.hierarchy()
+    if isinstance(found, str):
+        pytest.skip(f"no per-run memory cgroup here: {found}")
+    result = run_tests(PAGE_TABLES + CORRECT_ADD, ADD_TESTS, sandbox, limits)
+    assert result.status == "memory_limit", result
+    assert not [name for name in os.listdir(found.parent) if name.startswith(f"mmgrpo-sandbox-{os.getpid()}-")]
