@@ -36,6 +36,7 @@ from pathlib import Path
 
 from tasks import sandbox_cgroup, sandbox_seccomp, sandbox_user
 from tasks.sandbox import BACKENDS, SandboxLimits, job
+from tasks.sandbox_cgroup import RunCgroup
 from tasks.sandbox_local import LocalSession
 from tasks.sandbox_user import Launch
 
@@ -131,8 +132,17 @@ class BwrapSandbox:
         return cls(shutil.which(executable) or executable)
 
     def start(self, source: str, limits: SandboxLimits) -> LocalSession:
-        payload, tag = job(source, [], limits)
         cgroup = sandbox_cgroup.create((limits.memory_mb + limits.disk_mb) << 20)
+        try:
+            return self._session(source, limits, cgroup)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+
+    def _session(self, source: str, limits: SandboxLimits, cgroup: RunCgroup | None) -> LocalSession:
+        """The started run, its first process joining ``cgroup`` (when there is one)."""
+        payload, tag = job(source, [], limits)
         launch = sandbox_user.launcher([*_installation(), str(CHILD_PROGRAM)], limits.disk_mb << 20, limits.files,
                                        cgroup.procs if cgroup else "")
         seccomp_read, seccomp_write = os.pipe()
@@ -143,9 +153,5 @@ class BwrapSandbox:
                                 wall_seconds=limits.wall_seconds, output_bytes=limits.file_size_mb << 20,
                                 captured_bytes=limits.captured_bytes, pass_fds=(seccomp_read,),
                                 env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}, cgroup=cgroup)
-        except BaseException:
-            if cgroup is not None:
-                cgroup.remove()
-            raise
         finally:
             os.close(seccomp_read)

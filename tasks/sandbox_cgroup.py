@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 _RUNS = itertools.count()
+_PREFIX = "mmgrpo-sandbox-"
+"""A run's cgroup is ``mmgrpo-sandbox-<trainer pid>-<run number>``."""
 _REMOVE_SECONDS = 1.0
 """How long removal waits for the run's last processes to be gone (they are killed and reaped before)."""
 
@@ -70,7 +72,7 @@ def create(limit_bytes: int) -> RunCgroup | None:
     found = hierarchy()
     if isinstance(found, str):
         return None
-    path = os.path.join(found.parent, f"mmgrpo-sandbox-{os.getpid()}-{next(_RUNS)}")
+    path = os.path.join(found.parent, f"{_PREFIX}{os.getpid()}-{next(_RUNS)}")
     os.mkdir(path, 0o700)
     try:
         with open(os.path.join(path, found.limit_file), "w") as limit:
@@ -88,7 +90,21 @@ def hierarchy() -> Hierarchy | str:
     if isinstance(found, str):
         log.info("sandbox runs get no memory cgroup of their own (%s): their page tables and kernel buffers are "
                  "bounded by rlimits only", found)
+    else:
+        sweep(found.parent)
     return found
+
+
+def sweep(parent: str) -> None:
+    """Remove the runs' cgroups left under ``parent`` by trainers that were killed mid-run (their process is gone;
+    their runs, which die with them, too)."""
+    for name in os.listdir(parent):
+        owner = name.split("-")[2] if name.startswith(_PREFIX) and name.count("-") == 3 else ""
+        if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            try:
+                os.rmdir(os.path.join(parent, name))
+            except OSError:
+                pass
 
 
 def _find() -> Hierarchy | str:

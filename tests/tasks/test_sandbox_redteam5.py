@@ -124,3 +124,8 @@ def test_page_tables_are_capped_by_the_runs_memory_cgroup(sandbox, limits):
     result = run_tests(PAGE_TABLES + CORRECT_ADD, ADD_TESTS, sandbox, limits)
     assert result.status == "memory_limit", result
     assert not [name for name in os.listdir(found.parent) if name.startswith(f"mmgrpo-sandbox-{os.getpid()}-")]
+    with open("/proc/sys/kernel/pid_max") as pid_max:
+        dead = int(pid_max.read()) + 1  # no process has it
+    os.mkdir(os.path.join(found.parent, f"mmgrpo-sandbox-{dead}-0"))  # left by a trainer killed mid-run
+    sandbox_cgroup.sweep(found.parent)
+    assert not os.path.exists(os.path.join(found.parent, f"mmgrpo-sandbox-{dead}-0"))
