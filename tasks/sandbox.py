@@ -46,7 +46,8 @@ class SandboxLimits:
     wall_seconds: float = 10.0
     cpu_seconds: int = 5
     memory_mb: int = 512
-    """Address space of the process (RLIMIT_AS): an allocation past it raises MemoryError."""
+    """Address space of the process (RLIMIT_AS): an allocation past it raises MemoryError. With ``disk_mb``, also the
+    cap of a ``bwrap`` run's memory cgroup, where the host allows one (:mod:`tasks.sandbox_cgroup`)."""
     file_size_mb: int = 8
     """Largest file it may write, and the most it may print (stdout, stderr and its answers together)."""
     disk_mb: int = 16
