@@ -73,7 +73,11 @@ def create(limit_bytes: int) -> RunCgroup | None:
     if isinstance(found, str):
         return None
     path = os.path.join(found.parent, f"{_PREFIX}{os.getpid()}-{next(_RUNS)}")
-    os.mkdir(path, 0o700)
+    try:
+        os.mkdir(path, 0o700)
+    except OSError as error:
+        log.warning("a sandbox run goes without a memory cgroup: %s", error)
+        return None
     try:
         with open(os.path.join(path, found.limit_file), "w") as limit:
             limit.write(str(limit_bytes))
@@ -86,7 +90,10 @@ def create(limit_bytes: int) -> RunCgroup | None:
 @functools.cache
 def hierarchy() -> Hierarchy | str:
     """Where runs' cgroups go (this process's memory cgroup), or why they cannot be made here (logged once)."""
-    found = "the trainer is not root" if os.geteuid() != 0 else _find()
+    try:
+        found = "the trainer is not root" if os.geteuid() != 0 else _find()
+    except (OSError, ValueError) as error:
+        found = f"its cgroups could not be read: {error}"
     if isinstance(found, str):
         log.info("sandbox runs get no memory cgroup of their own (%s): their page tables and kernel buffers are "
                  "bounded by rlimits only", found)

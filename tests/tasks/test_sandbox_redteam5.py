@@ -117,7 +117,7 @@ for i in range(1, 65_000):  # one read-only page in each 1 GiB region: ~8 KiB of
 
 
 def test_page_tables_are_capped_by_the_runs_memory_cgroup(sandbox, limits):
-    """~490 MB of page tables at memory_mb 256 before, outside every rlimit; the run's cgroup caps them with the rest."""
+    """~490 MB of page tables at memory_mb 256 before, outside every rlimit; the run's cgroup caps them too."""
     found = sandbox_cgroup.hierarchy()
     if isinstance(found, str):
         pytest.skip(f"no per-run memory cgroup here: {found}")
