@@ -16,8 +16,10 @@ A run that breaks a sandbox rule or limit passes nothing; one the sandbox could 
 
 from __future__ import annotations
 
-import ast
 import functools
+import hashlib
+import threading
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -26,6 +28,7 @@ from tasks.base import RowError, Task, require
 from tasks.code_fence import fenced_blocks
 from tasks.registry import register_reward, register_task
 from tasks.sandbox import Sandbox, SandboxLimits, SandboxResult, make_sandbox, run_tests
+from tasks.syntax import top_level_names
 
 MAX_COMPLETION_CHARS = 200_000
 """Longer completions are not graded (no code block): a bound on the text every code reward reads."""
@@ -66,28 +69,38 @@ def single_block(completion: str, max_chars: int = MAX_COMPLETION_CHARS) -> str 
 
 
 def parses(source: str) -> bool:
-    """Whether ``source`` is valid Python (compiled to a syntax tree only, never run)."""
-    try:
-        ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return False
-    return True
+    """Whether ``source`` is valid Python (compiled to a syntax tree only, never run, within a bound on this
+    process's CPU: :mod:`tasks.syntax`)."""
+    return top_level_names(source) is not None
 
 
-@functools.lru_cache(maxsize=4096)
-def _sandboxed(source: str, tests: tuple[str, ...], entry_points: frozenset[str], sandbox: Sandbox,
+class RunCache:
+    """The sandbox results of the latest ``size`` runs, keyed by a digest of the code (not the code itself: 4,096
+    completions of 200 kB would keep ~820 MB) and the run's tests, entry points, back end and limits."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self.size, self.results, self.lock = size, OrderedDict[tuple, SandboxResult](), threading.Lock()
+
+    def result(self, source: str, tests: tuple[str, ...], entry_points: frozenset[str], sandbox: Sandbox,
                limits: SandboxLimits) -> SandboxResult:
-    """One sandbox run per (code, tests, entry points, sandbox, limits): ``code_tests`` and ``code_passed`` share it."""
-    return run_tests(source, list(tests), sandbox, limits, entry_points)
+        """The run's result, run now unless cached; one the sandbox could not make (``unavailable``) is not kept,
+        so the next call retries."""
+        key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest(), tests, entry_points, sandbox, limits)
+        with self.lock:
+            if key in self.results:
+                self.results.move_to_end(key)
+                return self.results[key]
+        result = run_tests(source, list(tests), sandbox, limits, entry_points)
+        if result.status != "unavailable":
+            with self.lock:
+                self.results[key] = result
+                while len(self.results) > self.size:
+                    self.results.popitem(last=False)
+        return result
 
 
-def _graded(source: str, tests: tuple[str, ...], entry_points: frozenset[str], sandbox: Sandbox,
-            limits: SandboxLimits) -> SandboxResult:
-    """The shared run; one the sandbox could not make (``unavailable``) is forgotten, so the next call retries."""
-    result = _sandboxed(source, tests, entry_points, sandbox, limits)
-    if result.status == "unavailable":
-        _sandboxed.cache_clear()
-    return result
+RUNS = RunCache()
+"""One sandbox run per (code, tests, entry points, sandbox, limits): ``code_tests`` and ``code_passed`` share it."""
 
 
 @functools.cache
@@ -109,7 +122,9 @@ def sandbox_results(completions: Sequence[str], tests: Sequence[Sequence[str]], 
 
     def run(index: int) -> SandboxResult | None:
         source = sources[index]
-        return None if source is None else _graded(source, tuple(tests[index]), entry_points[index], sandbox, limits)
+        if source is None:
+            return None
+        return RUNS.result(source, tuple(tests[index]), entry_points[index], sandbox, limits)
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(run, range(len(completions))))

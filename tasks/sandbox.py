@@ -46,7 +46,8 @@ class SandboxLimits:
     wall_seconds: float = 10.0
     cpu_seconds: int = 5
     memory_mb: int = 512
-    """Address space of the process (RLIMIT_AS): an allocation past it raises MemoryError."""
+    """Address space of the process (RLIMIT_AS): an allocation past it raises MemoryError. With ``disk_mb``, also the
+    cap of a ``bwrap`` run's memory cgroup, where the host allows one (:mod:`tasks.sandbox_cgroup`)."""
     file_size_mb: int = 8
     """Largest file it may write, and the most it may print (stdout, stderr and its answers together)."""
     disk_mb: int = 16
@@ -165,6 +166,9 @@ class Events:
     violations: list[str] = field(default_factory=list)
     unread: int = 0
     flooded: int = 0
+    stray: int = 0
+    """Untagged lines on a local event channel, where an honest child writes tagged ones only (a protocol error: the
+    run ends unparsed; a service's stdout mixes the code's prints with the events, so it is not counted there)."""
     parsed: int = 0
     expected: int = 0
 
@@ -298,6 +302,9 @@ def _result(runs: list[tuple[Evaluation, Events]], outcomes: list, total: int, i
     flooded = sum(events_.flooded for _, events_ in runs)
     if flooded:
         return SandboxResult("no_verdict", 0, error=f"{flooded} event lines past the calls asked (a protocol error)",
+                             **common)
+    if any(events_.stray for _, events_ in runs):
+        return SandboxResult("no_verdict", 0, error="an untagged line on the event channel (a protocol error)",
                              **common)
     if evaluation.status != "ok":
         return SandboxResult(evaluation.status, passed, error=evaluation.error, **common)

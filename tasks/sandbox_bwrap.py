@@ -18,6 +18,8 @@ child program (:mod:`tasks.sandbox_child`) with:
   container would never reap), and the seccomp filter of :mod:`tasks.sandbox_seccomp`;
 - an unprivileged host user (:mod:`tasks.sandbox_user`: ``nobody`` when the trainer is root), so
   ``RLIMIT_NPROC`` holds its threads to ``processes`` and it owns none of the host files it sees;
+- where the host allows it, a memory cgroup of its own (:mod:`tasks.sandbox_cgroup`) capping its memory, tmpfs,
+  page tables and kernel buffers together at ``memory_mb`` + ``disk_mb``;
 - the child's rlimits (CPU, memory, file size, open files, threads; per process, so the seccomp
   filter forbids creating processes: threads only) and this side's wall clock and output cap
   (:mod:`tasks.sandbox_local`): killing the code, then ``bwrap``, ends its PID namespace, so nothing outlives the
@@ -32,8 +34,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from tasks import sandbox_seccomp, sandbox_user
+from tasks import sandbox_cgroup, sandbox_seccomp, sandbox_user
 from tasks.sandbox import BACKENDS, SandboxLimits, job
+from tasks.sandbox_cgroup import RunCgroup
 from tasks.sandbox_local import LocalSession
 from tasks.sandbox_user import Launch
 
@@ -129,8 +132,19 @@ class BwrapSandbox:
         return cls(shutil.which(executable) or executable)
 
     def start(self, source: str, limits: SandboxLimits) -> LocalSession:
+        cgroup = sandbox_cgroup.create((limits.memory_mb + limits.disk_mb) << 20)
+        try:
+            return self._session(source, limits, cgroup)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.remove()
+            raise
+
+    def _session(self, source: str, limits: SandboxLimits, cgroup: RunCgroup | None) -> LocalSession:
+        """The started run, its first process joining ``cgroup`` (when there is one)."""
         payload, tag = job(source, [], limits)
-        launch = sandbox_user.launcher([*_installation(), str(CHILD_PROGRAM)], limits.disk_mb << 20, limits.files)
+        launch = sandbox_user.launcher([*_installation(), str(CHILD_PROGRAM)], limits.disk_mb << 20, limits.files,
+                                       cgroup.procs if cgroup else "")
         seccomp_read, seccomp_write = os.pipe()
         try:
             os.write(seccomp_write, sandbox_seccomp.build_filter())
@@ -138,6 +152,6 @@ class BwrapSandbox:
             return LocalSession(bwrap_command(self.executable, seccomp_read, launch), payload, tag,
                                 wall_seconds=limits.wall_seconds, output_bytes=limits.file_size_mb << 20,
                                 captured_bytes=limits.captured_bytes, pass_fds=(seccomp_read,),
-                                env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
+                                env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}, cgroup=cgroup)
         finally:
             os.close(seccomp_read)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from tasks.sandbox_child import encode
+from tasks.syntax import top_level_names
 
 _MAX_DEPTH = 100
 MAX_ELEMENTS = 100_000
@@ -188,19 +189,9 @@ def free_names(test: str) -> set[str]:
 
 
 def defined_names(source: str) -> set[str]:
-    """Top-level functions, classes and variables of the candidate's source, from its syntax tree (never run)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return set()
-    names = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
-        names.update(name.id for target in targets if target is not None for name in ast.walk(target)
-                     if isinstance(name, ast.Name))
-    return names
+    """Top-level functions, classes and variables of the candidate's source, from its syntax tree (never run; parsed
+    within a bound on this process's CPU: :mod:`tasks.syntax`); none when it does not parse."""
+    return set(top_level_names(source) or ())
 
 
 def test_namespace(test: str, caller: Caller, candidate_names: set[str],

@@ -7,8 +7,10 @@ anything else: a file could be replaced by a FIFO and hang the reader) before th
 stdout and stderr keep only their last ``captured_bytes``; one event line longer than
 :data:`MAX_EVENT_BYTES`, or more than ``file_size_mb`` of output in all, ends the run
 (``output_limit``); more event lines than an honest child writes (its load report, an answer per call asked, a few
-refusals) end it unparsed (``no_verdict``: a protocol error). The wall clock counts from the start to the last answer, and the process
-group is killed once the grading is over or at the wall clock, whichever comes first.
+refusals), or one line without the run's tag, end it unparsed (``no_verdict``: a protocol error). The wall clock
+counts from the start to the last answer, and the process group is killed once the grading is over or at the wall
+clock, whichever comes first; then the kernel is prompted to free what the run left in flight over Unix sockets
+(:mod:`tasks.unix_gc`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ import time
 from typing import Callable, Mapping, Sequence
 
 from tasks.sandbox import MAX_EVENT_BYTES, Evaluation, Events
+from tasks.sandbox_cgroup import RunCgroup
 from tasks.sandbox_grading import CallOutcome
+from tasks.unix_gc import collect_unix_garbage
 
 _EXIT_SECONDS = 1.0
 """Once every call is answered and its stdin closed, how long it has to end on its own."""
@@ -32,8 +36,8 @@ _DRAIN_SECONDS = 1.0
 _REAP_SECONDS = 0.5
 """After its children are killed, how long the process has to reap them and end."""
 _TRICKLE_BYTES, _TRICKLE_SECONDS = 4096, 0.002
-"""A read shorter than this that completes no event line is followed by this pause, so that output written a byte at
-a time wakes this side at most a few hundred times a second (each wake-up costs CPU with the GIL held)."""
+"""A read shorter than this that completes no tagged event line is followed by this pause, so that output written a
+byte at a time wakes this side at most a few hundred times a second (each wake-up costs CPU with the GIL held)."""
 
 
 class LocalSession:
@@ -41,8 +45,10 @@ class LocalSession:
 
     def __init__(self, command: Sequence[str], job: bytes, tag: str, *, wall_seconds: float, output_bytes: int,
                  captured_bytes: int, env: Mapping[str, str], cwd: str | None = None,
-                 pass_fds: Sequence[int] = ()) -> None:
+                 pass_fds: Sequence[int] = (), cgroup: RunCgroup | None = None) -> None:
+        """``cgroup``: the run's memory cgroup, which its processes joined (removed here once they are gone)."""
         self.tag, self.output_bytes, self.captured_bytes = tag, output_bytes, captured_bytes
+        self.cgroup, self.out_of_memory = cgroup, False
         self.events, self.asked = Events(), 0
         self.total, self.exceeded, self.timed_out, self.killed_by_us = 0, None, False, False
         events_read, events_write = os.pipe()
@@ -70,7 +76,7 @@ class LocalSession:
         """Whether the run has ended: a limit, a refused operation (it is ``forbidden`` whatever follows), its exit
         (all pipes closed) or the close."""
         return (bool(self.exceeded) or self.timed_out or self.killed_by_us or bool(self.events.violations)
-                or bool(self.events.flooded) or not self.reading)
+                or bool(self.events.flooded) or bool(self.events.stray) or not self.reading)
 
     def call(self, call: list) -> CallOutcome | None:
         """Ask one encoded call ``[name, args, kwargs]`` and wait for its answer (None: the run ended first)."""
@@ -116,11 +122,12 @@ class LocalSession:
             return
         self.total += len(chunk)
         buffer = self.buffers[fd]
-        if len(chunk) < _TRICKLE_BYTES and not (fd == self.events_fd and b"\n" in chunk):
-            time.sleep(_TRICKLE_SECONDS)
+        parsed = self.events.parsed
         if fd == self.events_fd:
             self._take_events(buffer, chunk)
-        else:
+        if len(chunk) < _TRICKLE_BYTES and self.events.parsed == parsed:
+            time.sleep(_TRICKLE_SECONDS)
+        if fd != self.events_fd:
             buffer += chunk
             if len(buffer) > self.captured_bytes:
                 del buffer[:len(buffer) - self.captured_bytes]
@@ -129,8 +136,8 @@ class LocalSession:
 
     def _take_events(self, pending: bytearray, chunk: bytes) -> None:
         """Add ``chunk`` to the unfinished line ``pending`` and take the lines it completes: only the new chunk is
-        searched for a newline, so a line written a byte at a time costs its length, not its length squared. Lines
-        past the events' budget end the run unparsed."""
+        searched for a newline, so a line written a byte at a time costs its length, not its length squared. A line
+        without the run's tag, or past the events' budget, ends the run unparsed."""
         end = chunk.rfind(b"\n")
         if end < 0:
             pending += chunk
@@ -139,9 +146,13 @@ class LocalSession:
             lines = pending.split(b"\n")
             pending[:] = chunk[end + 1:]
             for line in lines:
-                if self.events.flooded:
+                if self.events.flooded or self.events.stray:
                     break
-                self.events.take_line(line.decode("utf-8", errors="replace"), self.tag)
+                text = line.decode("utf-8", errors="replace")
+                if text.startswith(self.tag):
+                    self.events.take_line(text, self.tag)
+                else:
+                    self.events.stray += 1
         if len(pending) > MAX_EVENT_BYTES:
             self.exceeded = f"an answer line longer than {MAX_EVENT_BYTES >> 20} MB"
 
@@ -156,6 +167,9 @@ class LocalSession:
             self._pump(lambda: False)
             self.killed_by_us, self.timed_out = self.timed_out, False
         _kill_group(self.process)
+        if self.cgroup is not None:
+            self.out_of_memory = self.cgroup.remove()
+        collect_unix_garbage()
         drain_until = time.monotonic() + _DRAIN_SECONDS
         while self.reading and not self.exceeded and time.monotonic() < drain_until:
             for key, _ in self.selector.select(timeout=max(0.0, drain_until - time.monotonic())):
@@ -182,6 +196,8 @@ class LocalSession:
             return Evaluation("timeout", error="wall-clock limit reached", **common)
         if self.killed_by_us:
             return Evaluation("ok", **common)
+        if self.out_of_memory:
+            return Evaluation("memory_limit", error="the run's memory cgroup limit was reached", **common)
         returncode = self.process.returncode
         signalled = returncode - 128 if returncode > 128 else -returncode
         if signalled == signal.SIGSYS:

@@ -535,14 +535,15 @@ def test_forged_refusals_by_the_thousand_keep_a_few_and_a_count(sandbox, limits)
 
 def test_an_event_line_trickled_a_byte_at_a_time_costs_the_trainer_little_cpu(sandbox, limits):
     """Each read used to re-split the whole unfinished line, and each byte woke the reader: ~3.6 s of the trainer's
-    CPU (the GIL held) for one run."""
-    source = ("import os, sys, time\nfd, end, sent = int(sys.argv[1]), time.monotonic() + 2.5, 0\n"
-              "while time.monotonic() < end:\n    sent += os.write(fd, b'y' if sent % 65536 else b'\\n')\n")
+    CPU (the GIL held) for one run. The line never ends before its load report (an untagged line ends the run at
+    once): the run ends at the wall clock, at that report, or once the line is longer than an answer may be."""
+    source = ("import os, sys, time\nfd, end = int(sys.argv[1]), time.monotonic() + 2.5\n"
+              "while time.monotonic() < end:\n    os.write(fd, b'y')\n")
     before = resource.getrusage(resource.RUSAGE_SELF)
     result = attack(sandbox, dataclasses.replace(limits, wall_seconds=3, file_size_mb=64), source)
     after = resource.getrusage(resource.RUSAGE_SELF)
     spent = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-    assert result.status == "timeout" and spent < 0.8, (spent, result)
+    assert result.status in ("timeout", "no_verdict", "output_limit") and spent < 0.8, (spent, result)
 
 
 def test_forged_answer_lines_past_the_calls_asked_end_the_run_unparsed(sandbox, limits):
