@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-GUIDE = Path(__file__).parent.parent / "docs" / "writing_tasks.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "writing_tasks.md"
 BLOCK = re.compile(r"```(\w+)\n(.*?)```", re.DOTALL)
 FILE_LINE = re.compile(r"# file: (\S+)\n")
 
