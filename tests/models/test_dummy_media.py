@@ -42,9 +42,9 @@ def test_a_text_only_forward_runs_the_tower_and_changes_nothing_else(family, sha
     assert dummy is not None and install_dummy_media_pass(model) is dummy  # installed once
     dummy_logp, dummy_grads = logprobs_and_grads(model, compute, weights)
 
-    assert dummy.runs == 1  # one prompt forward; the group-shared continuation does not run it again
-    assert torch.equal(dummy_logp, plain_logp)  # bit-equal
     adapter = adapter_for(family)
+    assert dummy.runs == len(adapter.tower_inputs)  # each kind once; the group-shared continuation runs none
+    assert torch.equal(dummy_logp, plain_logp)  # bit-equal
     tower = {name for name in dummy_grads if name.startswith(adapter.tower_prefixes + adapter.projector_prefixes)}
     assert tower and not tower & plain_grads.keys()  # the tower is used now, and only now
     assert all(not dummy_grads[name].any() for name in tower)  # with zero gradients
@@ -53,13 +53,25 @@ def test_a_text_only_forward_runs_the_tower_and_changes_nothing_else(family, sha
         assert torch.equal(dummy_grads[name], grad), name
 
 
-def test_a_forward_with_media_does_not_run_the_dummy(tiny_model_dir, media_samples) -> None:
+def test_a_forward_with_images_runs_only_the_video_dummy_and_changes_nothing(tiny_model_dir, media_samples) -> None:
+    """Qwen-VL runs its tower once for images and once for videos: an image-only forward gets the video dummy."""
     model, processor = load_model_and_processor(tiny_model_dir("qwen2_5_vl"), dtype="float32")
-    dummy = install_dummy_media_pass(model.eval())
+    model.eval()
     prompts = build_prompt_batch(processor, media_samples("qwen2_5_vl"), family="qwen2_5_vl")
-    with torch.no_grad():
-        completion_logprobs(model, prompts, random_completions(), GROUP_SIZES, micro_batch_size=6)
-    assert dummy.runs == 0
+    completions = random_completions()
+    weights = torch.randn(len(completions), max(COMPLETION_LENGTHS), generator=torch.Generator().manual_seed(1))
+
+    def compute():
+        return completion_logprobs(model, prompts, completions, GROUP_SIZES, micro_batch_size=len(completions))
+
+    plain_logp, plain_grads = logprobs_and_grads(model, compute, weights)
+    dummy = install_dummy_media_pass(model)
+    dummy_logp, dummy_grads = logprobs_and_grads(model, compute, weights)
+    assert dummy.runs == 1
+    assert torch.equal(dummy_logp, plain_logp)
+    assert dummy_grads.keys() == plain_grads.keys()
+    for name, grad in plain_grads.items():
+        assert torch.equal(dummy_grads[name], grad), name
 
 
 def test_a_family_without_a_known_tower_gets_no_pass(tiny_model_dir) -> None:
