@@ -16,6 +16,9 @@ about a VLM family:
 - ``tower_prefixes`` / ``projector_prefixes``: the parameter-name prefixes (as transformers 5
   names them in memory) of the media encoder and of the projector feeding the language model,
   which ``model.freeze_vision_tower`` / ``model.freeze_projector`` freeze.
+- ``tower_inputs`` / ``dummy_media`` / ``tower_output``: the inputs that make the forward run the media
+  tower, a smallest valid one of each, and the tower (and projector) run on it, for the dummy media
+  pass of a forward lacking one (:mod:`mmgrpo.models.dummy_media`).
 
 Adapters are registered in :data:`FAMILY_ADAPTERS` under the config's ``model_type``;
 unknown families get the generic :class:`FamilyAdapter` (1-D rotary positions over real
@@ -158,6 +161,18 @@ class FamilyAdapter:
             merged[key] = stacked
         return merged
 
+    # -- the dummy media pass -------------------------------------------------------
+    # Modality -> the forward input that makes the family run its media tower for it (once per forward).
+    tower_inputs: Mapping[str, str] = {}
+
+    def dummy_media(self, backbone: torch.nn.Module, modality: str) -> dict[str, torch.Tensor]:
+        """The smallest valid tower input of ``modality`` (one of ``tower_inputs``), on the tower's device."""
+        raise NotImplementedError(f"{type(self).__name__} has no dummy {modality} input")
+
+    def tower_output(self, backbone: torch.nn.Module, modality: str, media: Mapping[str, torch.Tensor]) -> Any:
+        """The tower and projector run on ``media`` as the family's forward runs them (``get_<modality>_features``)."""
+        return getattr(backbone, f"get_{modality}_features")(**media)
+
 
 class QwenVLAdapter(FamilyAdapter):
     """Qwen2-VL, Qwen2.5-VL, Qwen3-VL: M-RoPE positions, patches of all items concatenated.
@@ -172,6 +187,7 @@ class QwenVLAdapter(FamilyAdapter):
     per_item_keys = {"image_grid_thw": "image", "video_grid_thw": "video", "second_per_grid_ts": "video"}
     per_patch_keys = {"pixel_values": "image_grid_thw", "pixel_values_videos": "video_grid_thw"}
     tower_prefixes = ("model.visual.",)
+    tower_inputs = {"image": "pixel_values", "video": "pixel_values_videos"}  # one tower, run once for each
     # Qwen3-VL also feeds early vision layers to the decoder through its deepstack mergers.
     projector_prefixes = ("model.visual.merger.", "model.visual.deepstack_merger_list.")
     _rope_media_keys = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")
@@ -196,6 +212,18 @@ class QwenVLAdapter(FamilyAdapter):
 
     def continuation_positions(self, next_position: torch.Tensor, length: int) -> PositionIds:
         return super().continuation_positions(next_position, length)[None].expand(3, -1, -1)  # [3, N, L]
+
+    def dummy_media(self, backbone: torch.nn.Module, modality: str) -> dict[str, torch.Tensor]:
+        """One image (or one-frame video) of one merged token: a ``merge x merge`` grid of patches."""
+        vision = backbone.config.vision_config
+        merge = vision.spatial_merge_size
+        width = vision.in_channels * vision.temporal_patch_size * vision.patch_size**2
+        device, dtype = _placement(backbone.visual)
+        pixels, grid = self.tower_inputs[modality], {"image": "image_grid_thw", "video": "video_grid_thw"}[modality]
+        return {
+            pixels: torch.ones(merge * merge, width, device=device, dtype=dtype),
+            grid: torch.tensor([[1, merge, merge]], device=device),
+        }
 
     def image_pixel_range(self, processor: ProcessorMixin) -> tuple[int, int] | None:
         """Qwen-VL image processors keep an image's area in ``size`` = {shortest_edge: min, longest_edge: max} pixels."""
@@ -228,6 +256,18 @@ class TiledImageAdapter(FamilyAdapter):
     tower_prefixes = ("model.vision_model.",)
     projector_prefixes = ("model.connector.",)
 
+    tower_inputs = {"image": "pixel_values"}
+
+    def dummy_media(self, backbone: torch.nn.Module, modality: str) -> dict[str, torch.Tensor]:
+        """One tile of the tower's input size (not all zero: an all-zero tile is padding)."""
+        vision = backbone.config.vision_config
+        size = vision.image_size
+        device, dtype = _placement(backbone.vision_model)
+        return {
+            "pixel_values": torch.ones(1, 1, vision.num_channels, size, size, device=device, dtype=dtype),
+            "pixel_attention_mask": torch.ones(1, 1, size, size, device=device, dtype=torch.bool),
+        }
+
     def expected_media_tokens(
         self,
         processor: ProcessorMixin,
@@ -247,6 +287,18 @@ class AudioPerItemAdapter(FamilyAdapter):
     per_item_keys = {"input_features": "audio", "feature_attention_mask": "audio"}
     tower_prefixes = ("model.audio_tower.",)
     projector_prefixes = ("model.multi_modal_projector.",)
+
+    tower_inputs = {"audio": "input_features"}
+
+    def dummy_media(self, backbone: torch.nn.Module, modality: str) -> dict[str, torch.Tensor]:
+        """One clip of the encoder's fixed input length."""
+        audio = backbone.config.audio_config
+        device, dtype = _placement(backbone.audio_tower)
+        return {"input_features": torch.ones(1, audio.num_mel_bins, 2 * audio.max_source_positions, device=device,
+                                             dtype=dtype)}
+
+    def tower_output(self, backbone: torch.nn.Module, modality: str, media: Mapping[str, torch.Tensor]) -> Any:
+        return backbone.multi_modal_projector(backbone.audio_tower(media["input_features"]).last_hidden_state)
 
     def expected_media_tokens(
         self,
@@ -286,6 +338,12 @@ def unwrap_model(model: torch.nn.Module) -> torch.nn.Module:
     if hasattr(model, "get_base_model"):
         model = model.get_base_model()
     return getattr(model, "module", model)
+
+
+def _placement(module: torch.nn.Module) -> tuple[torch.device, torch.dtype]:
+    """The device and dtype of ``module``'s weights (also of sharded ones)."""
+    weight = next(module.parameters())
+    return weight.device, weight.dtype
 
 
 def _item_index(media_counts: Sequence[MediaCounts], modality: str, rows: Sequence[int]) -> torch.Tensor:

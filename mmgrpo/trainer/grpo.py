@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from mmgrpo.config import Config
 from mmgrpo.inputs import SampleSet
+from mmgrpo.models.dummy_media import install_dummy_media_pass, installed_dummy_media_pass
 from mmgrpo.models.prompt_cache import hit_rate_metrics, open_prompt_cache
 from mmgrpo.reports.alerts import StepMonitor
 from mmgrpo.reports.html import refresh_report
@@ -90,6 +91,8 @@ class GRPOTrainer:
         self.backend = build_backend(model, grpo_optimizer_spec(config), config.train)
         if self.reference is not None and self.reference.module is not model:  # sharded like the policy
             self.reference.module = self.backend.prepare_frozen(self.reference.module)
+            if installed_dummy_media_pass(model) is not None:  # the reference runs the policy's forwards
+                install_dummy_media_pass(self.reference.module)
         self.optimizer, self.scheduler = self.backend.optimizer, self.backend.scheduler
         self.loss_settings = LossSettings.from_config(config)
         self.update_settings = UpdateSettings.from_config(config, self.backend.ranks.world_size)

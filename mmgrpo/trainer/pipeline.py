@@ -35,6 +35,7 @@ from eval.held_out import benchmarks_tag, held_out_numbers
 from mmgrpo.config import Config
 from mmgrpo.distributed import Ranks
 from mmgrpo.failures import FAILURE_FILE, RunFailure
+from mmgrpo.models.dummy_media import install_dummy_media_pass
 from mmgrpo.models.prompt_cache import open_prompt_cache
 from mmgrpo.reports.html import refresh_report
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
@@ -157,11 +158,11 @@ def _run_stages(
                 held_out_datasets(config), config.task, paths.data, seed=config.data.seed, model=policy_info
             )
             benches = [bench.for_model(policy_info) for bench in held_out_benchmarks(config)]
-    _refuse_mixed_media_on_ranks(train_set, ranks)
     ledger = SkipLedger(paths.root / LEDGER_FILE if main else None)
     ledger.add(train_set.skipped, split="train", stage="load")
     ledger.add(test_set.skipped, split="test", stage="load")
     model, processor, _ = load_run_policy(config, checkpoint=resume.weights)
+    _dummy_media_on_ranks(model, (train_set, test_set), ranks)
     trainer: GRPOTrainer | None = None  # once built, its back end syncs decoding across ranks
 
     def evaluate(tag: str) -> HeldOut:
@@ -217,21 +218,28 @@ def _reported(
     return numbers
 
 
-def _refuse_mixed_media_on_ranks(train_set: SampleSet, ranks: Ranks) -> None:
-    """On several ranks, a step where one rank's prompts have media and another's have none makes
-    only one of them run the vision (or audio) tower, and the ranks' gradient collectives stop
-    matching (measured: ZeRO-2 and FSDP2 abort in the first such step). Refused before training."""
+def _dummy_media_on_ranks(model: torch.nn.Module, sets: tuple[SampleSet, ...], ranks: Ranks) -> None:
+    """On several ranks, rows with different kinds of media (images, none; images, videos) make a rank whose
+    micro-batch (or prompts to decode) lacks a kind skip the media tower while another runs it, and the ranks'
+    collectives stop matching (measured: ZeRO-2 and FSDP2 abort in the first such step). Such a run gets the
+    dummy media pass (:mod:`mmgrpo.models.dummy_media`: a forward lacking a kind runs the tower on a tiny input
+    at weight zero); a family whose tower mmgrpo does not know cannot run it, and its run is refused."""
     if ranks.world_size == 1:
         return
-    with_media, without_media = set(), set()
-    for sample in train_set.samples:
-        (with_media if any(map(sample.media, MODALITIES)) else without_media).add(sample.task)
-    if with_media and without_media:
+    tasks_by_media: dict[tuple[str, ...], set[str]] = {}
+    for sample in (sample for samples in sets for sample in samples.samples):
+        kinds = tuple(kind for kind in MODALITIES if sample.media(kind))
+        tasks_by_media.setdefault(kinds, set()).add(sample.task)
+    if len(tasks_by_media) > 1 and install_dummy_media_pass(model) is None:
+        rows = "; ".join(
+            f"{' + '.join(kinds) or 'no media'} (tasks: {', '.join(sorted(tasks))})"
+            for kinds, tasks in sorted(tasks_by_media.items())
+        )
         raise ValueError(
-            f"training rows with media (tasks: {', '.join(sorted(with_media))}) and without (tasks: "
-            f"{', '.join(sorted(without_media))}) cannot share a run on {ranks.world_size} ranks yet: a rank "
-            "without media skips the media encoder and the ranks' collectives no longer match; train them "
-            "in one process (train.backend=single) or in separate runs"
+            f"rows with {rows} cannot share a run on {ranks.world_size} ranks with model type "
+            f"{model.config.model_type!r}: its media tower is unknown to mmgrpo (no FamilyAdapter.tower_inputs), so a "
+            "rank lacking a kind of media cannot run it; train them in one process (train.backend=single) or in "
+            "separate runs"
         )
 
 
