@@ -12,8 +12,10 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 
 PORT_RACE = "address already in use"
+REPO = Path(__file__).resolve().parents[1]  # on the ranks' path: a launched test script imports tests.*
 
 
 def torchrun(
@@ -22,7 +24,8 @@ def torchrun(
     """``script`` (a path and its arguments, or ``-m module ...``) on ``ranks`` local ranks, gloo on CPU. With
     several ``nodes`` the result holds every node's output (stdout and stderr joined in node order) and the
     first non-zero exit code."""
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
+    paths = [str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(paths), **(env or {})}
     done = _launch(ranks, nodes, script, environment, timeout)
     if done.returncode != 0 and PORT_RACE in (done.stdout + done.stderr).lower():
         done = _launch(ranks, nodes, script, environment, timeout)
