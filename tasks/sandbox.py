@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Callable, Mapping, Protocol
 
 from mmgrpo.registry import Registry
-from tasks.sandbox_grading import Caller, CallOutcome, decode, defined_names, run_test
+from tasks.sandbox_grading import MAX_ELEMENTS, Caller, CallOutcome, count_values, defined_names, run_test
 
 STATUSES = ("passed", "failed", "error", "forbidden", "timeout", "cpu_limit", "memory_limit", "output_limit",
             "no_verdict", "unavailable")
@@ -60,10 +60,13 @@ class SandboxLimits:
     binds; the seccomp filter forbids new processes there all the same: the other rlimits are per process)."""
     captured_bytes: int = 4096
     """How much of stdout/stderr comes back in the result."""
+    answer_values: int = 200_000
+    """Most values (containers included, as encoded) all of a run's answers together may hold: each is rebuilt in the
+    trainer, its GIL held (up to ~0.2 s per 100,000). Past it the run ends, ``failed``, its later calls unanswered."""
 
     def __post_init__(self) -> None:
         for name in ("wall_seconds", "cpu_seconds", "memory_mb", "file_size_mb", "disk_mb", "files", "open_files",
-                     "processes"):
+                     "processes", "answer_values"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"sandbox {name} must be positive, got {getattr(self, name)}")
 
@@ -158,7 +161,8 @@ def job(source: str, calls: list[list], limits: SandboxLimits, *, guard: bool = 
 @dataclass
 class Events:
     """The child's event lines, read strictly: the first word on each call counts, later ones are ignored, and so
-    is an answer to a call not yet asked (``expected``: how many have been)."""
+    is an answer to a call not yet asked (``expected``: how many have been). The answers may hold ``answer_values``
+    values in all (``values``: so far); the one past it is not read (``beyond_budget``), and the run ends."""
 
     loaded: bool | None = None
     error: str | None = None
@@ -171,10 +175,13 @@ class Events:
     run ends unparsed; a service's stdout mixes the code's prints with the events, so it is not counted there)."""
     parsed: int = 0
     expected: int = 0
+    answer_values: int = SandboxLimits.answer_values
+    values: int = 0
+    beyond_budget: bool = False
 
     @classmethod
-    def parse(cls, text: str, tag: str, n_calls: int) -> Events:
-        events = cls(expected=n_calls)
+    def parse(cls, text: str, tag: str, n_calls: int, answer_values: int = SandboxLimits.answer_values) -> Events:
+        events = cls(expected=n_calls, answer_values=answer_values)
         for line in text.splitlines():
             events.take_line(line, tag)
         return events
@@ -185,7 +192,7 @@ class Events:
     def take_line(self, line: str, tag: str) -> None:
         """Parse one tagged line, unless it is a violation past :data:`MAX_VIOLATIONS` (``unread``) or past the most
         lines an honest child writes, :meth:`line_budget` (``flooded``: a protocol error, the run has no verdict)."""
-        if not line.startswith(tag) or len(line) > MAX_EVENT_BYTES:
+        if not line.startswith(tag) or len(line) > MAX_EVENT_BYTES or self.beyond_budget:
             return
         if len(self.violations) >= MAX_VIOLATIONS:
             self.unread += 1
@@ -213,15 +220,21 @@ class Events:
             self.loaded = "loaded" in event
             self.error = None if self.loaded else str(event["error"])[:300]
         elif type(event.get("i")) is int and 0 <= event["i"] < self.expected and event["i"] not in self.outcomes:
-            self.outcomes[event["i"]] = _outcome(event)
+            raised = event.get("raised")
+            if type(raised) is list and len(raised) == 2:
+                self.outcomes[event["i"]] = CallOutcome(raised=(str(raised[0])[:100], str(raised[1])[:300]))
+                return
+            values = count_values(event.get("value"), min(MAX_ELEMENTS, self.answer_values - self.values))
+            self.values += values
+            if self.values > self.answer_values:
+                self.beyond_budget = True
+            else:
+                self.outcomes[event["i"]] = _answer(event.get("value"), values)
 
 
-def _outcome(event: dict) -> CallOutcome:
-    raised = event.get("raised")
-    if type(raised) is list and len(raised) == 2:
-        return CallOutcome(raised=(str(raised[0])[:100], str(raised[1])[:300]))
+def _answer(encoded: object, values: int) -> CallOutcome:
     try:
-        return CallOutcome(value=decode(event.get("value")))
+        return CallOutcome.answer(encoded, values)
     except (ValueError, RecursionError) as error:
         return CallOutcome(raised=("TypeError", f"the sandbox answered an unreadable value: {error}"))
 
@@ -262,7 +275,8 @@ class ReplaySession:
         spent = sum(evaluation.seconds for evaluation, _ in self.history)
         limits = replace(self.limits, wall_seconds=max(self.limits.wall_seconds - spent, 0.001))
         evaluation = self.evaluate(self.source, self.calls, limits)
-        self.history.append((evaluation, Events.parse(evaluation.events, evaluation.tag, len(self.calls))))
+        self.history.append((evaluation, Events.parse(evaluation.events, evaluation.tag, len(self.calls),
+                                                      self.limits.answer_values)))
 
     def call(self, call: list) -> CallOutcome | None:
         key = json.dumps(call, sort_keys=True)
@@ -270,7 +284,8 @@ class ReplaySession:
             if self.history:
                 last, events = self.history[-1]
                 spent = sum(evaluation.seconds for evaluation, _ in self.history)
-                if last.status != "ok" or not events.loaded or events.violations or spent >= self.limits.wall_seconds:
+                if (last.status != "ok" or not events.loaded or events.violations or events.beyond_budget
+                        or spent >= self.limits.wall_seconds):
                     return None
             self.calls.append(call)
             self._run()
@@ -306,6 +321,10 @@ def _result(runs: list[tuple[Evaluation, Events]], outcomes: list, total: int, i
     if any(events_.stray for _, events_ in runs):
         return SandboxResult("no_verdict", 0, error="an untagged line on the event channel (a protocol error)",
                              **common)
+    if any(events_.beyond_budget for _, events_ in runs):
+        budget = runs[-1][1].answer_values
+        return SandboxResult("failed", passed, error=f"its answers held more than {budget} values in all (the sandbox "
+                             "limit answer_values): the run was ended", **common)
     if evaluation.status != "ok":
         return SandboxResult(evaluation.status, passed, error=evaluation.error, **common)
     error = events.error or ""

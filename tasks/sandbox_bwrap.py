@@ -151,7 +151,8 @@ class BwrapSandbox:
             os.close(seccomp_write)
             return LocalSession(bwrap_command(self.executable, seccomp_read, launch), payload, tag,
                                 wall_seconds=limits.wall_seconds, output_bytes=limits.file_size_mb << 20,
-                                captured_bytes=limits.captured_bytes, pass_fds=(seccomp_read,),
+                                captured_bytes=limits.captured_bytes, answer_values=limits.answer_values,
+                                pass_fds=(seccomp_read,),
                                 env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}, cgroup=cgroup)
         finally:
             os.close(seccomp_read)

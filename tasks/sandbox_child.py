@@ -3,7 +3,10 @@
 It reads one job, a JSON line, from stdin (``source``, ``calls``, ``limits``, ``guard``, ``tag``), lowers
 its own resource limits, executes ``source``, then makes each call ``[name, args, kwargs]`` (arguments
 in the value encoding below): the job's ``calls``, then one per further stdin line until stdin closes,
-each answered before the next is read. It writes one JSON line per event to the file descriptor it was
+each answered before the next is read. ``source`` runs as a module of its own, :data:`MODULE_NAME` (never
+``__main__``: its ``if __name__ == "__main__":`` block is skipped, as graders such as HumanEval's and MBPP's do),
+with ``sys.argv`` its own and stdin at its end: the job's stdin is moved to another descriptor first, so ``input()``
+or ``sys.stdin.read()`` meet the end of their input, not the calls. It writes one JSON line per event to the file descriptor it was
 given (``argv[1]``; stdout when it is ``-`` or absent: a service that only returns stdout), each line starting
 with ``tag`` (so the code's own prints are told apart):
 
@@ -27,6 +30,7 @@ import resource
 import sys
 import sysconfig
 import threading
+import types
 
 _PATH_EVENTS = {
     # event -> positions of path arguments, and whether the event only reads
@@ -47,6 +51,9 @@ THREAD_STACK_BYTES = 1 << 20
 """Each new thread's stack (the default is RLIMIT_STACK, 8 MiB, all of it counted in RLIMIT_AS)."""
 _JSON_INT_BITS = 63
 """Wider ints travel as hexadecimal text: JSON's decimal digits stop at ``sys.get_int_max_str_digits()``."""
+MODULE_NAME = "solution"
+"""The candidate's module (in ``sys.modules``, so dataclasses, pickle and ``typing`` find it); ``sys.argv`` is
+``[MODULE_NAME + ".py"]`` while it runs."""
 
 
 def _opens_for_writing(mode: object, flags: object) -> bool:
@@ -173,16 +180,27 @@ def _error_name(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"[:300]
 
 
-def _requests(job: dict):
-    """The calls to answer: the job's own (a service's one-shot stdin), then one JSON line each from stdin
-    until it closes (a local session asks them one at a time, each after the answer to the last)."""
+def _requests(job: dict, jobs):
+    """The calls to answer: the job's own (a service's one-shot stdin), then one JSON line each from ``jobs`` (the
+    job's stdin) until it closes (a local session asks them one at a time, each after the answer to the last)."""
     yield from job.get("calls", [])
-    for line in iter(sys.stdin.readline, ""):
+    for line in iter(jobs.readline, ""):
         yield json.loads(line)
 
 
+def _take_stdin():
+    """The job's stdin, moved to a descriptor of its own; descriptor 0 (``sys.stdin``) becomes a pipe at its end."""
+    jobs = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    read_end, write_end = os.pipe()
+    os.close(write_end)
+    os.dup2(read_end, 0)
+    os.close(read_end)
+    return jobs
+
+
 def main() -> None:
-    job = json.loads(sys.stdin.readline())
+    jobs = _take_stdin()
+    job = json.loads(jobs.readline())
     target = sys.argv[1] if len(sys.argv) > 1 else "-"
     channel = sys.stdout if target == "-" else os.fdopen(int(target), "w", buffering=1)
     lock, tag = threading.Lock(), job.get("tag", "")
@@ -197,14 +215,15 @@ def main() -> None:
     if job.get("guard"):
         readable = {path for path in sysconfig.get_paths().values() if os.path.isdir(path)} | set(sys.path) - {""}
         sys.addaudithook(Guard(os.getcwd(), [path for path in readable if os.path.isdir(path)], emit))
-    namespace = {"__name__": "__main__"}
+    module = sys.modules[MODULE_NAME] = types.ModuleType(MODULE_NAME)
+    namespace, sys.argv = module.__dict__, [MODULE_NAME + ".py"]
     try:
         exec(compile(job["source"], "<solution>", "exec"), namespace)
     except BaseException as error:  # noqa: BLE001 - whatever the code raises is its result
         emit({"error": _error_name(error)})
         return
     emit({"loaded": True})
-    for index, (name, args, kwargs) in enumerate(_requests(job)):
+    for index, (name, args, kwargs) in enumerate(_requests(job, jobs)):
         try:
             if name not in namespace:
                 raise NameError(f"name {name!r} is not defined")

@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import ast
 import builtins
-import copy
 import importlib
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tasks.sandbox_child import encode
@@ -36,6 +35,7 @@ MAX_SHARED_HASH = 16
 """Most distinct numbers or tuples in one returned value that may share a hash."""
 ITERATION_ENDS = (StopIteration, StopAsyncIteration)
 _TAGS = {"t": tuple, "s": set, "fs": frozenset}
+_HASH_MODULUS = sys.hash_info.modulus
 
 
 class Unanswered(BaseException):
@@ -53,35 +53,45 @@ def decode(data: Any) -> Any:
 
     Refused too: a value holding more than :data:`MAX_SHARED_HASH` distinct numbers or tuples with one
     hash (chosen to collide, they would make a set or dict of them, built here or by a test, take
-    quadratic time). Strings and bytes need no check: their hashes are salted per process.
+    quadratic time). Strings and bytes need no check: their hashes are salted per process; nor do ints whose hash
+    is themselves (no two of those share one, but -1 and -2).
     """
-    _count(data)
+    return _decode_counted(data, count_values(data))
+
+
+def _decode_counted(data: Any, values: int) -> Any:
+    """:func:`decode`, ``data``'s values counted already (:func:`count_values`)."""
+    if values > MAX_ELEMENTS:
+        raise ValueError(f"more than {MAX_ELEMENTS} values")
     return _decode(data, 0, {})
 
 
-def _count(data: Any) -> None:
-    """``ValueError`` when ``data`` holds more than :data:`MAX_ELEMENTS` values (its containers included)."""
-    stack, count = [data], 0
-    while stack:
+def count_values(data: Any, limit: int = MAX_ELEMENTS) -> int:
+    """How many values ``data`` holds, its containers included; the count stops past ``limit`` (an exact count up
+    to it, more than it beyond)."""
+    stack, count = [data], 1
+    while stack and count <= limit:
         item = stack.pop()
-        count += 1
-        if count > MAX_ELEMENTS:
-            raise ValueError(f"more than {MAX_ELEMENTS} values")
-        if type(item) is list:
-            stack.extend(item)
-        elif type(item) is dict:
-            stack.extend(item.values())
+        members = item if type(item) is list else item.values() if type(item) is dict else ()
+        count += len(members)
+        stack += [member for member in members if type(member) is list or type(member) is dict]
+    return count
 
 
 def _decode(data: Any, depth: int, seen: dict[int, list]) -> Any:
+    kind = type(data)
+    if kind is str or kind is bool or data is None:
+        return data
+    if kind is int:
+        return data if -_HASH_MODULUS < data < _HASH_MODULUS else _checked(data, seen)
+    if kind is float:
+        return _checked(data, seen)
     if depth > _MAX_DEPTH:
         raise ValueError("nested too deeply")
     inner = depth + 1
-    if data is None or type(data) in (bool, int, float, str):
-        return _checked(data, seen)
-    if type(data) is list:
-        return [_decode(item, inner, seen) for item in data]
-    if type(data) is not dict or len(data) != 1:
+    if kind is list:
+        return [item if type(item) is str else _decode(item, inner, seen) for item in data]
+    if kind is not dict or len(data) != 1:
         raise ValueError("not an encoded value")
     (tag, body), = data.items()
     try:
@@ -108,8 +118,10 @@ def _checked(value: Any, seen: dict[int, list]) -> Any:
         key = hash(value)
     except TypeError:  # a tuple holding a list
         return value
-    same = seen.setdefault(key, [])
-    if value not in same:
+    same = seen.get(key)
+    if same is None:
+        seen[key] = [value]
+    elif value not in same:
         same.append(value)
         if len(same) > MAX_SHARED_HASH:
             raise ValueError(f"more than {MAX_SHARED_HASH} distinct members share one hash")
@@ -118,17 +130,31 @@ def _checked(value: Any, seen: dict[int, list]) -> Any:
 
 @dataclass
 class CallOutcome:
-    """What one call gave: a decoded value, or the exception it raised (type name and message)."""
+    """What one call gave: an answer (its encoded form, read once by :meth:`answer`), or the exception it raised
+    (type name and message)."""
 
-    value: Any = None
+    encoded: Any = None
     raised: tuple[str, str] | None = None
+    value: Any = field(default=None, repr=False)
+    """The answer read, until its first use takes it."""
+    unused: bool = False
+
+    @classmethod
+    def answer(cls, encoded: Any, values: int) -> CallOutcome:
+        """The outcome of a call that returned ``encoded``, holding ``values`` values (:func:`count_values`);
+        ``ValueError`` when it is no readable value (:func:`decode`)."""
+        return cls(encoded=encoded, value=_decode_counted(encoded, values), unused=True)
 
     def result(self) -> Any:
-        """A fresh copy of the value (a test may change it), or the exception, as a builtin type when it is one
+        """The value, fresh at each use (a test may change it: the one read first, then one decoded anew from the
+        encoded form, cheaper than a deep copy), or the exception, as a builtin type when it is one
         (never :data:`ITERATION_ENDS`: raised inside ``map`` or a generator, it would end the test's loop early and
         ``all(map(f, ...))`` would hold for any ``f``)."""
         if self.raised is None:
-            return copy.deepcopy(self.value)
+            if self.unused:
+                value, self.value, self.unused = self.value, None, False
+                return value
+            return _decode(self.encoded, 0, {})
         name, message = self.raised
         kind = getattr(builtins, name, None)
         if isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, ITERATION_ENDS):

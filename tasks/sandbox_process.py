@@ -66,8 +66,8 @@ class ProcessSandbox:
             session = LocalSession([*self.prefix, sys.executable, "-I", "-S", "-B", str(CHILD_PROGRAM), "{events_fd}"],
                                    payload, tag, wall_seconds=limits.wall_seconds,
                                    output_bytes=limits.file_size_mb << 20, captured_bytes=limits.captured_bytes,
-                                   cwd=work_dir, env={"PATH": os.defpath, "HOME": work_dir, "TMPDIR": work_dir,
-                                                      "LANG": "C.UTF-8"})
+                                   answer_values=limits.answer_values, cwd=work_dir,
+                                   env={"PATH": os.defpath, "HOME": work_dir, "TMPDIR": work_dir, "LANG": "C.UTF-8"})
         except BaseException:
             shutil.rmtree(work_dir, ignore_errors=True)
             raise

@@ -537,7 +537,7 @@ def test_an_event_line_trickled_a_byte_at_a_time_costs_the_trainer_little_cpu(sa
     """Each read used to re-split the whole unfinished line, and each byte woke the reader: ~3.6 s of the trainer's
     CPU (the GIL held) for one run. The line never ends before its load report (an untagged line ends the run at
     once): the run ends at the wall clock, at that report, or once the line is longer than an answer may be."""
-    source = ("import os, sys, time\nfd, end = int(sys.argv[1]), time.monotonic() + 2.5\n"
+    source = ("import os, sys, time\nfd, end = int(sys.orig_argv[-1]), time.monotonic() + 2.5\n"
               "while time.monotonic() < end:\n    os.write(fd, b'y')\n")
     before = resource.getrusage(resource.RUSAGE_SELF)
     result = attack(sandbox, dataclasses.replace(limits, wall_seconds=3, file_size_mb=64), source)

@@ -47,15 +47,15 @@ def test_the_code_tasks_cache_keeps_a_digest_of_the_code_not_the_code(sandbox, l
 
 NEWLINE_FLOOD = """
 import os, sys
-os.set_blocking(int(sys.argv[1]), True)
-os.write(int(sys.argv[1]), b"\\n" * (1 << 20))
+os.set_blocking(int(sys.orig_argv[-1]), True)
+os.write(int(sys.orig_argv[-1]), b"\\n" * (1 << 20))
 """
 NEWLINE_TRICKLE = """
 import os, sys, threading, time
 def pace():
     end = time.monotonic() + 2
     while time.monotonic() < end:
-        os.write(int(sys.argv[1]), b"\\n"); time.sleep(0.00005)
+        os.write(int(sys.orig_argv[-1]), b"\\n"); time.sleep(0.00005)
 threads = [threading.Thread(target=pace) for _ in range(4)]
 for thread in threads: thread.start()
 for thread in threads: thread.join()
