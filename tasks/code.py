@@ -9,7 +9,8 @@ Rewards: ``code_format`` (exactly one fenced block and nothing else: a policy th
 past the closing fence loses it), ``code_syntax`` (it parses; checked here
 without running it), ``code_tests`` (share of tests passed) and ``code_passed`` (all passed:
 the eval metric, pass@1), the last two run in the sandbox the task's ``sandbox`` option names
-(:mod:`tasks.sandbox`: back end and limits), ``sandbox_workers`` completions of a group at a time.
+(:mod:`tasks.sandbox`: back end and limits), ``sandbox_workers`` completions of a group at a time (as many parse
+helpers at once for ``code_syntax``; each distinct source is parsed once, for all of them: :mod:`tasks.syntax`).
 A run that breaks a sandbox rule or limit passes nothing; one the sandbox could not run at all
 (``unavailable``: a service down) gets no verdict (None) rather than zero.
 """
@@ -28,7 +29,7 @@ from tasks.base import RowError, Task, require
 from tasks.code_fence import fenced_blocks
 from tasks.registry import register_reward, register_task
 from tasks.sandbox import Sandbox, SandboxLimits, SandboxResult, make_sandbox, run_tests
-from tasks.syntax import top_level_names
+from tasks.syntax import names_of_all, top_level_names
 
 MAX_COMPLETION_CHARS = 200_000
 """Longer completions are not graded (no code block): a bound on the text every code reward reads."""
@@ -70,7 +71,7 @@ def single_block(completion: str, max_chars: int = MAX_COMPLETION_CHARS) -> str 
 
 def parses(source: str) -> bool:
     """Whether ``source`` is valid Python (compiled to a syntax tree only, never run, within a bound on this
-    process's CPU: :mod:`tasks.syntax`)."""
+    process's CPU, once per distinct source: :mod:`tasks.syntax`)."""
     return top_level_names(source) is not None
 
 
@@ -136,9 +137,12 @@ def code_format(completions: Sequence[str], *, max_chars: int = MAX_COMPLETION_C
 
 
 @register_reward("code_syntax")
-def code_syntax(completions: Sequence[str], *, max_chars: int = MAX_COMPLETION_CHARS, **_) -> list[float]:
-    sources = (single_block(text, max_chars) for text in completions)
-    return [float(source is not None and parses(source)) for source in sources]
+def code_syntax(completions: Sequence[str], *, max_chars: int = MAX_COMPLETION_CHARS, workers: int = 4,
+                **_) -> list[float]:
+    """Whether each completion's code block parses; long sources are parsed by helpers, ``workers`` at once."""
+    sources = [single_block(text, max_chars) for text in completions]
+    names = iter(names_of_all([source for source in sources if source is not None], workers))
+    return [float(source is not None and next(names) is not None) for source in sources]
 
 
 def _verdict(result: SandboxResult | None, score: float) -> float | None:
@@ -220,6 +224,8 @@ class CodeTask(Task):
         wanted = set(self.default_rewards if names is None else names)
         for name in wanted & {"code_format", "code_syntax", *SANDBOX_REWARDS}:
             options[name] = {**options.get(name, {}), "max_chars": self.max_completion_chars}
+        for name in wanted & {"code_syntax", *SANDBOX_REWARDS}:
+            options[name]["workers"] = self.sandbox_workers
         for name in wanted & set(SANDBOX_REWARDS):
-            options[name].update(sandbox=self.sandbox, limits=self.limits, workers=self.sandbox_workers)
+            options[name].update(sandbox=self.sandbox, limits=self.limits)
         return options

@@ -7,6 +7,9 @@ a few tens of milliseconds; a longer one is parsed by this file run as a short-l
 under a CPU limit of :data:`HELPER_CPU_SECONDS` (this process waits with the GIL released). A parse
 that fails, or runs past its limit, makes the source unparseable (None).
 
+Each distinct source is parsed once (:class:`ParseCache`, keyed by a digest: the syntax reward, the sandbox's grading
+and the task's row checks share it), and :func:`names_of_all` starts the helpers of a batch's long sources at once.
+
 Run as a script: read a source on stdin, write its top-level names as JSON (``null``: it does not parse).
 Only the standard library is imported here, so the helper starts isolated (``-I -S``).
 """
@@ -14,10 +17,15 @@ Only the standard library is imported here, so the helper starts isolated (``-I 
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import resource
 import subprocess
 import sys
+import threading
+from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Sequence
 
 IN_PROCESS_CHARS = 8_000
 """Longest source parsed in this process: the 66,000-field f-string scaled down to this costs ~0.02 s."""
@@ -28,9 +36,77 @@ HELPER_WALL_SECONDS = 10.0
 """Backstop on a busy machine: past it the helper is killed and the source counts as unparseable."""
 
 
-def top_level_names(source: str) -> frozenset[str] | None:
+CACHED_SOURCES = 4096
+CACHED_NAMES = 200_000
+"""Most names the cache holds in all (a 200 kB source may define ~50,000): past it the oldest sources are dropped."""
+Names = frozenset[str] | None
+
+
+class ParseCache:
+    """The top-level names of the latest ``size`` distinct sources (at most ``max_names`` names in all), keyed by a
+    digest of the source (not the source itself). A source another thread is parsing is waited for, not parsed
+    again."""
+
+    def __init__(self, size: int = CACHED_SOURCES, max_names: int = CACHED_NAMES) -> None:
+        self.size, self.max_names, self.held = size, max_names, 0
+        self.entries: OrderedDict[bytes, Future[Names]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def names(self, source: str) -> Names:
+        key = hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest()
+        with self.lock:
+            entry, owner = self.entries.get(key), key not in self.entries
+            if owner:
+                entry = self.entries[key] = Future()
+            else:
+                self.entries.move_to_end(key)
+        if not owner:
+            return entry.result()
+        try:
+            names = _parse(source)
+        except BaseException as error:  # the helper could not start: not kept, the next call retries
+            with self.lock:
+                self.entries.pop(key, None)
+            entry.set_exception(error)
+            raise
+        entry.set_result(names)
+        with self.lock:
+            if self.entries.get(key) is entry:
+                self.held += len(names or ())
+                self._evict()
+        return names
+
+    def _evict(self) -> None:
+        """Drop the oldest parsed sources while there are too many, or too many names (never the newest)."""
+        for key, entry in list(self.entries.items())[:-1]:
+            if len(self.entries) <= self.size and self.held <= self.max_names:
+                return
+            if entry.done():
+                del self.entries[key]
+                self.held -= len(entry.result() or ())
+
+
+PARSES = ParseCache()
+
+
+def top_level_names(source: str) -> Names:
     """The top-level functions, classes and variables ``source`` defines (never run), or None when it does not
-    parse (within the bounds above)."""
+    parse (within the bounds above). Cached: :data:`PARSES`."""
+    return PARSES.names(source)
+
+
+def names_of_all(sources: Sequence[str], workers: int) -> list[Names]:
+    """:func:`top_level_names` of each source; the helpers of the distinct long ones not cached run ``workers`` at
+    once."""
+    helped = list(dict.fromkeys(source for source in sources if len(source) > IN_PROCESS_CHARS))
+    if len(helped) > 1 and workers > 1:
+        with ThreadPoolExecutor(max_workers=min(workers, len(helped))) as pool:
+            list(pool.map(PARSES.names, helped))
+    return [PARSES.names(source) for source in sources]
+
+
+def _parse(source: str) -> Names:
+    """The names, parsed here or by the helper (uncached)."""
     if len(source) <= IN_PROCESS_CHARS:
         return _names(source)
     try:
