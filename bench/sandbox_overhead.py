@@ -4,7 +4,8 @@ Interleaved rounds; each round times one run of: a bare ``python -I -S -c pass``
 floor any process-based sandbox pays), the unsafe ``process`` back end (a child with rlimits, the
 audit hook and a network namespace where possible: the isolation before bubblewrap) and the
 ``bwrap`` back end (namespaces, an unprivileged user, read-only root, tmpfs, seccomp), and ``bwrap`` on a check of 20
-sequential calls (one process answers them one at a time). Then one group of
+sequential calls (one process answers them one at a time), also by a solution that prints a line to stderr on each
+call. Then one group of
 ``--group`` completions through the code reward's worker pool (``--workers``) per back end.
 
     python3 bench/sandbox_overhead.py
@@ -25,6 +26,7 @@ from tasks.sandbox import SandboxLimits, make_sandbox, run_tests
 SOLUTION = "def add(a, b):\n    return a + b\n"
 TESTS = ["assert add(1, 2) == 3", "assert add(-1, 1) == 0", "assert add(10, 5) == 15"]
 SEQUENTIAL = ["def check(candidate):\n    for n in range(20):\n        assert candidate(n, n) == 2 * n\ncheck(add)"]
+CHATTY = "import sys\ndef add(a, b):\n    print('add', a, b, file=sys.stderr)\n    return a + b\n"
 
 
 def main() -> None:
@@ -40,6 +42,7 @@ def main() -> None:
         **{name: (lambda sandbox=sandbox: _check(run_tests(SOLUTION, TESTS, sandbox, limits)))
            for name, sandbox in backends.items()},
         "bwrap, 20 calls": lambda: _check(run_tests(SOLUTION, SEQUENTIAL, backends["bwrap"], limits)),
+        "bwrap, 20 + prints": lambda: _check(run_tests(CHATTY, SEQUENTIAL, backends["bwrap"], limits)),
     }
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(args.rounds):
