@@ -6,9 +6,9 @@ in the value encoding below): the job's ``calls``, then one per further stdin li
 each answered before the next is read. ``source`` runs as a module of its own, :data:`MODULE_NAME` (never
 ``__main__``: its ``if __name__ == "__main__":`` block is skipped, as graders such as HumanEval's and MBPP's do),
 with ``sys.argv`` its own and stdin at its end: the job's stdin is moved to another descriptor first, so ``input()``
-or ``sys.stdin.read()`` meet the end of their input, not the calls. It writes one JSON line per event to the file descriptor it was
-given (``argv[1]``; stdout when it is ``-`` or absent: a service that only returns stdout), each line starting
-with ``tag`` (so the code's own prints are told apart):
+or ``sys.stdin.read()`` meet the end of their input, not the calls. It writes one JSON line per event to the file
+descriptor it was given (``argv[1]``; stdout when it is ``-`` or absent: a service that only returns stdout), each
+line starting with ``tag`` (so the code's own prints are told apart):
 
 - ``{"loaded": true}`` once ``source`` ran, or ``{"error": "..."}`` when it raised;
 - ``{"i": k, "value": ...}`` or ``{"i": k, "raised": [type name, message]}`` per call;

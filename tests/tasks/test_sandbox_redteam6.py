@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from tasks import syntax
+from tasks import syntax, syntax_helper
 from tasks.code import code_passed, code_syntax, code_tests
 from tasks.sandbox import SandboxLimits, run_tests
 from tasks.sandbox_grading import CallOutcome, count_values
@@ -76,11 +76,14 @@ MAIN_BLOCKS = {
     "input": "if __name__ == '__main__':\n    a, b = map(int, input().split())\n    print(add(a, b))\n",
     "unittest": ("import unittest\nclass TestAdd(unittest.TestCase):\n    def test_add(self):\n"
                  "        self.assertEqual(add(1, 2), 3)\nif __name__ == '__main__':\n    unittest.main()\n"),
-    "exit": "import sys\ndef main():\n    print(add(2, 3))\n    return 0\nif __name__ == '__main__':\n    sys.exit(main())\n",
+    "exit": ("import sys\ndef main():\n    print(add(2, 3))\n    return 0\n"
+             "if __name__ == '__main__':\n    sys.exit(main())\n"),
     "argv": "import sys\nif __name__ == '__main__':\n    print(add(int(sys.argv[1]), int(sys.argv[2])))\n",
-    "stdin": "import sys\nif __name__ == '__main__':\n    for line in sys.stdin:\n        print(add(*map(int, line.split())))\n",
-    "unguarded": ("import argparse, sys\nparser = argparse.ArgumentParser()\nparser.add_argument('--n', type=int, default=3)\n"
-                  "ARGS = parser.parse_args()\nDATA = sys.stdin.read()\n"),
+    "stdin": ("import sys\nif __name__ == '__main__':\n    for line in sys.stdin:\n"
+              "        print(add(*map(int, line.split())))\n"),
+    "unguarded": ("import argparse, sys\nparser = argparse.ArgumentParser()\n"
+                  "parser.add_argument('--n', type=int, default=3)\nARGS = parser.parse_args()\n"
+                  "DATA = sys.stdin.read()\n"),
 }
 
 
@@ -89,13 +92,15 @@ def test_a_correct_function_followed_by_a_main_block_scores_full_marks(sandbox, 
     """The candidate ran as ``__main__``: its main block read the job channel (stdin) until the wall clock, ran
     ``unittest.main()`` or ``sys.exit()`` (an error), or read the child's own arguments. Now it loads as a module
     of its own, with its own ``sys.argv`` and stdin at its end."""
-    result = run_tests(CORRECT_ADD + MAIN_BLOCKS[block], ADD_TESTS, sandbox, dataclasses.replace(limits, wall_seconds=5))
+    result = run_tests(CORRECT_ADD + MAIN_BLOCKS[block], ADD_TESTS, sandbox,
+                       dataclasses.replace(limits, wall_seconds=5))
     assert (result.status, result.passed) == ("passed", 3), result
 
 
 def test_the_candidate_is_a_module_of_its_own_and_its_stdin_is_at_its_end(sandbox, limits):
-    source = ("import sys\nNAME, ARGV = __name__, list(sys.argv)\ndef facts():\n    return [NAME, ARGV, sys.stdin.read(),"
-              " __import__(NAME).facts is facts]\ndef ask():\n    return input()\n")
+    source = ("import sys\nNAME, ARGV = __name__, list(sys.argv)\ndef facts():\n"
+              "    return [NAME, ARGV, sys.stdin.read(), __import__(NAME).facts is facts]\n"
+              "def ask():\n    return input()\n")
     tests = ["assert facts() == ['solution', ['solution.py'], '', True]",
              "try:\n    ask()\nexcept EOFError:\n    pass\nelse:\n    raise AssertionError('input() answered')"]
     result = run_tests(source, tests, sandbox, limits)
@@ -113,7 +118,7 @@ class CountingPopen(subprocess.Popen):
 
     def __init__(self, args, *rest, **options) -> None:
         super().__init__(args, *rest, **options)
-        if syntax.__file__ in map(str, args):
+        if syntax_helper.__file__ in map(str, args):
             CountingPopen.started.append((self, sum(other.poll() is None for other, _ in CountingPopen.started)))
 
 
