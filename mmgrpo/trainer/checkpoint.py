@@ -151,10 +151,11 @@ def _save_model(
     folder: Path, model: torch.nn.Module, processor: Any, weights: dict[str, torch.Tensor] | None = None
 ) -> None:
     """``weights``: the whole model's state when ``model`` itself holds only shards of it."""
+    gathered = {} if weights is None else {"state_dict": weights}
     if getattr(model, "peft_config", None):  # the adapter being trained, not a frozen reference beside it
-        model.save_pretrained(folder, selected_adapters=[model.active_adapter])
+        model.save_pretrained(folder, selected_adapters=[model.active_adapter], **gathered)
     else:
-        model.save_pretrained(folder, **({} if weights is None else {"state_dict": weights}))
+        model.save_pretrained(folder, **gathered)
     if processor is not None:
         processor.save_pretrained(folder)
 
