@@ -145,8 +145,6 @@ def _data_parallel(config: Config) -> Iterator[str]:
         size_key = "train.mini_batch_size" if train.mini_batch_size else "rollout.prompts_per_step x rollout.num_generations"
         yield (f"{size_key}={step_size} (completions per optimizer step, all ranks together) does not divide into "
                f"{ranks} ranks x train.micro_batch_size={train.micro_batch_size}")
-    if config.lora.enabled:
-        yield f"lora.enabled=true trains in one process only for now ({launched})"
 
 
 def _rollout_engine(config: Config) -> Iterator[str]:

@@ -96,7 +96,12 @@ def token_logprobs(
     for start in range(0, len(tokens), chunk_size):
         chunk = slice(start, start + chunk_size)
         args = (head, states[chunk], tokens[chunk], temperature, with_entropy)
-        parts.append(checkpoint(_chunk_logprobs, *args, use_reentrant=False) if use_checkpoint else _chunk_logprobs(*args))
+        # No metadata check of the recomputation (its shapes follow from the inputs): under ZeRO-3 a frozen
+        # head's weight (LoRA) is partitioned again right after it, and gathered again for its backward.
+        parts.append(
+            checkpoint(_chunk_logprobs, *args, use_reentrant=False, determinism_check="none") if use_checkpoint
+            else _chunk_logprobs(*args)
+        )
     rows = 2 if with_entropy else 1
     stats = torch.cat(parts, -1) if parts else states.new_zeros(rows, 0, dtype=torch.float32)  # [rows, n]
     zeros = torch.zeros(targets.shape, dtype=torch.float32, device=hidden.device)  # [B, Tc]

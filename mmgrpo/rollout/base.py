@@ -14,7 +14,7 @@ group-shared prefill makes), and reloads the policy's weights in ``update_weight
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, runtime_checkable
 
@@ -40,8 +40,9 @@ class WeightSource(Protocol):
     shards_weights: bool
     """True when forward passes gather weights from every rank (all ranks must run the same ones)."""
 
-    def full_state_dict(self) -> dict[str, torch.Tensor]:
-        """The whole model's weights on the main process; ``{}`` on other ranks."""
+    def whole_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
+        """The policy's weights (plain names, LoRA merged) one whole tensor at a time, on every rank: gathering
+        is collective, so every rank draws all of them; a tensor may be freed once the next is drawn."""
         ...
 
 

@@ -258,8 +258,12 @@ class VLLMServerEngine(VLLMSampling):
             return
         if not isinstance(model_or_state_dict, torch.nn.Module):
             raise TypeError("on several ranks the server engine gathers the weights itself: pass the policy module")
-        gathered = self.backend.full_state_dict()  # collective; the whole weights on the main process only
-        if self.backend.ranks.is_main_process:
+        main = self.backend.ranks.is_main_process
+        gathered = {}
+        for name, tensor in self.backend.whole_weights():  # collective: every rank draws each, the main one keeps it
+            if main:
+                gathered[name] = tensor.to("cpu", copy=True)
+        if main:
             self._push(checkpoint_named(model_or_state_dict, gathered))
         self.backend.ranks.barrier()
 

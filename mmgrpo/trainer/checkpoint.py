@@ -56,8 +56,16 @@ class TrainerState:
     scheduler: dict[str, Any] | None = None
     data: dict[str, Any] | None = None  # position of the prompt sampler
     extra: dict[str, Any] | None = None  # e.g. dynamic-group-size statistics
-    rng: dict[str, Any] | None = None
+    rng: dict[str, Any] | None = None  # the main process's generator states
+    rank_rngs: list[dict[str, Any]] | None = None  # every rank's, in rank order, when several ranks saved
     reference: str | None = None  # where the frozen KL reference (the initial policy) loads from
+
+    def rng_of(self, rank: int, world_size: int) -> dict[str, Any] | None:
+        """Rank ``rank``'s generator states (e.g. for its LoRA dropout): its own when as many ranks saved the
+        checkpoint as resume it, else the main process's."""
+        if self.rank_rngs is not None and len(self.rank_rngs) == world_size:
+            return self.rank_rngs[rank]
+        return self.rng
 
 
 def capture_rng_state() -> dict[str, Any]:
@@ -106,19 +114,22 @@ def save_checkpoint(
     """Write ``step-<state.step>`` atomically, then prune to the ``keep_last`` newest.
 
     ``rng`` is the generator state to record (default: the current one). With a training
-    ``backend``, every rank calls this and the back end saves the optimizer and gathers the weights.
+    ``backend``, every rank calls this (with its own ``rng``: every rank's is recorded) and the back end
+    saves the optimizer and gathers the weights.
     """
     main = backend is None or backend.ranks.is_main_process
     final = checkpoint_root / f"step-{state.step}"
     staging = _new_staging(final) if main else None
     weights = None
+    rngs = [rng if rng is not None else capture_rng_state()]
     if backend is not None:
+        rngs = backend.ranks.gather(rngs[0])
         staging = Path(backend.ranks.broadcast_object(str(staging) if main else None))
         state.optimizer = backend.save_optimizer(staging)
         backend.ranks.barrier()  # every rank's shard files are written
         weights = backend.full_state_dict() if backend.shards_weights else None  # else the module here is whole
     if main:
-        state.rng = rng if rng is not None else capture_rng_state()
+        state.rng, state.rank_rngs = rngs[0], rngs if len(rngs) > 1 else None
         _save_model(staging, model, processor, weights)
         dump_state(asdict(state), staging / STATE_FILE, staging / TENSORS_FILE)
         _commit(staging, final)
@@ -140,10 +151,11 @@ def _save_model(
     folder: Path, model: torch.nn.Module, processor: Any, weights: dict[str, torch.Tensor] | None = None
 ) -> None:
     """``weights``: the whole model's state when ``model`` itself holds only shards of it."""
+    gathered = {} if weights is None else {"state_dict": weights}
     if getattr(model, "peft_config", None):  # the adapter being trained, not a frozen reference beside it
-        model.save_pretrained(folder, selected_adapters=[model.active_adapter])
+        model.save_pretrained(folder, selected_adapters=[model.active_adapter], **gathered)
     else:
-        model.save_pretrained(folder, **({} if weights is None else {"state_dict": weights}))
+        model.save_pretrained(folder, **gathered)
     if processor is not None:
         processor.save_pretrained(folder)
 

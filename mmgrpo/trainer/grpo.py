@@ -310,7 +310,7 @@ class GRPOTrainer:
         self.scheduler.load_state_dict(state.scheduler)
         self.drawer.load_checkpoint(state.data, state.extra, step=state.step)
         self.restored_rollouts = self._own_sampled_batches(state.extra.get(SAMPLED_BATCHES, []))
-        restore_rng_state(state.rng)
+        restore_rng_state(state.rng_of(self.backend.ranks.rank, self.backend.ranks.world_size))
         self.step_index = state.step
         if checkpoint_dir.resolve().parent == (self.run_dir / "checkpoints").resolve():
             self.saved_step = state.step

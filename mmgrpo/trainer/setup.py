@@ -13,7 +13,7 @@ import torch
 from peft import LoraConfig as PeftLoraConfig
 from peft import PeftModel, get_peft_model
 
-from mmgrpo.config import Config
+from mmgrpo.config import Config, LoraConfig
 from mmgrpo.inputs import media_budgets, reward_policy
 from mmgrpo.models.budget_limits import require_budgets_fit
 from mmgrpo.models.compat import enable_activation_checkpointing
@@ -55,16 +55,21 @@ def load_policy(
     if config.lora.enabled and checkpoint is not None:
         model = PeftModel.from_pretrained(model, str(checkpoint), is_trainable=True)
     elif config.lora.enabled:
-        model = get_peft_model(
-            model,
-            PeftLoraConfig(
-                r=config.lora.r, lora_alpha=config.lora.alpha, lora_dropout=config.lora.dropout,
-                target_modules=config.lora.target_modules,
-                exclude_modules=lora_excluded_modules(frozen, config.lora.target_modules) or None,
-            ),
-        )
+        model = add_lora(model, config.lora, frozen)
     _log_trainable(model, frozen)
     return model, processor
+
+
+def add_lora(model: torch.nn.Module, lora: LoraConfig, frozen: FrozenParts) -> PeftModel:
+    """``model`` with new LoRA adapters as ``lora`` says (every base weight frozen), none in a module that owns
+    a ``frozen`` parameter."""
+    return get_peft_model(
+        model,
+        PeftLoraConfig(
+            r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=lora.target_modules,
+            exclude_modules=lora_excluded_modules(frozen, lora.target_modules) or None,
+        ),
+    )
 
 
 def _log_trainable(model: torch.nn.Module, frozen: FrozenParts) -> None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -108,9 +110,9 @@ class FakeRanks:
         self.state, self.calls = state, []
         self.ranks = SimpleNamespace(world_size=2, is_main_process=main, barrier=lambda: self.calls.append("barrier"))
 
-    def full_state_dict(self) -> dict:
+    def whole_weights(self) -> Iterator[tuple[str, Any]]:
         self.calls.append("gather")
-        return self.state if self.ranks.is_main_process else {}
+        yield from self.state.items()  # every rank draws every tensor
 
 
 @pytest.mark.parametrize("main", [True, False])

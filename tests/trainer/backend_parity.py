@@ -9,27 +9,35 @@ process: each rank trains on its share of the groups. Imported by
     DS_ACCELERATOR=cpu torchrun --nproc-per-node 2 tests/trainer/backend_parity.py \\
         --model-dir D --backend deepspeed --zero-stage 3 --out weights.pt   # or --backend fsdp2
 
-``--freeze-vision-tower`` freezes the tower first, as ``model.freeze_vision_tower`` does. Audio
+``--freeze-vision-tower`` freezes the tower first, as ``model.freeze_vision_tower`` does. ``--lora fsdp2 zero3``
+trains LoRA adapters instead, on each back end named in turn (one launch). Audio
 families get a clip of noise where image families get an image.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from PIL import Image
 from torch.distributed.tensor import DTensor
 
-from mmgrpo.config.schema import ModelConfig, TrainConfig
+from mmgrpo.config.schema import LoraConfig, ModelConfig, TrainConfig
+from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import build_prompt_batch
 from mmgrpo.models.freezing import freeze, frozen_parts
 from mmgrpo.models.loading import load_model_and_processor
-from mmgrpo.trainer.backends import OptimizerSpec, build_backend
+from mmgrpo.trainer.backends import OptimizerSpec, TrainingBackend, build_backend
+from mmgrpo.trainer.kl_reference import lora_reference
+from mmgrpo.trainer.setup import add_lora
 from mmgrpo.inputs import media_budgets
-from mmgrpo.trainer.update import LossSettings, StepBatch, UpdateSettings, build_loss_mask, policy_update
+from mmgrpo.trainer.update import (
+    LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, policy_update,
+)
 from mmgrpo.types import Sample
 from tests.rollout.test_families import AUDIO_FAMILIES, media_part
 
@@ -39,6 +47,10 @@ STEPS = 3  # optimizer steps: mu = 3 iterations over the batch (ratios move off 
 LR = 1e-3
 Weights = dict[str, torch.Tensor]
 LOSS = LossSettings(beta=0.04, max_len=6)  # token-mean with a k3 KL term against fixed reference log-probs
+SETTINGS = UpdateSettings(num_iterations=STEPS, micro_batch_size=MICRO_BATCH)
+LORA = LoraConfig(enabled=True, r=4, dropout=0.0)  # no dropout: ranks would draw other masks than one process
+LORA_BACKENDS = {"fsdp2": {"backend": "fsdp2"}, "zero2": {"backend": "deepspeed", "zero_stage": 2},
+                 "zero3": {"backend": "deepspeed", "zero_stage": 3}}
 
 
 def fixed_batch(processor, family: str) -> StepBatch:
@@ -103,20 +115,64 @@ def train_on_fixed_rollouts(
     rank's parameters with optimizer state, all and frozen ones."""
     model, processor = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
     freeze(model, frozen_parts(model, options or ModelConfig()))
-    spec = OptimizerSpec(
-        lr=LR, weight_decay=0.01, total_steps=STEPS, max_grad_norm=train.max_grad_norm,
-        samples_per_step=PROMPTS * GROUP_SIZE,
-    )
-    backend = backend_class(model, spec, train) if backend_class else build_backend(model, spec, train)
-    batch = rank_share(fixed_batch(processor, model.config.model_type), backend.ranks.rank, backend.ranks.world_size)
-    backend.model.train()
-    metrics = policy_update(backend, batch, LOSS, UpdateSettings(num_iterations=STEPS, micro_batch_size=MICRO_BATCH))
+    backend, _, metrics = _updated(model, processor, train, backend_class)
     states = [param for param in backend.optimizer.state if backend.optimizer.state[param]]
     metrics["optimizer_states"] = len(states)
     metrics["frozen_optimizer_states"] = sum(not param.requires_grad for param in states)
     reference, _ = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
     metrics["reference_local_share"] = local_share(backend.prepare_frozen(reference))
-    return {name: tensor.detach().float().cpu() for name, tensor in backend.full_state_dict().items()}, metrics
+    return _whole(backend.full_state_dict().items()), metrics
+
+
+def train_lora_on_fixed_rollouts(model_dir: Path, train: TrainConfig) -> dict[str, Any]:
+    """LoRA adapters (``LORA``, seeded) through ``STEPS`` updates of ``train.backend``. On rank 0 (``{}``
+    elsewhere): ``state`` the PEFT model's state (base weights under ``base_layer``, adapters), ``merged``
+    the weights ``whole_weights`` hands rollout engines, ``reference_logp`` ``[N, Tc]`` the whole batch's
+    log-probs under the KL reference (the policy with adapters off, every rank's rows in order),
+    ``policy_logp`` the same with adapters on, and ``metrics``, with ``adapter_elements`` (the adapters'
+    size) and ``optimizer_state_elements`` (Adam's first moment, all ranks' shards together)."""
+    model, processor = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
+    torch.manual_seed(0)  # the adapters' initial A
+    model = add_lora(model, LORA, frozen_parts(model, ModelConfig()))
+    adapter_elements = sum(param.numel() for param in model.parameters() if param.requires_grad)
+    backend, batch, metrics = _updated(model, processor, train)
+    reference = lora_reference(backend.model, None)
+    logp = {"reference_logp": batch_logprobs(reference.module, backend, batch, SETTINGS, 1.0, reference.context),
+            "policy_logp": batch_logprobs(backend.model, backend, batch, SETTINGS, 1.0)}  # [n, Tc] each
+    state_elements = sum(_local(state["exp_avg"]).numel() for state in backend.optimizer.state.values() if state)
+    metrics |= {"adapter_elements": adapter_elements,
+                "optimizer_state_elements": backend.ranks.all_reduce({"n": state_elements})["n"]}
+    merged = _whole(backend.whole_weights())
+    state, every_rank = _whole(backend.full_state_dict().items()), backend.ranks.gather(_whole(logp.items()))
+    if not backend.ranks.is_main_process:
+        return {}
+    return {"state": state, "merged": merged, "metrics": metrics,
+            **{key: torch.cat([rank[key] for rank in every_rank]) for key in logp}}
+
+
+def _updated(
+    model: torch.nn.Module, processor: Any, train: TrainConfig, backend_class: type | None = None
+) -> tuple[TrainingBackend, StepBatch, dict[str, float]]:
+    """The back end around ``model`` after ``STEPS`` updates on this rank's share of the batch, the share, and
+    the update's metrics."""
+    spec = OptimizerSpec(
+        lr=LR, weight_decay=0.01, total_steps=STEPS, max_grad_norm=train.max_grad_norm,
+        samples_per_step=PROMPTS * GROUP_SIZE,
+    )
+    backend = backend_class(model, spec, train) if backend_class else build_backend(model, spec, train)
+    batch = rank_share(fixed_batch(processor, unwrap_model(model).config.model_type), backend.ranks.rank,
+                       backend.ranks.world_size)
+    backend.model.train()
+    return backend, batch, policy_update(backend, batch, LOSS, SETTINGS)
+
+
+def _whole(weights: Iterable[tuple[str, torch.Tensor]]) -> Weights:
+    """Float32 CPU copies, each made as it is drawn (a whole_weights tensor may be freed once the next is)."""
+    return {name: tensor.detach().float().cpu().clone() for name, tensor in weights}
+
+
+def _local(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.to_local() if isinstance(tensor, DTensor) else tensor
 
 
 def main() -> None:
@@ -126,6 +182,8 @@ def main() -> None:
     parser.add_argument("--zero-stage", type=int, choices=[2, 3], default=2)
     parser.add_argument("--offload", action="store_true", help="ZeRO-3: optimizer state and weight shards in CPU memory")
     parser.add_argument("--freeze-vision-tower", action="store_true", help="as model.freeze_vision_tower=true")
+    parser.add_argument("--lora", nargs="+", choices=sorted(LORA_BACKENDS), default=[],
+                        help="instead: LoRA on each of these back ends in turn, one result each in --out")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -134,10 +192,17 @@ def main() -> None:
         backend=args.backend, zero_stage=args.zero_stage, micro_batch_size=MICRO_BATCH,
         offload_optimizer=args.offload, offload_parameters=args.offload,
     )
-    options = ModelConfig(freeze_vision_tower=args.freeze_vision_tower)
-    weights, metrics = train_on_fixed_rollouts(args.model_dir, train, options=options)
-    if weights:
-        torch.save({"weights": weights, "metrics": metrics}, args.out)
+    if args.lora:
+        trains = {name: TrainConfig(micro_batch_size=MICRO_BATCH, **LORA_BACKENDS[name]) for name in args.lora}
+        result = {name: train_lora_on_fixed_rollouts(args.model_dir, lora_train) for name, lora_train in trains.items()}
+        result = result if all(result.values()) else {}  # rank 0 saves
+    else:
+        weights, metrics = train_on_fixed_rollouts(
+            args.model_dir, train, options=ModelConfig(freeze_vision_tower=args.freeze_vision_tower)
+        )
+        result = {"weights": weights, "metrics": metrics} if weights else {}
+    if result:
+        torch.save(result, args.out)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 

@@ -217,7 +217,9 @@ def test_launched_ranks_need_a_distributed_backend_and_batches_that_split(monkey
     problems = str(caught.value)
     assert "2 ranks were launched (WORLD_SIZE=2) but train.backend=single" in problems
     assert "train.mini_batch_size=8 (completions per optimizer step, all ranks together) does not divide into 2 ranks" in problems
-    assert "lora.enabled=true trains in one process only" in problems
+    assert "lora" not in problems  # LoRA trains on every distributed back end
+    for backend in (["train.backend=fsdp2"], ["train.backend=deepspeed", "train.zero_stage=3"]):
+        assert load_config(None, [*backend, "lora.enabled=true"]).lora.enabled
     split = load_config(None, ["train.backend=fsdp2", "rollout.prompts_per_step=6", "train.micro_batch_size=8"])
     assert split.rollout.prompts_per_step == 6  # 3 per rank, 48 completions = 2 ranks x 3 micro-batches of 8
     monkeypatch.setenv("WORLD_SIZE", "4")

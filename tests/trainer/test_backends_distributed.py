@@ -29,6 +29,7 @@ NEEDS_DEEPSPEED = pytest.mark.skipif(
 )
 
 WORKER = Path(backend_parity.__file__)
+MICRO_BATCH = backend_parity.MICRO_BATCH
 # fp32, 3 Adam steps at lr 1e-3: measured max |difference| 1.2e-6 (ZeRO-2, FSDP2) and 1.8e-6 (ZeRO-3)
 # where the steps move weights by ~3e-3; summation order differs (gradients reduced across ranks).
 WEIGHT_TOLERANCE = 2e-5
@@ -39,15 +40,13 @@ EXTENSIONS_CACHE = Path(tempfile.gettempdir()) / "mmgrpo-torch-extensions"
 
 @pytest.fixture(scope="module")
 def one_process(tiny_qwen25vl: Path) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
-    train = TrainConfig(micro_batch_size=backend_parity.MICRO_BATCH)
-    return backend_parity.train_on_fixed_rollouts(tiny_qwen25vl, train)
+    return backend_parity.train_on_fixed_rollouts(tiny_qwen25vl, TrainConfig(micro_batch_size=MICRO_BATCH))
 
 
-def _run_two_ranks(model_dir: Path, backend: str, zero_stage: int, out: Path, offload: bool) -> dict:
+def _run_two_ranks(*arguments: str, out: Path) -> dict:
+    """``backend_parity.py`` on 2 ranks with ``arguments``; what rank 0 saved to ``out``."""
     env = {"DS_ACCELERATOR": "cpu", "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE))}
-    script = [str(WORKER), "--model-dir", str(model_dir), "--backend", backend, "--zero-stage", str(zero_stage),
-              "--out", str(out), *(["--offload"] if offload else [])]
-    done = torchrun(2, script, env=env, timeout=600)
+    done = torchrun(2, [str(WORKER), *arguments, "--out", str(out)], env=env, timeout=600)
     assert done.returncode == 0, f"torchrun failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
     return torch.load(out)
 
@@ -62,7 +61,8 @@ def _run_two_ranks(model_dir: Path, backend: str, zero_stage: int, out: Path, of
 )
 def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, tiny_qwen25vl, tmp_path):
     reference_weights, reference_metrics = one_process
-    result = _run_two_ranks(tiny_qwen25vl, backend, zero_stage, tmp_path / "weights.pt", offload)
+    result = _run_two_ranks("--model-dir", str(tiny_qwen25vl), "--backend", backend, "--zero-stage", str(zero_stage),
+                            *(["--offload"] if offload else []), out=tmp_path / "weights.pt")
     weights, metrics = result["weights"], result["metrics"]
     initial = backend_parity.initial_weights(tiny_qwen25vl)
     assert weights.keys() == reference_weights.keys()
@@ -75,6 +75,33 @@ def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, 
     # the frozen KL reference is sharded like the policy's weights (ZeRO-2 keeps weights whole)
     sharded = backend == "fsdp2" or zero_stage == 3
     assert metrics["reference_local_share"] < 0.6 if sharded else metrics["reference_local_share"] == 1.0
+
+
+def test_lora_on_two_ranks_matches_one_process(tiny_qwen25vl, tmp_path):
+    """LoRA under FSDP2 and ZeRO-3, in one launch (ZeRO-2 shards less and runs the same way): only the
+    adapters train and hold optimizer state; the adapters, the merged weights handed to rollout engines and
+    the KL reference's log-probs (the policy with adapters off: no second model) are one process's."""
+    backends = ["fsdp2", "zero3"] if importlib.util.find_spec("deepspeed") else ["fsdp2"]
+    results = _run_two_ranks("--model-dir", str(tiny_qwen25vl), "--lora", *backends, out=tmp_path / "lora.pt")
+    expected = backend_parity.train_lora_on_fixed_rollouts(tiny_qwen25vl, TrainConfig(micro_batch_size=MICRO_BATCH))
+    initial = backend_parity.initial_weights(tiny_qwen25vl)
+    assert max(float((expected["merged"][name] - initial[name]).abs().max()) for name in initial) > MOVED_AT_LEAST
+    assert (expected["reference_logp"] - expected["policy_logp"]).abs().max() > MOVED_AT_LEAST
+    for backend in backends:
+        result = results[backend]
+        metrics = result["metrics"]
+        adapters = expected["metrics"]["adapter_elements"]
+        assert metrics["optimizer_state_elements"] == metrics["adapter_elements"] == adapters
+        base = {name.removeprefix("base_model.model.").replace(".base_layer.", "."): tensor
+                for name, tensor in result["state"].items() if ".lora_" not in name}
+        assert base.keys() == initial.keys() and all(torch.equal(base[name], initial[name]) for name in initial)
+        for part in ("state", "merged"):
+            assert result[part].keys() == expected[part].keys()
+            worst = max((float((result[part][n] - expected[part][n]).abs().max()), n) for n in expected[part])
+            assert worst[0] <= WEIGHT_TOLERANCE, f"{backend} {part}: {worst[1]} differs by {worst[0]:.3g}"
+        for part in ("reference_logp", "policy_logp"):
+            torch.testing.assert_close(result[part], expected[part], rtol=0, atol=1e-5)
+        assert metrics["loss"] == pytest.approx(expected["metrics"]["loss"], rel=1e-5)
 
 
 @pytest.mark.slow  # ~50 s on 2 CPU cores

@@ -7,7 +7,10 @@ import os
 import pickle
 import random
 import signal
+from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +20,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from mmgrpo.cli import build_parser, main
 from mmgrpo.commands.config import config_from_args
+from mmgrpo.distributed import Ranks
 from mmgrpo.trainer import grpo as grpo_module
 from mmgrpo.trainer import sft as sft_module
 from mmgrpo.trainer.checkpoint import (
@@ -82,6 +86,38 @@ def test_optimizer_scheduler_and_rng_states_round_trip_exactly(tmp_path):
     assert (loaded.step, loaded.data, loaded.extra, loaded.reference) == (3, state.data, state.extra, "/models/base")
     fresh, _ = _trained_optimizer()
     fresh.load_state_dict(loaded.optimizer)  # torch accepts it as its own
+
+
+@dataclass(frozen=True)
+class MainOfTwoRanks(Ranks):
+    """Rank 0 of 2 in one process: the other rank gathers ``other``; no collective waits."""
+
+    other: Any = None
+
+    def gather(self, value: Any) -> list[Any]:
+        return [value, self.other]
+
+    def broadcast_object(self, value: Any) -> Any:
+        return value
+
+    def barrier(self) -> None:
+        pass
+
+
+def test_every_ranks_generator_states_are_recorded_and_each_rank_resumes_its_own(tmp_path):
+    """Each rank draws its LoRA dropout masks from its own torch generator: a resume on as many ranks gives
+    each rank its own states back, on another number of ranks the main process's."""
+    torch.manual_seed(1)
+    other = capture_rng_state()
+    torch.manual_seed(0)
+    mine = capture_rng_state()
+    backend = SimpleNamespace(ranks=MainOfTwoRanks(world_size=2, other=other), shards_weights=False,
+                              save_optimizer=lambda folder: None)
+    save_checkpoint(tmp_path, TinySaver(), None, TrainerState(step=1), rng=mine, backend=backend)
+    loaded = load_trainer_state(tmp_path / "step-1")
+    _assert_same(loaded.rng_of(0, 2), mine, "rank 0")
+    _assert_same(loaded.rng_of(1, 2), other, "rank 1")
+    _assert_same(loaded.rng_of(0, 1), mine, "rank 0 of 1")
 
 
 class _Payload:

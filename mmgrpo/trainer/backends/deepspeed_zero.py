@@ -16,7 +16,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ import torch
 
 from mmgrpo.config.errors import ConfigError
 from mmgrpo.distributed import one_process_group_unless_launched
-from mmgrpo.models.policy_weights import plain_weights
+from mmgrpo.models.policy_weights import WholeTensor, streamed_plain_weights
 from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.distributed import Ranks
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec
@@ -129,18 +130,14 @@ class DeepSpeedBackend:
 
     def whole_weights(self, skip: frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
         if self.zero_stage < 3:  # every rank holds the whole module
-            yield from ((name, value) for name, value in plain_weights(self.model).items() if name not in skip)
-            return
-        parameters = dict(self.model.named_parameters(remove_duplicate=False))
-        for name, value in self.model.state_dict().items():
-            if name in skip:
-                continue
-            parameter = parameters.get(name)
-            if parameter is None:  # a buffer: never partitioned
-                yield name, value
-                continue
-            with self._deepspeed.zero.GatheredParameters([parameter]):  # all-gathered here, partitioned after
-                yield name, parameter.data
+            return streamed_plain_weights(self.model, skip=skip)
+        return streamed_plain_weights(self.model, self._gathered, skip)
+
+    @contextmanager
+    def _gathered(self, parameters: Sequence[torch.nn.Parameter]) -> Iterator[WholeTensor]:
+        """ZeRO-3: ``parameters`` all-gathered inside the block (their ``data`` whole), partitioned after."""
+        with self._deepspeed.zero.GatheredParameters(list(parameters)):
+            yield _data
 
     def save_optimizer(self, folder: Path) -> None:
         self.engine.save_checkpoint(str(folder), tag=ZERO_CHECKPOINT_TAG, client_state={"world_size": self.ranks.world_size},
@@ -180,6 +177,10 @@ class DeepSpeedBackend:
                         folder / ZERO_CHECKPOINT_TAG, universal, self.ranks.world_size)
         self.ranks.barrier()
         return UNIVERSAL_CHECKPOINT_TAG
+
+
+def _data(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.data
 
 
 def _import_deepspeed() -> Any:

@@ -11,7 +11,8 @@ loss, so :meth:`FSDP2Backend.backward` scales by the world size.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from torch.distributed.tensor import DTensor
 
 from mmgrpo.config.errors import ConfigError
 from mmgrpo.distributed import init_process_group
+from mmgrpo.models.policy_weights import WholeTensor, streamed_plain_weights
 from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.distributed import Ranks
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, trainable_parameters
@@ -89,9 +91,7 @@ class FSDP2Backend:
 
     def whole_weights(self, skip: frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
         self._reshard()
-        for name, value in self.model.state_dict().items():
-            if name not in skip:
-                yield name, value.full_tensor() if isinstance(value, DTensor) else value
+        yield from streamed_plain_weights(self.model, _read_whole, skip)
 
     def save_optimizer(self, folder: Path) -> dict[str, Any] | None:
         self._reshard()
@@ -110,6 +110,16 @@ class FSDP2Backend:
         for module in self.model.modules():
             if isinstance(module, FSDPModule):
                 module.reshard()
+
+
+@contextmanager
+def _read_whole(parameters: Sequence[torch.nn.Parameter]) -> Iterator[WholeTensor]:
+    """Nothing to gather ahead: a shard (or a LoRA delta computed from shards) is all-gathered as it is read."""
+    yield _full_tensor
+
+
+def _full_tensor(tensor: torch.Tensor) -> torch.Tensor:
+    return tensor.full_tensor() if isinstance(tensor, DTensor) else tensor.detach()
 
 
 _GATHERED = StateDictOptions(full_state_dict=True, cpu_offload=True)  # every rank gathers, rank 0 keeps

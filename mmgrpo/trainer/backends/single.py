@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from mmgrpo.config.schema import TrainConfig
-from mmgrpo.models.policy_weights import plain_weights
+from mmgrpo.models.policy_weights import streamed_plain_weights
 from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.distributed import Ranks
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, trainable_parameters
@@ -61,7 +61,7 @@ class SingleProcessBackend:
         return dict(self.model.state_dict())
 
     def whole_weights(self, skip: frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
-        yield from ((name, value) for name, value in plain_weights(self.model).items() if name not in skip)
+        yield from streamed_plain_weights(self.model, skip=skip)
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
         return module
