@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -81,26 +82,28 @@ def one_in_answer(completions, answer, **_):
 
 
 @pytest.mark.parametrize(
-    ("backend", "nodes"),
+    ("backend", "nodes", "fewer_ranks"),
     # ZeRO-2 with dynamic group sizes: ranks hold groups of other sizes, and as many micro-batches
     # (a reward succeeding at a rate per prompt, and 8 training prompts: step 3 meets step 1's prompts with their success counts)
     [pytest.param(["train.backend=deepspeed", "train.zero_stage=2", "algo.dynamic_group_size=true",
                    "rollout.num_generations=8", "algo.group_size_min=2", "algo.group_size_max=12",
                    "data.train.0.recipe_args={n: 10, test_fraction: 0.2}",
-                   "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"], 1,
+                   "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"], 1, False,
                   marks=NEEDS_DEEPSPEED, id="zero2"),
      # ZeRO-3 with DAPO's dynamic sampling: the ranks agree on the resampling rounds (groups of
-     # prompts whose answer is 1 always succeed, so some are resampled; the others differ)
+     # prompts whose answer is 1 always succeed, so some are resampled; the others differ). Its
+     # stopped run also continues on one rank (converted to DeepSpeed's universal checkpoint)
      pytest.param(["train.backend=deepspeed", "train.zero_stage=3", "algo.dynamic_sampling=true",
-                   "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"], 1,
+                   "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"], 1, True,
                   marks=NEEDS_DEEPSPEED, id="zero3"),
      # FSDP2 with held-out evaluations before, during and after (forward passes on every rank), its two
-     # ranks on two torchrun nodes meeting through a c10d rendezvous (as two machines would)
+     # ranks on two torchrun nodes meeting through a c10d rendezvous (as two machines would); its stopped
+     # run also continues on one rank (FSDP2 checkpoints hold the whole optimizer state)
      pytest.param(["train.backend=fsdp2", "eval.before=true", "eval.after=true", "eval.every_n_steps=2",
-                   "eval.limit=4"], 2, id="fsdp2-two-nodes")],
+                   "eval.limit=4"], 2, True, id="fsdp2-two-nodes")],
 )
 def test_two_ranks_train_stop_resume_exactly_and_export(
-    backend, nodes, small_config, tiny_qwen25vl, rate_per_prompt_plugin, tmp_path
+    backend, nodes, fewer_ranks, small_config, tiny_qwen25vl, rate_per_prompt_plugin, tmp_path
 ):
     config = small_config(
         f"train.steps={STEPS}", "checkpoint.every_n_steps=1", "algo.beta=0.04", "log.completions_per_log=100",
@@ -114,7 +117,11 @@ def test_two_ranks_train_stop_resume_exactly_and_export(
     _succeeded(_torchrun(str(recipe), "log.run_name=whole", nodes=nodes))
     _stopped_after_step_one(_torchrun(str(recipe), "log.run_name=cut", stop_in_step=2, nodes=nodes),
                             runs / "cut" / "checkpoints")
+    if fewer_ranks:
+        shutil.copytree(runs / "cut", runs / "fewer")
     _succeeded(_torchrun(str(recipe), "log.run_name=cut", "--resume", nodes=nodes))
+    if fewer_ranks:
+        _continues_on_one_rank(recipe, runs / "fewer", config.train.backend)
 
     whole, cut = runs / "whole", runs / "cut"
     assert [row["step"] for row in read_metrics(whole / "metrics.jsonl")] == list(range(1, STEPS + 1))  # rank 0 alone logs
@@ -152,26 +159,14 @@ def test_two_ranks_train_stop_resume_exactly_and_export(
         assert "eval/accuracy" in read_metrics(whole / "metrics.jsonl")[1]  # the eval after step 2
 
 
-@pytest.mark.parametrize(
-    "backend",
-    # ZeRO-2 converts to the same universal format as ZeRO-3 (one of them is enough for CI's time)
-    [pytest.param(["train.backend=deepspeed", "train.zero_stage=3"], marks=NEEDS_DEEPSPEED, id="zero3"),
-     pytest.param(["train.backend=fsdp2"], id="fsdp2")],
-)
-def test_a_run_resumes_on_another_number_of_ranks(backend, small_config, tmp_path):
+def _continues_on_one_rank(recipe: Path, run: Path, backend: str) -> None:
     """The data position is global; FSDP2 checkpoints hold the whole optimizer state, DeepSpeed's
-    are converted to its universal format: a 2-rank run continues on 1 rank (not bit-equal to
-    2 ranks: each rank samples with its own seed)."""
-    config = small_config(f"train.steps={STEPS}", "checkpoint.every_n_steps=1", "eval.before=false",
-                          "eval.after=false", *backend)
-    recipe = tmp_path / "recipe.yaml"
-    config.save_yaml(recipe)
-    run = Path(config.log.output_dir) / config.log.run_name
-    _stopped_after_step_one(_torchrun(str(recipe), stop_in_step=2), run / "checkpoints")
-    _succeeded(_torchrun(str(recipe), "--resume", ranks=1))
+    are converted to its universal format: a 2-rank run stopped after step 1 continues on 1 rank
+    (not bit-equal to 2 ranks: each rank samples with its own seed)."""
+    _succeeded(_torchrun(str(recipe), f"log.run_name={run.name}", "--resume", ranks=1))
     assert [row["step"] for row in read_metrics(run / "metrics.jsonl")] == list(range(1, STEPS + 1))
     assert latest_checkpoint(run / "checkpoints").name == f"step-{STEPS}"
-    if config.train.backend == "deepspeed":
+    if backend == "deepspeed":
         assert "to DeepSpeed's universal checkpoint" in (run / "train.log").read_text()
 
 
@@ -199,19 +194,16 @@ def _async_configs(small_config, tmp_path: Path, backend: list[str], variants: d
     return recipes
 
 
-@pytest.mark.parametrize(
-    "backend",
-    [pytest.param(["train.backend=deepspeed", "train.zero_stage=3"], marks=NEEDS_DEEPSPEED, id="zero3"),
-     pytest.param(["train.backend=fsdp2"], id="fsdp2")],
-)
 def test_two_ranks_with_a_rollout_worker_each_train_as_sync_mode_and_resume_their_batches_in_flight(
-    backend, small_config, tmp_path
+    small_config, tmp_path
 ):
     """Each rank's worker samples its share of the prompts with sync mode's per-rank seeds from the
-    rank's whole weights, gathered one tensor at a time from the shards: at max_staleness=0 the run
-    is the sync run. ZeRO-3, one step off-policy: a stop records every rank's batches in flight and
-    the resumed run trains on the sync run's prompts in the same order. (ZeRO-2 and one process hand
-    over the module's own weights: the single-process tests cover that path.)"""
+    rank's whole weights, gathered one tensor at a time from the FSDP2 shards (ZeRO-3 gathers the same
+    way, through the same whole-weights iterator): at max_staleness=0 the run is the sync run. One step
+    off-policy, a stop records every rank's batches in flight and the resumed run trains on the sync
+    run's prompts in the same order. (ZeRO-2 and one process hand over the module's own weights: the
+    single-process tests cover that path.)"""
+    backend = ["train.backend=fsdp2"]
     recipes = _async_configs(small_config, tmp_path, backend, {
         "sync": (), "async0": (*ASYNC, "rollout.max_staleness=0"),
         "async1": (*ASYNC, "rollout.max_staleness=1", "algo.is_correction=tis", "checkpoint.every_n_steps=1")})
@@ -225,8 +217,6 @@ def test_two_ranks_with_a_rollout_worker_each_train_as_sync_mode_and_resume_thei
         for key in ("loss", "reward/total", "grad_norm", "length/mean"):
             assert got[key] == pytest.approx(expected[key], rel=1e-5, abs=1e-7), (expected["step"], key)
     assert _trained_ids(output / "async0") == _trained_ids(output / "sync")
-    if "train.backend=fsdp2" in backend:
-        return  # CI time: the stop and resume run once, on the DeepSpeed path
 
     _stopped_after_step_one(_torchrun(str(recipes["async1"]), "log.run_name=cut", stop_in_step=2),
                             output / "cut" / "checkpoints")
@@ -246,19 +236,17 @@ def test_a_global_batch_that_does_not_divide_across_ranks_fails_before_launch(sm
     assert not (Path(config.log.output_dir) / config.log.run_name).exists()
 
 
-@pytest.mark.parametrize("launcher", ["mmgrpo --nproc", "accelerate launch"])
-def test_the_other_launchers_start_two_ranks(launcher, small_config, tmp_path):
-    if launcher == "accelerate launch" and importlib.util.find_spec("accelerate") is None:
+def test_accelerate_launch_starts_two_ranks(small_config, tmp_path):
+    """``accelerate launch`` in place of torchrun (``mmgrpo train --nproc 2`` starts the installed-task
+    package's 2-rank run in tests/e2e/test_outside_task.py)."""
+    if importlib.util.find_spec("accelerate") is None:
         pytest.skip("accelerate is not installed: its launcher NOT tested")
     config = small_config("train.steps=2", "train.backend=fsdp2", "eval.before=false", "eval.after=false")
     recipe = tmp_path / "recipe.yaml"
     config.save_yaml(recipe)
-    train = ["-m", "mmgrpo", "train", str(recipe)]
-    command = {
-        "mmgrpo --nproc": [sys.executable, *train, "--nproc", "2"],
-        "accelerate launch": [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-                              "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *train],
-    }[launcher]
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+               "-m", "mmgrpo", "train", str(recipe)]
     done = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
                           timeout=900)
     _succeeded(done)

@@ -112,6 +112,7 @@ def test_an_installed_task_package_trains_on_two_ranks_and_evaluates(tmp_path: P
     assert trained.returncode == 0, trained.stderr[-3000:]
     summary = json.loads((work / "runs" / "leftmost" / "summary.json").read_text())
     assert summary["grpo_steps"] == 2
+    assert trained.stdout.count('"grpo_steps": 2') == 2  # --nproc 2 started two ranks, each ran the whole job
     evaluated = subprocess.run(
         [python, "-m", "mmgrpo", "eval", "--model", str(tiny_qwen25vl), "--task", "leftmost", "--data",
          str(next((work / "data").iterdir())), "--limit", "3", "--out", str(work / "evaluation")],

@@ -9,7 +9,8 @@ process: each rank trains on its share of the groups. Imported by
     DS_ACCELERATOR=cpu torchrun --nproc-per-node 2 tests/trainer/backend_parity.py \\
         --model-dir D --backend deepspeed --zero-stage 3 --out weights.pt   # or --backend fsdp2
 
-``--freeze-vision-tower`` freezes the tower first, as ``model.freeze_vision_tower`` does. ``--lora fsdp2 zero3``
+``--also-frozen-tower`` trains a second time, in the same launch, with the tower frozen first, as
+``model.freeze_vision_tower`` does. ``--lora fsdp2 zero3``
 trains LoRA adapters instead, on each back end named in turn (one launch). Audio
 families get a clip of noise where image families get an image.
 """
@@ -181,7 +182,8 @@ def main() -> None:
     parser.add_argument("--backend", choices=["deepspeed", "fsdp2"], default="deepspeed")
     parser.add_argument("--zero-stage", type=int, choices=[2, 3], default=2)
     parser.add_argument("--offload", action="store_true", help="ZeRO-3: optimizer state and weight shards in CPU memory")
-    parser.add_argument("--freeze-vision-tower", action="store_true", help="as model.freeze_vision_tower=true")
+    parser.add_argument("--also-frozen-tower", action="store_true",
+                        help="then again with model.freeze_vision_tower=true (its result under 'frozen')")
     parser.add_argument("--lora", nargs="+", choices=sorted(LORA_BACKENDS), default=[],
                         help="instead: LoRA on each of these back ends in turn, one result each in --out")
     parser.add_argument("--out", type=Path, required=True)
@@ -197,10 +199,11 @@ def main() -> None:
         result = {name: train_lora_on_fixed_rollouts(args.model_dir, lora_train) for name, lora_train in trains.items()}
         result = result if all(result.values()) else {}  # rank 0 saves
     else:
-        weights, metrics = train_on_fixed_rollouts(
-            args.model_dir, train, options=ModelConfig(freeze_vision_tower=args.freeze_vision_tower)
-        )
+        weights, metrics = train_on_fixed_rollouts(args.model_dir, train)
         result = {"weights": weights, "metrics": metrics} if weights else {}
+        if args.also_frozen_tower:
+            frozen = train_on_fixed_rollouts(args.model_dir, train, options=ModelConfig(freeze_vision_tower=True))
+            result = result and result | {"frozen": dict(zip(("weights", "metrics"), frozen))}
     if result:
         torch.save(result, args.out)
     torch.distributed.barrier()

@@ -43,6 +43,13 @@ def one_process(tiny_qwen25vl: Path) -> tuple[dict[str, torch.Tensor], dict[str,
     return backend_parity.train_on_fixed_rollouts(tiny_qwen25vl, TrainConfig(micro_batch_size=MICRO_BATCH))
 
 
+@pytest.fixture(scope="module")
+def fsdp2_launch(tiny_qwen25vl: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One FSDP2 launch for two tests (CI time): the plain run, then the frozen-tower run under "frozen"."""
+    out = tmp_path_factory.mktemp("fsdp2") / "weights.pt"
+    return _run_two_ranks("--model-dir", str(tiny_qwen25vl), "--backend", "fsdp2", "--also-frozen-tower", out=out)
+
+
 def _run_two_ranks(*arguments: str, out: Path) -> dict:
     """``backend_parity.py`` on 2 ranks with ``arguments``; what rank 0 saved to ``out``."""
     env = {"DS_ACCELERATOR": "cpu", "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE))}
@@ -59,10 +66,11 @@ def _run_two_ranks(*arguments: str, out: Path) -> dict:
      pytest.param("deepspeed", 3, True, marks=NEEDS_DEEPSPEED, id="zero3-offload"),
      pytest.param("fsdp2", 2, False, id="fsdp2")],  # zero_stage: not read by FSDP2
 )
-def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, tiny_qwen25vl, tmp_path):
+def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, tiny_qwen25vl, request, tmp_path):
     reference_weights, reference_metrics = one_process
-    result = _run_two_ranks("--model-dir", str(tiny_qwen25vl), "--backend", backend, "--zero-stage", str(zero_stage),
-                            *(["--offload"] if offload else []), out=tmp_path / "weights.pt")
+    result = request.getfixturevalue("fsdp2_launch") if backend == "fsdp2" else _run_two_ranks(
+        "--model-dir", str(tiny_qwen25vl), "--backend", backend, "--zero-stage", str(zero_stage),
+        *(["--offload"] if offload else []), out=tmp_path / "weights.pt")
     weights, metrics = result["weights"], result["metrics"]
     initial = backend_parity.initial_weights(tiny_qwen25vl)
     assert weights.keys() == reference_weights.keys()
@@ -104,17 +112,10 @@ def test_lora_on_two_ranks_matches_one_process(tiny_qwen25vl, tmp_path):
         assert metrics["loss"] == pytest.approx(expected["metrics"]["loss"], rel=1e-5)
 
 
-@pytest.mark.slow  # ~50 s on 2 CPU cores
-def test_fsdp2_with_a_frozen_tower_keeps_it_and_holds_no_optimizer_state_for_it(tiny_qwen25vl, tmp_path):
+def test_fsdp2_with_a_frozen_tower_keeps_it_and_holds_no_optimizer_state_for_it(fsdp2_launch, tiny_qwen25vl):
     """FSDP2 units mixing frozen and trainable parameters are supported (frozen ones skip the reduce-scatter);
     here every tower unit is frozen whole, and no rank's optimizer holds state for a frozen shard."""
-    env = {"OMP_NUM_THREADS": "1"}
-    out = tmp_path / "weights.pt"
-    script = [str(WORKER), "--model-dir", str(tiny_qwen25vl), "--backend", "fsdp2", "--freeze-vision-tower",
-              "--out", str(out)]
-    done = torchrun(2, script, env=env, timeout=600)
-    assert done.returncode == 0, f"torchrun failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
-    result = torch.load(out)
+    result = fsdp2_launch["frozen"]
     weights, metrics = result["weights"], result["metrics"]
     initial = backend_parity.initial_weights(tiny_qwen25vl)
     tower = [n for n in initial if n.startswith("model.visual.") and not n.startswith("model.visual.merger.")]
