@@ -1,0 +1,79 @@
+"""Red team, round 7: ``splice`` and ``sendfile`` into stdout that held the pipe's lock (the trainer's read slept past
+any wall clock), event lines whose junk cost the trainer's CPU, a parse cache bounded by its names' count, not their
+length, and an answer line just over the limit that waited out the wall clock."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import signal
+import threading
+import time
+
+import pytest
+
+from tasks import sandbox_seccomp
+from tasks.sandbox import run_tests
+from tests.tasks.test_sandbox_redteam import ADD_TESTS, CORRECT_ADD, limits, sandbox  # noqa: F401 - fixtures
+
+_COLUMN = {"x86_64": 0, "aarch64": 1}.get(platform.machine())
+
+
+@pytest.mark.skipif(_COLUMN is None, reason="system call numbers for x86-64 and AArch64 only")
+@pytest.mark.parametrize("name", ["splice", "tee", "vmsplice", "sendfile", "copy_file_range"])
+def test_calls_that_hold_a_pipes_lock_are_refused(sandbox, limits, name):
+    number = sandbox_seccomp.NUMBERS[name][_COLUMN]
+    source = ("import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+              f"def probe():\n    libc.syscall({number}, -1, 0, -1, 0, 1, 0)\n    return ctypes.get_errno()\n")
+    result = run_tests(source, ["import errno\nassert probe() == errno.EPERM"], sandbox, limits)
+    assert result.status == "passed", result
+
+
+def _descendants(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as listing:
+                children = [int(child) for child in listing.read().split()]
+        except OSError:
+            continue
+        for child in children:
+            found += [child, *_descendants(child)]
+    return found
+
+
+HOLD_STDOUT = """
+import os, socket, threading, time
+a, b = socket.socketpair()
+def hold():
+    os.write(1, b"x")
+    try:
+        {call}
+    except OSError:
+        pass
+threading.Thread(target=hold, daemon=True).start()
+time.sleep(0.2)
+"""
+
+
+@pytest.mark.parametrize("call", ["os.splice(a.fileno(), 1, 1 << 16)", "os.sendfile(1, a.fileno(), None, 1 << 16)"])
+def test_a_call_waiting_on_an_empty_socket_into_stdout_does_not_hang_the_trainer(sandbox, limits, call):
+    """Watchdog: past 30 s (the wall clock is 3 s) the run's processes are killed here, which frees the trainer."""
+    source = HOLD_STDOUT.format(call=call) + CORRECT_ADD
+    done = []
+    worker = threading.Thread(target=lambda: done.append(
+        run_tests(source, ADD_TESTS, sandbox, dataclasses.replace(limits, wall_seconds=3))), daemon=True)
+    started = time.monotonic()
+    worker.start()
+    worker.join(30)
+    hung = worker.is_alive()
+    if hung:
+        for pid in _descendants(os.getpid()):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        worker.join(10)
+    assert not hung, "the trainer's read of stdout hung past the wall clock"
+    assert time.monotonic() - started < 30 and done[0].status == "passed", done
