@@ -33,6 +33,9 @@ BACKEND_MODULES = {"bwrap": "tasks.sandbox_bwrap", "http": "tasks.sandbox_http",
 DEFAULT_BACKEND = "bwrap"
 MAX_EVENT_BYTES = 1 << 20
 """Longest event line (one call's answer) read; a longer one ends a local run as ``output_limit``."""
+MAX_NOTE_BYTES = 8192
+"""Longest event line other than an answer (``{"i": ...}``) read: a load report or a refusal is a few hundred
+characters (each JSON-escaped); a longer one ends the run unparsed (``no_verdict``: a protocol error)."""
 MAX_VIOLATIONS = 8
 """Refused operations kept per run: a program can print forged ones by the thousand. Past them the run is
 ``forbidden`` whatever follows, so its later event lines are counted, not read."""
@@ -178,6 +181,10 @@ class Events:
     answer_values: int = SandboxLimits.answer_values
     values: int = 0
     beyond_budget: bool = False
+    malformed: str | None = None
+    """Why an event line was refused unparsed or unread (a protocol error: the run ends, ``no_verdict``): a line
+    other than an answer past :data:`MAX_NOTE_BYTES`, a field that is not a string where the child writes one
+    (``raised``, ``violation``, ``error``) or an answer with fields the child never writes. None: none was."""
 
     @classmethod
     def parse(cls, text: str, tag: str, n_calls: int, answer_values: int = SandboxLimits.answer_values) -> Events:
@@ -192,7 +199,7 @@ class Events:
     def take_line(self, line: str, tag: str) -> None:
         """Parse one tagged line, unless it is a violation past :data:`MAX_VIOLATIONS` (``unread``) or past the most
         lines an honest child writes, :meth:`line_budget` (``flooded``: a protocol error, the run has no verdict)."""
-        if not line.startswith(tag) or len(line) > MAX_EVENT_BYTES or self.beyond_budget:
+        if not line.startswith(tag) or len(line) > MAX_EVENT_BYTES or self.beyond_budget or self.malformed:
             return
         if len(self.violations) >= MAX_VIOLATIONS:
             self.unread += 1
@@ -201,8 +208,12 @@ class Events:
             self.flooded += 1
             return
         self.parsed += 1
+        body = line[len(tag):]
+        if len(body) > MAX_NOTE_BYTES and not body.startswith('{"i": '):
+            self.malformed = f"an event line other than an answer longer than {MAX_NOTE_BYTES} bytes"
+            return
         try:
-            event = json.loads(line[len(tag):])
+            event = json.loads(body)
         except (ValueError, RecursionError):
             return
         if type(event) is dict:
@@ -214,15 +225,29 @@ class Events:
         return 1 + self.expected + MAX_VIOLATIONS
 
     def _take(self, event: dict) -> None:
+        """Only strings are read where the child writes strings (``str()`` of a deeply nested list costs seconds of
+        the trainer's CPU); anything else ends the run (``malformed``)."""
         if "violation" in event:
-            self.violations.append(str(event["violation"])[:300])
+            if type(event["violation"]) is not str:
+                self.malformed = "a refusal that is not a string"
+                return
+            self.violations.append(event["violation"][:300])
         elif self.loaded is None and ("loaded" in event or "error" in event):
+            if "loaded" not in event and type(event["error"]) is not str:
+                self.malformed = "a load error that is not a string"
+                return
             self.loaded = "loaded" in event
-            self.error = None if self.loaded else str(event["error"])[:300]
+            self.error = None if self.loaded else event["error"][:300]
         elif type(event.get("i")) is int and 0 <= event["i"] < self.expected and event["i"] not in self.outcomes:
-            raised = event.get("raised")
-            if type(raised) is list and len(raised) == 2:
-                self.outcomes[event["i"]] = CallOutcome(raised=(str(raised[0])[:100], str(raised[1])[:300]))
+            if len(event) != 2 or not ("value" in event or "raised" in event):
+                self.malformed = "an answer with fields the sandbox never writes"
+                return
+            if "raised" in event:
+                raised = event["raised"]
+                if not (type(raised) is list and len(raised) == 2 and all(type(part) is str for part in raised)):
+                    self.malformed = "an exception that is not a pair of strings"
+                    return
+                self.outcomes[event["i"]] = CallOutcome(raised=(raised[0][:100], raised[1][:300]))
                 return
             values = count_values(event.get("value"), min(MAX_ELEMENTS, self.answer_values - self.values))
             self.values += values
@@ -285,7 +310,7 @@ class ReplaySession:
                 last, events = self.history[-1]
                 spent = sum(evaluation.seconds for evaluation, _ in self.history)
                 if (last.status != "ok" or not events.loaded or events.violations or events.beyond_budget
-                        or spent >= self.limits.wall_seconds):
+                        or events.malformed or spent >= self.limits.wall_seconds):
                     return None
             self.calls.append(call)
             self._run()
@@ -314,6 +339,9 @@ def _result(runs: list[tuple[Evaluation, Events]], outcomes: list, total: int, i
         unread = sum(events_.unread for _, events_ in runs)
         error = f"refused {violations[0]}" + (f" ({unread} later event lines unread)" if unread else "")
         return SandboxResult("forbidden", 0, error=error, violations=tuple(violations[:MAX_VIOLATIONS]), **common)
+    malformed = next((events_.malformed for _, events_ in runs if events_.malformed), None)
+    if malformed:
+        return SandboxResult("no_verdict", 0, error=f"{malformed} on the event channel (a protocol error)", **common)
     flooded = sum(events_.flooded for _, events_ in runs)
     if flooded:
         return SandboxResult("no_verdict", 0, error=f"{flooded} event lines past the calls asked (a protocol error)",

@@ -229,7 +229,7 @@ def main() -> None:
                 raise NameError(f"name {name!r} is not defined")
             value = encode(namespace[name](*decode(args), **decode(kwargs)))
         except BaseException as error:  # noqa: BLE001
-            emit({"i": index, "raised": [type(error).__name__, str(error)[:300]]})
+            emit({"i": index, "raised": [type(error).__name__[:100], str(error)[:300]]})
             continue
         emit({"i": index, "value": value})
 

@@ -82,6 +82,7 @@ class LocalSession:
         whatever follows), its exit (all pipes closed) or the close."""
         return (bool(self.exceeded) or self.timed_out or self.killed_by_us or bool(self.events.violations)
                 or bool(self.events.flooded) or bool(self.events.stray) or self.events.beyond_budget
+                or bool(self.events.malformed)
                 or not self.reading)
 
     def call(self, call: list) -> CallOutcome | None:
@@ -156,7 +157,7 @@ class LocalSession:
             lines = pending.split(b"\n")
             pending[:] = chunk[end + 1:]
             for line in lines:
-                if self.events.flooded or self.events.stray:
+                if self.events.flooded or self.events.stray or self.events.malformed:
                     break
                 text = line.decode("utf-8", errors="replace")
                 if text.startswith(self.tag):

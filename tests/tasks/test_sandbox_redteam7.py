@@ -14,8 +14,9 @@ import time
 import pytest
 
 from tasks import sandbox_seccomp
-from tasks.sandbox import run_tests
+from tasks.sandbox import MAX_NOTE_BYTES, Events, run_tests
 from tests.tasks.test_sandbox_redteam import ADD_TESTS, CORRECT_ADD, limits, sandbox  # noqa: F401 - fixtures
+from tests.tasks.test_sandbox_redteam5 import trainer_cpu
 
 _COLUMN = {"x86_64": 0, "aarch64": 1}.get(platform.machine())
 
@@ -77,3 +78,42 @@ def test_a_call_waiting_on_an_empty_socket_into_stdout_does_not_hang_the_trainer
         worker.join(10)
     assert not hung, "the trainer's read of stdout hung past the wall clock"
     assert time.monotonic() - started < 30 and done[0].status == "passed", done
+
+
+def test_event_fields_the_child_writes_as_strings_are_read_as_strings_only():
+    tag = "t "
+    nested = "[" * 850 + ",".join(["[0]"] * 1000) + "]" * 850
+    for line, reason in [(f'{{"i": 0, "raised": [{nested}, "x"]}}', "exception"),
+                         ('{"i": 0, "raised": [1, "x"]}', "exception"),
+                         ('{"i": 0, "value": 1, "junk": [1.5, 2.5]}', "fields"),
+                         ('{"violation": [1]}', "refusal"), ('{"error": {"a": 1}}', "load error"),
+                         ('{"loaded": true, "junk": "' + "x" * (MAX_NOTE_BYTES + 1) + '"}', "longer than")]:
+        events = Events.parse("t {\"loaded\": true}\n" * ("error" not in line and "junk" not in line) + tag + line,
+                              tag, 1)
+        assert events.malformed and reason in events.malformed, (line[:40], events)
+        assert 0 not in events.outcomes
+    honest = Events.parse('t {"loaded": true}\nt {"i": 0, "raised": ["ValueError", "bad"]}\nt {"i": 1, "value": 2}',
+                          tag, 2)
+    assert not honest.malformed and honest.outcomes[0].raised == ("ValueError", "bad") and 1 in honest.outcomes
+
+
+FORGED_RAISED = r'''
+import sys
+JUNK = "[" * 850 + ",".join(["[0]"] * 240000) + "]" * 850
+def f(i):
+    frame = sys._getframe(1)
+    while frame is not None and "emit" not in frame.f_locals:
+        frame = frame.f_back
+    names = frame.f_locals
+    names["channel"].write(names["tag"] + '{"i": %d, "raised": [%s, "x"]}\n' % (names["index"], JUNK))
+    names["channel"].flush()
+    return i
+'''
+
+
+def test_a_forged_nested_exception_name_ends_the_run_at_little_cost_to_the_trainer(sandbox, limits):
+    started = trainer_cpu()
+    result = run_tests(FORGED_RAISED, ["for i in range(40):\n    try:\n        f(i)\n    except Exception:\n"
+                                       "        pass"], sandbox, limits)
+    assert result.status == "no_verdict" and "exception" in result.error, result
+    assert trainer_cpu() - started < 1.0
