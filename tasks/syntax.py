@@ -31,16 +31,21 @@ HELPER_WALL_SECONDS = 10.0
 CACHED_SOURCES = 4096
 CACHED_NAMES = 200_000
 """Most names the cache holds in all (a 200 kB source may define ~50,000): past it the oldest sources are dropped."""
+CACHED_NAME_CHARS = 4_000_000
+"""Most characters of names the cache holds in all (one top-level name may be ~200,000 characters long: 4,096 such
+sources held ~815 MB): past it the oldest sources are dropped."""
 Names = frozenset[str] | None
 
 
 class ParseCache:
     """The top-level names of the latest ``size`` distinct sources (at most ``max_names`` names in all), keyed by a
-    digest of the source (not the source itself). A source another thread is parsing is waited for, not parsed
+    digest of the source (not the source itself), at most ``max_chars`` characters of names in all. A source another thread is parsing is waited for, not parsed
     again."""
 
-    def __init__(self, size: int = CACHED_SOURCES, max_names: int = CACHED_NAMES) -> None:
+    def __init__(self, size: int = CACHED_SOURCES, max_names: int = CACHED_NAMES,
+                 max_chars: int = CACHED_NAME_CHARS) -> None:
         self.size, self.max_names, self.held = size, max_names, 0
+        self.max_chars, self.held_chars = max_chars, 0
         self.entries: OrderedDict[bytes, Future[Names]] = OrderedDict()
         self.lock = threading.Lock()
 
@@ -65,17 +70,24 @@ class ParseCache:
         with self.lock:
             if self.entries.get(key) is entry:
                 self.held += len(names or ())
+                self.held_chars += _chars(names)
                 self._evict()
         return names
 
     def _evict(self) -> None:
-        """Drop the oldest parsed sources while there are too many, or too many names (never the newest)."""
+        """Drop the oldest parsed sources while there are too many, or too many names or characters of names (never
+        the newest)."""
         for key, entry in list(self.entries.items())[:-1]:
-            if len(self.entries) <= self.size and self.held <= self.max_names:
+            if len(self.entries) <= self.size and self.held <= self.max_names and self.held_chars <= self.max_chars:
                 return
             if entry.done():
                 del self.entries[key]
                 self.held -= len(entry.result() or ())
+                self.held_chars -= _chars(entry.result())
+
+
+def _chars(names: Names) -> int:
+    return sum(map(len, names or ()))
 
 
 PARSES = ParseCache()

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from tasks import sandbox_seccomp
+from tasks import sandbox_seccomp, syntax
 from tasks.sandbox import MAX_NOTE_BYTES, Events, run_tests
 from tests.tasks.test_sandbox_redteam import ADD_TESTS, CORRECT_ADD, limits, sandbox  # noqa: F401 - fixtures
 from tests.tasks.test_sandbox_redteam5 import trainer_cpu
@@ -117,3 +117,12 @@ def test_a_forged_nested_exception_name_ends_the_run_at_little_cost_to_the_train
                                        "        pass"], sandbox, limits)
     assert result.status == "no_verdict" and "exception" in result.error, result
     assert trainer_cpu() - started < 1.0
+
+
+def test_the_parse_cache_holds_a_bounded_count_of_characters_of_names():
+    cache = syntax.ParseCache(size=100, max_names=1000, max_chars=1000)
+    for index in range(10):
+        cache.names(f"N{index}" + "x" * 400 + " = 1\n")
+    assert len(cache.entries) == 2 and cache.held_chars == 2 * 402
+    assert sum(len(name) for entry in cache.entries.values() for name in entry.result()) == cache.held_chars
+    assert cache.names("N9" + "x" * 400 + " = 1\n") == {"N9" + "x" * 400}
