@@ -159,6 +159,9 @@ class LocalSession:
             for line in lines:
                 if self.events.flooded or self.events.stray or self.events.malformed:
                     break
+                if len(line) > MAX_EVENT_BYTES:  # completed in this chunk: the check on ``pending`` below misses it
+                    self.exceeded = f"an answer line longer than {MAX_EVENT_BYTES >> 20} MB"
+                    return
                 text = line.decode("utf-8", errors="replace")
                 if text.startswith(self.tag):
                     self.events.take_line(text, self.tag)

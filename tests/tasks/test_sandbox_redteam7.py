@@ -126,3 +126,13 @@ def test_the_parse_cache_holds_a_bounded_count_of_characters_of_names():
     assert len(cache.entries) == 2 and cache.held_chars == 2 * 402
     assert sum(len(name) for entry in cache.entries.values() for name in entry.result()) == cache.held_chars
     assert cache.names("N9" + "x" * 400 + " = 1\n") == {"N9" + "x" * 400}
+
+
+def test_an_answer_line_just_over_the_limit_ends_the_run_at_once(sandbox, limits):
+    """The line's end arrives in the read that crosses 1 MB: it was dropped unread and the run waited out its wall
+    clock (``timeout``)."""
+    started = time.monotonic()
+    result = run_tests("def f(n):\n    return list(range(n))\n", ["assert len(f(150000)) == 150000"], sandbox,
+                       dataclasses.replace(limits, wall_seconds=8, file_size_mb=8))
+    assert result.status == "output_limit" and "answer line" in result.error, result
+    assert time.monotonic() - started < 6
