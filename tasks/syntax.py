@@ -39,8 +39,8 @@ Names = frozenset[str] | None
 
 class ParseCache:
     """The top-level names of the latest ``size`` distinct sources (at most ``max_names`` names in all), keyed by a
-    digest of the source (not the source itself), at most ``max_chars`` characters of names in all. A source another thread is parsing is waited for, not parsed
-    again."""
+    digest of the source (not the source itself), at most ``max_chars`` characters of names in all. A source another
+    thread is parsing is waited for, not parsed again."""
 
     def __init__(self, size: int = CACHED_SOURCES, max_names: int = CACHED_NAMES,
                  max_chars: int = CACHED_NAME_CHARS) -> None:
