@@ -113,10 +113,14 @@ def default_sandbox() -> tuple[Sandbox, SandboxLimits]:
 def sandbox_results(completions: Sequence[str], tests: Sequence[Sequence[str]], sandbox: Sandbox | None,
                     limits: SandboxLimits | None, workers: int,
                     entry_point: Sequence[str | None] | None = None,
-                    max_chars: int = MAX_COMPLETION_CHARS) -> list[SandboxResult | None]:
+                    max_chars: int = MAX_COMPLETION_CHARS,
+                    preamble: Sequence[str | None] | None = None) -> list[SandboxResult | None]:
     """Each completion's sandbox result (None without a single code block), ``workers`` at a time; a row's
-    ``entry_point`` names the function under test (the only name that may shadow a builtin in its tests)."""
-    sources = [single_block(text, max_chars) for text in completions]
+    ``entry_point`` names the function under test (the only name that may shadow a builtin in its tests), its
+    ``preamble`` is code run before the completion in the sandbox (HumanEval's helpers from the prompt: its
+    harness runs prompt + completion)."""
+    preambles = preamble or [None] * len(completions)
+    sources = [_after(preambles[i], single_block(text, max_chars)) for i, text in enumerate(completions)]
     entry_points = [frozenset({name} if name else ()) for name in (entry_point or [None] * len(completions))]
     sandbox = sandbox or default_sandbox()[0]
     limits = limits or default_sandbox()[1]
@@ -129,6 +133,11 @@ def sandbox_results(completions: Sequence[str], tests: Sequence[Sequence[str]], 
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(run, range(len(completions))))
+
+
+def _after(preamble: str | None, source: str | None) -> str | None:
+    """``source`` run after ``preamble`` (its definitions win over the preamble's)."""
+    return f"{preamble}\n{source}" if preamble and source is not None else source
 
 
 @register_reward("code_format")
@@ -156,8 +165,8 @@ def _verdict(result: SandboxResult | None, score: float) -> float | None:
 def code_tests(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sandbox: Sandbox | None = None,
                limits: SandboxLimits | None = None, workers: int = 4,
                entry_point: Sequence[str | None] | None = None, max_chars: int = MAX_COMPLETION_CHARS,
-                **_) -> list[float | None]:
-    results = sandbox_results(completions, tests, sandbox, limits, workers, entry_point, max_chars)
+                preamble: Sequence[str | None] | None = None, **_) -> list[float | None]:
+    results = sandbox_results(completions, tests, sandbox, limits, workers, entry_point, max_chars, preamble)
     return [_verdict(result, result.fraction_passed if result else 0.0) for result in results]
 
 
@@ -165,8 +174,8 @@ def code_tests(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sa
 def code_passed(completions: Sequence[str], tests: Sequence[Sequence[str]], *, sandbox: Sandbox | None = None,
                 limits: SandboxLimits | None = None, workers: int = 4,
                 entry_point: Sequence[str | None] | None = None, max_chars: int = MAX_COMPLETION_CHARS,
-                **_) -> list[float | None]:
-    results = sandbox_results(completions, tests, sandbox, limits, workers, entry_point, max_chars)
+                preamble: Sequence[str | None] | None = None, **_) -> list[float | None]:
+    results = sandbox_results(completions, tests, sandbox, limits, workers, entry_point, max_chars, preamble)
     return [_verdict(result, float(result is not None and result.status == "passed")) for result in results]
 
 
@@ -204,7 +213,10 @@ class CodeTask(Task):
             tests = [tests]
         if not tests or not all(isinstance(test, str) and parses(test) for test in tests):
             raise RowError(row, "tests", "needs a non-empty list of Python statements")
-        return {"tests": list(tests), "entry_point": row.get("entry_point")}
+        preamble = row.get("preamble") or None
+        if preamble is not None and not (isinstance(preamble, str) and parses(preamble)):
+            raise RowError(row, "preamble", "is not Python source that parses")
+        return {"tests": list(tests), "entry_point": row.get("entry_point"), "preamble": preamble}
 
     def format_answer(self, sample: Sample) -> str:
         return f"```python\n{sample.answer.rstrip()}\n```"

@@ -62,4 +62,5 @@ def humaneval(raw: Mapping[str, Any]) -> Row:
         "tests": ["\n".join(filter(None, [given_code(prompt, entry_point), str(field(raw, "test")),
                                            f"check({entry_point})"]))],
         "entry_point": entry_point,
+        "preamble": given_code(prompt, entry_point),  # the prompt's helpers, run before the completion as HumanEval does
     }

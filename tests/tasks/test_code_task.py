@@ -143,6 +143,21 @@ def test_helpers_the_prompt_defines_are_the_datasets_not_the_candidates():
     assert task.metric(block(alone), sample) == 1.0
 
 
+def test_a_completion_may_call_the_helpers_its_prompt_defines():
+    """HumanEval's harness runs prompt + completion, so an entry point that calls the prompt's helper (HumanEval/10,
+    /32, /38) is right: the prompt's code runs before the completion in the sandbox; the completion's own
+    definitions still win there."""
+    task = get_task("code", sandbox={"wall_seconds": 5})
+    sample = task.to_sample({"id": "38", **ADAPTERS.get("humaneval").convert(HUMANEVAL_HELPER_ROW)}, think=False)
+    calls_helper = "def decode_cyclic(s: str):\n    return encode_cyclic(encode_cyclic(s))\n"
+    assert task.metric(block(calls_helper), sample) == 1.0
+    redefined = "def encode_cyclic(s):\n    return s\n\n" + calls_helper  # its own helper: wrong, as it wrote it
+    assert task.metric(block(redefined), sample) == 0.0
+    with pytest.raises(RowError, match="preamble"):
+        task.to_sample({"id": "x", **ADAPTERS.get("humaneval").convert(HUMANEVAL_HELPER_ROW), "preamble": "def ("},
+                       think=False)
+
+
 def test_a_function_under_test_named_like_a_builtin_is_graded_only_when_the_row_names_it():
     """The tests keep the real builtins, except the entry point a row declares (here ``round``)."""
     task = get_task("code", sandbox={"wall_seconds": 5})
