@@ -18,9 +18,6 @@ A run that breaks a sandbox rule or limit passes nothing; one the sandbox could 
 from __future__ import annotations
 
 import functools
-import hashlib
-import threading
-from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -29,6 +26,7 @@ from tasks.base import RowError, Task, require
 from tasks.code_fence import fenced_blocks
 from tasks.registry import register_reward, register_task
 from tasks.sandbox import Sandbox, SandboxLimits, SandboxResult, make_sandbox, run_tests
+from tasks.shared_results import SharedResults, digest
 from tasks.syntax import names_of_all, top_level_names
 
 MAX_COMPLETION_CHARS = 200_000
@@ -75,33 +73,10 @@ def parses(source: str) -> bool:
     return top_level_names(source) is not None
 
 
-class RunCache:
-    """The sandbox results of the latest ``size`` runs, keyed by a digest of the code (not the code itself: 4,096
-    completions of 200 kB would keep ~820 MB) and the run's tests, entry points, back end and limits."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self.size, self.results, self.lock = size, OrderedDict[tuple, SandboxResult](), threading.Lock()
-
-    def result(self, source: str, tests: tuple[str, ...], entry_points: frozenset[str], sandbox: Sandbox,
-               limits: SandboxLimits) -> SandboxResult:
-        """The run's result, run now unless cached; one the sandbox could not make (``unavailable``) is not kept,
-        so the next call retries."""
-        key = (hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest(), tests, entry_points, sandbox, limits)
-        with self.lock:
-            if key in self.results:
-                self.results.move_to_end(key)
-                return self.results[key]
-        result = run_tests(source, list(tests), sandbox, limits, entry_points)
-        if result.status != "unavailable":
-            with self.lock:
-                self.results[key] = result
-                while len(self.results) > self.size:
-                    self.results.popitem(last=False)
-        return result
-
-
-RUNS = RunCache()
-"""One sandbox run per (code, tests, entry points, sandbox, limits): ``code_tests`` and ``code_passed`` share it."""
+RUNS = SharedResults[SandboxResult](4096, keep=lambda result: result.status != "unavailable")
+"""The latest 4,096 sandbox runs, one per (digest of the code, tests, entry points, sandbox, limits): ``code_tests``
+and ``code_passed`` share them, and so do identical completions graded at once. A run the sandbox could not make
+(``unavailable``) is not kept, so the next call retries."""
 
 
 @functools.cache
@@ -129,7 +104,8 @@ def sandbox_results(completions: Sequence[str], tests: Sequence[Sequence[str]], 
         source = sources[index]
         if source is None:
             return None
-        return RUNS.result(source, tuple(tests[index]), entry_points[index], sandbox, limits)
+        key = (digest(source), tuple(tests[index]), entry_points[index], sandbox, limits)
+        return RUNS.get(key, lambda: run_tests(source, list(tests[index]), sandbox, limits, entry_points[index]))
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         return list(pool.map(run, range(len(completions))))

@@ -13,16 +13,14 @@ and the task's row checks share it), and :func:`names_of_all` starts the helpers
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 import sys
-import threading
-from collections import OrderedDict
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Sequence
 
 from tasks import syntax_helper
+from tasks.shared_results import SharedResults, digest
 
 IN_PROCESS_CHARS = 8_000
 """Longest source parsed in this process: the 66,000-field f-string scaled down to this costs ~0.02 s."""
@@ -37,57 +35,22 @@ sources held ~815 MB): past it the oldest sources are dropped."""
 Names = frozenset[str] | None
 
 
-class ParseCache:
-    """The top-level names of the latest ``size`` distinct sources (at most ``max_names`` names in all), keyed by a
-    digest of the source (not the source itself), at most ``max_chars`` characters of names in all. A source another
-    thread is parsing is waited for, not parsed again."""
+class ParseCache(SharedResults[Names]):
+    """The top-level names of the latest ``size`` distinct sources, at most ``max_names`` names and ``max_chars``
+    characters of names in all, keyed by a digest of the source (not the source itself). A source another thread
+    is parsing is waited for, not parsed again."""
 
     def __init__(self, size: int = CACHED_SOURCES, max_names: int = CACHED_NAMES,
                  max_chars: int = CACHED_NAME_CHARS) -> None:
-        self.size, self.max_names, self.held = size, max_names, 0
-        self.max_chars, self.held_chars = max_chars, 0
-        self.entries: OrderedDict[bytes, Future[Names]] = OrderedDict()
-        self.lock = threading.Lock()
+        super().__init__(size, {"names": max_names, "chars": max_chars}, weigh=_weight)
 
     def names(self, source: str) -> Names:
-        key = hashlib.sha256(source.encode("utf-8", "surrogatepass")).digest()
-        with self.lock:
-            entry, owner = self.entries.get(key), key not in self.entries
-            if owner:
-                entry = self.entries[key] = Future()
-            else:
-                self.entries.move_to_end(key)
-        if not owner:
-            return entry.result()
-        try:
-            names = _parse(source)
-        except BaseException as error:  # the helper could not start: not kept, the next call retries
-            with self.lock:
-                self.entries.pop(key, None)
-            entry.set_exception(error)
-            raise
-        entry.set_result(names)
-        with self.lock:
-            if self.entries.get(key) is entry:
-                self.held += len(names or ())
-                self.held_chars += _chars(names)
-                self._evict()
-        return names
-
-    def _evict(self) -> None:
-        """Drop the oldest parsed sources while there are too many, or too many names or characters of names (never
-        the newest)."""
-        for key, entry in list(self.entries.items())[:-1]:
-            if len(self.entries) <= self.size and self.held <= self.max_names and self.held_chars <= self.max_chars:
-                return
-            if entry.done():
-                del self.entries[key]
-                self.held -= len(entry.result() or ())
-                self.held_chars -= _chars(entry.result())
+        """``source``'s names, parsed unless cached; a parse helper that could not start raises (nothing kept)."""
+        return self.get(digest(source), lambda: _parse(source))
 
 
-def _chars(names: Names) -> int:
-    return sum(map(len, names or ()))
+def _weight(names: Names) -> dict[str, int]:
+    return {"names": len(names or ()), "chars": sum(map(len, names or ()))}
 
 
 PARSES = ParseCache()

@@ -42,7 +42,7 @@ def test_the_code_tasks_cache_keeps_a_digest_of_the_code_not_the_code(sandbox, l
     source = CORRECT_ADD + "# " + "x" * 20_000 + "\n"
     result, = sandbox_results([f"```python\n{source}```"], [ADD_TESTS], sandbox, limits, workers=1)
     assert result.status == "passed"
-    assert RUNS.results and not any(source in map(str, key) for key in RUNS.results)
+    assert RUNS.entries and not any(source in map(str, key) for key in RUNS.entries)
 
 
 NEWLINE_FLOOD = """

@@ -141,6 +141,6 @@ def test_each_distinct_source_is_parsed_once_by_helpers_running_at_once(monkeypa
 def test_the_parse_cache_keeps_the_latest_sources_and_a_bounded_count_of_names():
     cache = syntax.ParseCache(size=2, max_names=3)
     assert cache.names("a = 1\nb = 2") == {"a", "b"} and cache.names("def (") is None
-    assert cache.names("c = 3") == {"c"} and len(cache.entries) == 2 and cache.held == 1
+    assert cache.names("c = 3") == {"c"} and len(cache.entries) == 2 and cache.held["names"] == 1
     cache.names("d = e = f = g = 4")
-    assert len(cache.entries) == 1 and cache.held == 4  # the newest is kept, whatever it holds
+    assert len(cache.entries) == 1 and cache.held["names"] == 4  # the newest is kept, whatever it holds

@@ -123,8 +123,8 @@ def test_the_parse_cache_holds_a_bounded_count_of_characters_of_names():
     cache = syntax.ParseCache(size=100, max_names=1000, max_chars=1000)
     for index in range(10):
         cache.names(f"N{index}" + "x" * 400 + " = 1\n")
-    assert len(cache.entries) == 2 and cache.held_chars == 2 * 402
-    assert sum(len(name) for entry in cache.entries.values() for name in entry.result()) == cache.held_chars
+    assert len(cache.entries) == 2 and cache.held["chars"] == 2 * 402
+    assert sum(len(name) for entry in cache.entries.values() for name in entry.result()) == cache.held["chars"]
     assert cache.names("N9" + "x" * 400 + " = 1\n") == {"N9" + "x" * 400}
 
 
