@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 from mmgrpo.registry import Registry
 from tasks.sandbox_grading import MAX_ELEMENTS, Caller, CallOutcome, count_values, defined_names, run_test
+from tasks.sandbox_plan import planned_calls
 
 STATUSES = ("passed", "failed", "error", "forbidden", "timeout", "cpu_limit", "memory_limit", "output_limit",
             "no_verdict", "unavailable")
@@ -101,6 +102,10 @@ class Session(Protocol):
 
     events: Events
     """What it reported so far (``loaded`` is set once :meth:`Sandbox.start` returns)."""
+
+    def expect(self, calls: list[list]) -> None:
+        """The calls the tests will probably make, in order (:mod:`tasks.sandbox_plan`): a back end that takes a
+        run's calls all at once asks them together; a live one answers each as it comes and ignores them."""
 
     def call(self, call: list) -> CallOutcome | None:
         """The answer to ``[name, args, kwargs]`` (encoded), or None when the run ended before giving it."""
@@ -272,6 +277,7 @@ def run_tests(source: str, tests: list[str], sandbox: Sandbox, limits: SandboxLi
     """
     names = defined_names(source)
     session = sandbox.start(source, limits)
+    session.expect(planned_calls(tests, names, entry_points))
     try:
         caller = Caller(session.call)
         outcomes = [run_test(index, test, caller, names, entry_points) for index, test in enumerate(tests)]
@@ -280,49 +286,89 @@ def run_tests(source: str, tests: list[str], sandbox: Sandbox, limits: SandboxLi
     return _result(runs, outcomes, len(tests), sandbox.isolation)
 
 
+@dataclass(frozen=True)
+class ReplayRun:
+    """One run of a replay session: how it ended, what it reported, the calls it asked and how many of them the
+    tests had made when it started (the rest were planned)."""
+
+    evaluation: Evaluation
+    events: Events
+    calls: list[list]
+    made: int
+
+    @property
+    def clean(self) -> bool:
+        """Whether it ran to its end within every rule and limit."""
+        return (self.evaluation.status == "ok" and bool(self.events.loaded) and not self.events.violations
+                and not self.events.beyond_budget and not self.events.malformed)
+
+
 class ReplaySession:
-    """A session over a back end that takes all of a run's calls at once (a service's one-shot stdin): each new
-    call is one more run of the program with every call so far (none before the first call; one without calls
-    when the tests make none); the runs' seconds share one wall clock."""
+    """A session over a back end that takes all of a run's calls at once (a service's one-shot stdin).
+
+    A run asks the calls the tests made so far, then the rest of the plan (:meth:`expect`: the calls their syntax
+    names, :mod:`tasks.sandbox_plan`), so tests whose calls are planned take one run, not one per call. A call is
+    answered from the latest run only when every call before it there was the one the tests made (the program
+    replayed exactly as a live session would have run it); otherwise it takes one more run. A run that went wrong
+    after planned calls is not counted (neither its verdict nor its seconds): the calls the tests made are asked
+    again without a plan. None before the first call, one without calls when the tests make none; the counted runs'
+    seconds share one wall clock."""
 
     def __init__(self, evaluate: Callable[[str, list[list], SandboxLimits], Evaluation], source: str,
                  limits: SandboxLimits) -> None:
         self.evaluate, self.source, self.limits = evaluate, source, limits
-        self.calls: list[list] = []
-        self.known: dict[str, CallOutcome] = {}
-        self.history: list[tuple[Evaluation, Events]] = []
+        self.asked: list[list] = []
+        self.plan: list[list] = []
+        self.planned_from = 0
+        self.history: list[ReplayRun] = []
+
+    def expect(self, calls: list[list]) -> None:
+        """The calls the tests will probably make, in order."""
+        self.plan, self.planned_from = list(calls), 0
 
     @property
     def events(self) -> Events:
-        return self.history[-1][1] if self.history else Events()
+        return self.history[-1].events if self.history else Events()
 
-    def _run(self) -> None:
-        spent = sum(evaluation.seconds for evaluation, _ in self.history)
+    def _run(self, calls: list[list]) -> None:
+        spent = sum(run.evaluation.seconds for run in self.history)
         limits = replace(self.limits, wall_seconds=max(self.limits.wall_seconds - spent, 0.001))
-        evaluation = self.evaluate(self.source, self.calls, limits)
-        self.history.append((evaluation, Events.parse(evaluation.events, evaluation.tag, len(self.calls),
-                                                      self.limits.answer_values)))
+        evaluation = self.evaluate(self.source, calls, limits)
+        events = Events.parse(evaluation.events, evaluation.tag, len(calls), self.limits.answer_values)
+        self.history.append(ReplayRun(evaluation, events, calls, len(self.asked)))
+
+    def _unplanned_failure(self) -> bool:
+        """Whether the latest run went wrong after asking planned calls: it is dropped and the plan with it (not
+        when the service could not run it at all: that is no fault of the plan)."""
+        last = self.history[-1] if self.history else None
+        if last is None or last.clean or len(last.calls) <= last.made or last.evaluation.status == "unavailable":
+            return False
+        self.history.pop()
+        self.plan = []
+        return True
 
     def call(self, call: list) -> CallOutcome | None:
-        key = json.dumps(call, sort_keys=True)
-        if key not in self.known:
+        self.asked.append(call)
+        index = len(self.asked) - 1
+        if call in self.plan[self.planned_from:]:
+            self.planned_from = self.plan.index(call, self.planned_from) + 1
+        while True:
             if self.history:
-                last, events = self.history[-1]
-                spent = sum(evaluation.seconds for evaluation, _ in self.history)
-                if (last.status != "ok" or not events.loaded or events.violations or events.beyond_budget
-                        or events.malformed or spent >= self.limits.wall_seconds):
+                last = self.history[-1]
+                asked_there = last.calls[:index + 1] == self.asked
+                if asked_there and index in last.events.outcomes:
+                    return last.events.outcomes[index]
+                if self._unplanned_failure():
+                    continue
+                spent = sum(run.evaluation.seconds for run in self.history)
+                if asked_there or not last.clean or spent >= self.limits.wall_seconds:
                     return None
-            self.calls.append(call)
-            self._run()
-            outcomes = self.events.outcomes
-            self.known.update((json.dumps(asked, sort_keys=True), outcomes[index])
-                              for index, asked in enumerate(self.calls) if index in outcomes)
-        return self.known.get(key)
+            self._run(self.asked + self.plan[self.planned_from:])
 
     def close(self) -> list[tuple[Evaluation, Events]]:
-        if not self.history:
-            self._run()
-        return self.history
+        if not self.history or self._unplanned_failure():
+            self._run(list(self.asked))
+        return [(run.evaluation, run.events) for run in self.history]
 
 
 def _result(runs: list[tuple[Evaluation, Events]], outcomes: list, total: int, isolation: str) -> SandboxResult:

@@ -228,11 +228,18 @@ def test_namespace(test: str, caller: Caller, candidate_names: set[str],
     other free name is the candidate's and proxied."""
     namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": builtins}
     for name in free_names(test) - (set(dir(builtins)) - entry_points):
-        if name in sys.stdlib_module_names and name not in candidate_names:
-            namespace[name] = importlib.import_module(name)
-        else:
-            namespace[name] = CandidateFunction(name, caller)
+        namespace[name] = CandidateFunction(name, caller) if _proxied(name, candidate_names) \
+            else importlib.import_module(name)
     return namespace
+
+
+def proxied_names(test: str, candidate_names: set[str], entry_points: frozenset[str] = frozenset()) -> set[str]:
+    """The free names of ``test`` that stand for the candidate's functions (:func:`test_namespace`)."""
+    return {name for name in free_names(test) - (set(dir(builtins)) - entry_points) if _proxied(name, candidate_names)}
+
+
+def _proxied(name: str, candidate_names: set[str]) -> bool:
+    return name not in sys.stdlib_module_names or name in candidate_names
 
 
 @dataclass(frozen=True)

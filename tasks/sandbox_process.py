@@ -80,7 +80,7 @@ class _RemovingSession:
     def __init__(self, session: LocalSession, work_dir: str) -> None:
         self.session, self.work_dir = session, work_dir
         self.events = session.events
-        self.call = session.call
+        self.call, self.expect = session.call, session.expect
 
     def close(self) -> list[tuple[Evaluation, Events]]:
         try:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -63,7 +64,9 @@ class FakeSandboxFusion:
             done = subprocess.run([sys.executable, "-I", "-S", "-c", request["code"]], input=request["stdin"],
                                   capture_output=True, text=True, timeout=request["run_timeout"])
         except subprocess.TimeoutExpired as expired:
-            run = {"status": "TimeLimitExceeded", "stdout": expired.stdout or "", "stderr": "", "return_code": None}
+            stdout = expired.stdout or b""  # bytes, whatever ``text`` says
+            run = {"status": "TimeLimitExceeded", "stdout": stdout.decode() if isinstance(stdout, bytes) else stdout,
+                   "stderr": "", "return_code": None}
         else:
             run = {"status": "Finished", "stdout": done.stdout, "stderr": done.stderr, "return_code": done.returncode}
         return {"status": "Success" if run.get("return_code") == 0 else "Failed", "compile_result": None,
@@ -84,17 +87,45 @@ def service():
 LIMITS = SandboxLimits(wall_seconds=3, cpu_seconds=2, memory_mb=256)
 
 
-def test_each_new_call_is_one_run_code_request_with_the_runs_limits(service):
+def test_calls_the_tests_name_with_literals_take_one_run_code_request_with_the_runs_limits(service):
     sandbox, limits = make_sandbox({"backend": "http", "url": service.url, "wall_seconds": 3, "memory_mb": 256})
     result = run_tests(CORRECT_ADD + "print('hello')", ADD_TESTS, sandbox, limits)
-    assert (result.status, result.passed, result.stdout, result.rounds) == ("passed", 3, "hello", 3)
+    assert (result.status, result.passed, result.stdout, result.rounds) == ("passed", 3, "hello", 1)
     (path, request), *_ = service.requests
-    assert len(service.requests) == 3 and path == "/run_code" and request["language"] == "python"
+    assert len(service.requests) == 1 and path == "/run_code" and request["language"] == "python"
     assert request["run_timeout"] <= 3 and request["memory_limit_MB"] == 256
     assert "assert" not in request["stdin"]  # the tests stay here
     wrong = run_tests("class Yes:\n    def __eq__(self, other):\n        return True\ndef add(a, b):\n"
                       "    return Yes()", ADD_TESTS, sandbox, limits)
     assert (wrong.status, wrong.passed) == ("failed", 0)
+
+
+HUMANEVAL_STYLE = "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 4\ncheck(add)"
+LOOPED = "for x in range(3):\n    assert add(x, 1) == x + 1"
+
+
+def test_a_check_function_takes_one_request_and_calls_computed_at_run_time_one_request_each(service):
+    """Every call used to be one more run replaying all calls before it: n calls cost n runs and ~n^2/2 calls."""
+    sandbox = HttpSandbox(service.url)
+    assert run_tests(CORRECT_ADD, [HUMANEVAL_STYLE], sandbox, LIMITS).rounds == 1
+    looped = run_tests(CORRECT_ADD, [LOOPED], sandbox, LIMITS)
+    assert (looped.status, looped.passed, looped.rounds) == ("passed", 1, 3) and len(service.requests) == 4
+
+
+COUNTER = "count = [0]\ndef tick(x):\n    count[0] += 1\n    return count[0]\n"
+COUNTER_TESTS = ["for _ in range(2):\n    assert tick(7) >= 1", "assert tick(9) == 3"]
+HANGS_ON_99 = "def add(a, b):\n    while a == 99:\n        pass\n    return a + b\n"
+NEVER_CALLED = ["assert add(1, 2) == 3", "if add(1, 1) == 5:\n    add(99, 0)"]
+
+
+@pytest.mark.parametrize(("source", "tests"), [(COUNTER, COUNTER_TESTS), (HANGS_ON_99, NEVER_CALLED)],
+                         ids=["calls-out-of-plan", "planned-call-never-made"])
+def test_replayed_runs_grade_as_a_live_session_whatever_the_plan_guessed(service, source, tests):
+    """A program with state answers each call as the calls before it left it (a repeated call used to reuse its
+    first answer: ``tick(9)`` then got 2); a planned call the tests never make cannot decide the verdict."""
+    live = run_tests(source, tests, make_sandbox({"backend": "process", "wall_seconds": 1})[0], LIMITS)
+    replayed = run_tests(source, tests, HttpSandbox(service.url), replace(LIMITS, wall_seconds=1))
+    assert (replayed.status, replayed.passed) == (live.status, live.passed) == ("passed", 2)
 
 
 def test_the_services_time_limit_is_a_timeout(service):
@@ -107,7 +138,7 @@ def test_failed_requests_are_retried_then_the_run_is_unavailable_and_scores_no_v
     down = FakeSandboxFusion(sandbox_error=True)
     try:
         retried = run_tests(CORRECT_ADD, ADD_TESTS, HttpSandbox(flaky.url, retries=2, backoff_seconds=0.01), LIMITS)
-        assert retried.status == "passed" and len(flaky.requests) == 2 + 3  # two refused, then one per call
+        assert retried.status == "passed" and len(flaky.requests) == 2 + 1  # two refused, then one for the 3 calls
         sandbox = HttpSandbox(down.url, retries=1, backoff_seconds=0.01)
         unavailable = run_tests(CORRECT_ADD, ADD_TESTS, sandbox, LIMITS)
         assert unavailable.status == "unavailable" and "no runner free" in unavailable.error
