@@ -21,9 +21,12 @@ def test_every_family_forward_takes_the_detected_cache_keyword(load_tiny, family
         assert cache_keyword() in inspect.signature(type(module).forward).parameters, type(module).__name__
 
 
-def test_a_forward_continues_the_cache_passed_to_it(load_tiny) -> None:
-    """Prefill + one cached step gives the full forward's last logits (an ignored cache would not)."""
-    model, _ = load_tiny("qwen2_5_vl")
+def test_a_forward_continues_the_cache_passed_to_it(tiny_qwen25vl) -> None:
+    """Prefill + one cached step gives the full forward's last logits (an ignored cache would not). A model of its
+    own: Qwen2.5-VL keeps the M-RoPE deltas of its last prompt with media, and a cached step without position ids
+    continues from them (the shared model's, after other tests, are not this prompt's)."""
+    model, _ = load_model_and_processor(tiny_qwen25vl, dtype="float32")
+    model.eval()
     ids = torch.arange(3, 11)[None]  # [1, 8] text tokens, no media
     full = model(input_ids=ids, use_cache=False).logits[:, -1]  # [1, V]
     cache = DynamicCache(config=model.config)
