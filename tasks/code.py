@@ -18,6 +18,7 @@ A run that breaks a sandbox rule or limit passes nothing; one the sandbox could 
 from __future__ import annotations
 
 import functools
+import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -29,6 +30,8 @@ from tasks.sandbox import Sandbox, SandboxLimits, SandboxResult, make_sandbox, r
 from tasks.shared_results import SharedResults, digest
 from tasks.syntax import names_of_all, top_level_names
 
+FUTURE_IMPORTS = re.compile(r"(?:[ \t]*(?:#[^\n]*)?\n|from __future__ import [^\n]*\n)*from __future__ import [^\n]*(?:\n|$)")
+"""The blank, comment and ``from __future__`` lines that open a source, up to its last such import."""
 MAX_COMPLETION_CHARS = 200_000
 """Longer completions are not graded (no code block): a bound on the text every code reward reads."""
 THINK_END = "</think>"
@@ -112,8 +115,14 @@ def sandbox_results(completions: Sequence[str], tests: Sequence[Sequence[str]], 
 
 
 def _after(preamble: str | None, source: str | None) -> str | None:
-    """``source`` run after ``preamble`` (its definitions win over the preamble's)."""
-    return f"{preamble}\n{source}" if preamble and source is not None else source
+    """``source`` run after ``preamble`` (its definitions win over the preamble's); the ``from __future__`` imports
+    that open ``source`` open the whole (they must come first)."""
+    if not preamble or source is None:
+        return source
+    future = FUTURE_IMPORTS.match(source)
+    if future is None:
+        return f"{preamble}\n{source}"
+    return f"{future.group()}\n{preamble}\n{source[future.end():]}"
 
 
 @register_reward("code_format")

@@ -20,9 +20,10 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import re
 import secrets
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Iterator, Mapping, Protocol
 
 from mmgrpo.registry import Registry
 from tasks.sandbox_grading import MAX_ELEMENTS, Caller, CallOutcome, count_values, defined_names, run_test
@@ -95,6 +96,9 @@ class Evaluation:
     stdout: str = ""
     stderr: str = ""
     seconds: float = 0.0
+    truncated: bool = False
+    """The back end returned only the first part of the output (a service's cap): answers past it are missing, not
+    refused, and a later run may ask them again."""
 
 
 class Session(Protocol):
@@ -159,10 +163,13 @@ class SandboxResult:
         return asdict(self)
 
 
-def job(source: str, calls: list[list], limits: SandboxLimits, *, guard: bool = False) -> tuple[bytes, str]:
-    """The child program's stdin for one run, and the tag its event lines start with."""
+def job(source: str, calls: list[list], limits: SandboxLimits, *, guard: bool = False,
+        silent: int = 0) -> tuple[bytes, str]:
+    """The child program's stdin for one run, and the tag its event lines start with; the answers to the first
+    ``silent`` calls are not written (:mod:`tasks.sandbox_replay`)."""
     tag = secrets.token_hex(8) + " "
-    payload = {"source": source, "calls": calls, "limits": limits.child_limits(), "guard": guard, "tag": tag}
+    payload = {"source": source, "calls": calls, "silent": silent, "limits": limits.child_limits(), "guard": guard,
+               "tag": tag}
     return json.dumps(payload).encode() + b"\n", tag
 
 
@@ -192,11 +199,27 @@ class Events:
     (``raised``, ``violation``, ``error``) or an answer with fields the child never writes. None: none was."""
 
     @classmethod
-    def parse(cls, text: str, tag: str, n_calls: int, answer_values: int = SandboxLimits.answer_values) -> Events:
+    def parse(cls, text: str, tag: str, n_calls: int, answer_values: int = SandboxLimits.answer_values,
+              answered: int = 0) -> Events:
+        """The events of a whole run's output (a service's stdout, prints and events mixed): its tagged lines are
+        found by searches in C (7 MB of newlines split in Python cost ~1.7 s of the trainer's CPU, the GIL held), and
+        the answers to the first ``answered`` calls, which earlier runs gave, are skipped unread."""
         events = cls(expected=n_calls, answer_values=answer_values)
-        for line in text.splitlines():
-            events.take_line(line, tag)
+        known = re.compile(re.escape(tag) + r'\{"i": (\d{1,9}),')
+        for start, end in _tagged_lines(text, tag):
+            skipped = known.match(text, start, end) if answered else None
+            if skipped is None or int(skipped.group(1)) >= answered:
+                events.take_line(text[start:end], tag)
         return events
+
+    @staticmethod
+    def prints(text: str, tag: str) -> str:
+        """``text`` without its tagged lines: what the code printed."""
+        kept, start = [], 0
+        for line_start, line_end in _tagged_lines(text, tag):
+            kept.append(text[start:line_start])
+            start = line_end + 1
+        return "".join(kept) + text[start:]
 
     def expect(self, n_calls: int) -> None:
         self.expected = n_calls
@@ -262,6 +285,17 @@ class Events:
                 self.outcomes[event["i"]] = _answer(event.get("value"), values)
 
 
+def _tagged_lines(text: str, tag: str) -> Iterator[tuple[int, int]]:
+    """Where each line of ``text`` that starts with ``tag`` starts and ends (its newline excluded)."""
+    at = text.find(tag)
+    while at != -1:
+        end = text.find("\n", at)
+        end = len(text) if end == -1 else end
+        if at == 0 or text[at - 1] == "\n":
+            yield at, end
+        at = text.find(tag, end)
+
+
 def _answer(encoded: object, values: int) -> CallOutcome:
     try:
         return CallOutcome.answer(encoded, values)
@@ -284,91 +318,6 @@ def run_tests(source: str, tests: list[str], sandbox: Sandbox, limits: SandboxLi
     finally:
         runs = session.close()
     return _result(runs, outcomes, len(tests), sandbox.isolation)
-
-
-@dataclass(frozen=True)
-class ReplayRun:
-    """One run of a replay session: how it ended, what it reported, the calls it asked and how many of them the
-    tests had made when it started (the rest were planned)."""
-
-    evaluation: Evaluation
-    events: Events
-    calls: list[list]
-    made: int
-
-    @property
-    def clean(self) -> bool:
-        """Whether it ran to its end within every rule and limit."""
-        return (self.evaluation.status == "ok" and bool(self.events.loaded) and not self.events.violations
-                and not self.events.beyond_budget and not self.events.malformed)
-
-
-class ReplaySession:
-    """A session over a back end that takes all of a run's calls at once (a service's one-shot stdin).
-
-    A run asks the calls the tests made so far, then the rest of the plan (:meth:`expect`: the calls their syntax
-    names, :mod:`tasks.sandbox_plan`), so tests whose calls are planned take one run, not one per call. A call is
-    answered from the latest run only when every call before it there was the one the tests made (the program
-    replayed exactly as a live session would have run it); otherwise it takes one more run. A run that went wrong
-    after planned calls is not counted (neither its verdict nor its seconds): the calls the tests made are asked
-    again without a plan. None before the first call, one without calls when the tests make none; the counted runs'
-    seconds share one wall clock."""
-
-    def __init__(self, evaluate: Callable[[str, list[list], SandboxLimits], Evaluation], source: str,
-                 limits: SandboxLimits) -> None:
-        self.evaluate, self.source, self.limits = evaluate, source, limits
-        self.asked: list[list] = []
-        self.plan: list[list] = []
-        self.planned_from = 0
-        self.history: list[ReplayRun] = []
-
-    def expect(self, calls: list[list]) -> None:
-        """The calls the tests will probably make, in order."""
-        self.plan, self.planned_from = list(calls), 0
-
-    @property
-    def events(self) -> Events:
-        return self.history[-1].events if self.history else Events()
-
-    def _run(self, calls: list[list]) -> None:
-        spent = sum(run.evaluation.seconds for run in self.history)
-        limits = replace(self.limits, wall_seconds=max(self.limits.wall_seconds - spent, 0.001))
-        evaluation = self.evaluate(self.source, calls, limits)
-        events = Events.parse(evaluation.events, evaluation.tag, len(calls), self.limits.answer_values)
-        self.history.append(ReplayRun(evaluation, events, calls, len(self.asked)))
-
-    def _unplanned_failure(self) -> bool:
-        """Whether the latest run went wrong after asking planned calls: it is dropped and the plan with it (not
-        when the service could not run it at all: that is no fault of the plan)."""
-        last = self.history[-1] if self.history else None
-        if last is None or last.clean or len(last.calls) <= last.made or last.evaluation.status == "unavailable":
-            return False
-        self.history.pop()
-        self.plan = []
-        return True
-
-    def call(self, call: list) -> CallOutcome | None:
-        self.asked.append(call)
-        index = len(self.asked) - 1
-        if call in self.plan[self.planned_from:]:
-            self.planned_from = self.plan.index(call, self.planned_from) + 1
-        while True:
-            if self.history:
-                last = self.history[-1]
-                asked_there = last.calls[:index + 1] == self.asked
-                if asked_there and index in last.events.outcomes:
-                    return last.events.outcomes[index]
-                if self._unplanned_failure():
-                    continue
-                spent = sum(run.evaluation.seconds for run in self.history)
-                if asked_there or not last.clean or spent >= self.limits.wall_seconds:
-                    return None
-            self._run(self.asked + self.plan[self.planned_from:])
-
-    def close(self) -> list[tuple[Evaluation, Events]]:
-        if not self.history or self._unplanned_failure():
-            self._run(list(self.asked))
-        return [(run.evaluation, run.events) for run in self.history]
 
 
 def _result(runs: list[tuple[Evaluation, Events]], outcomes: list, total: int, isolation: str) -> SandboxResult:

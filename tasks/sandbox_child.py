@@ -1,6 +1,6 @@
 """The program every sandbox back end runs around the untrusted code (``python -I -S -B``, stdlib only).
 
-It reads one job, a JSON line, from stdin (``source``, ``calls``, ``limits``, ``guard``, ``tag``), lowers
+It reads one job, a JSON line, from stdin (``source``, ``calls``, ``silent``, ``limits``, ``guard``, ``tag``), lowers
 its own resource limits, executes ``source``, then makes each call ``[name, args, kwargs]`` (arguments
 in the value encoding below): the job's ``calls``, then one per further stdin line until stdin closes,
 each answered before the next is read. ``source`` runs as a module of its own, :data:`MODULE_NAME` (never
@@ -11,7 +11,8 @@ descriptor it was given (``argv[1]``; stdout when it is ``-`` or absent: a servi
 line starting with ``tag`` (so the code's own prints are told apart):
 
 - ``{"loaded": true}`` once ``source`` ran, or ``{"error": "..."}`` when it raised;
-- ``{"i": k, "value": ...}`` or ``{"i": k, "raised": [type name, message]}`` per call;
+- ``{"i": k, "value": ...}`` or ``{"i": k, "raised": [type name, message]}`` per call (none for the first ``silent``
+  calls: a replay's calls that an earlier run answered, made again only for the state they leave);
 - ``{"violation": "..."}`` when the audit hook (``guard``) refused an operation.
 
 It never sees the tests or their expected values, and it decides nothing: the caller decodes
@@ -223,13 +224,18 @@ def main() -> None:
         emit({"error": _error_name(error)})
         return
     emit({"loaded": True})
+    silent = int(job.get("silent", 0))
     for index, (name, args, kwargs) in enumerate(_requests(job, jobs)):
         try:
             if name not in namespace:
                 raise NameError(f"name {name!r} is not defined")
-            value = encode(namespace[name](*decode(args), **decode(kwargs)))
+            value = namespace[name](*decode(args), **decode(kwargs))
+            if index < silent:
+                continue
+            value = encode(value)
         except BaseException as error:  # noqa: BLE001
-            emit({"i": index, "raised": [type(error).__name__[:100], str(error)[:300]]})
+            if index >= silent:
+                emit({"i": index, "raised": [type(error).__name__[:100], str(error)[:300]]})
             continue
         emit({"i": index, "value": value})
 

@@ -20,14 +20,29 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tasks.sandbox import BACKENDS, Evaluation, ReplaySession, SandboxLimits, job
+from tasks.sandbox import BACKENDS, Evaluation, Events, SandboxLimits, job
+from tasks.sandbox_replay import ReplaySession
 
 CHILD_PROGRAM = Path(__file__).with_name("sandbox_child.py")
 _RETRIED_HTTP = (429, 500, 502, 503, 504)
 
 
+SANDBOX_FUSION_OUTPUT_CAP = 1 << 20
+"""SandboxFusion's runners keep at most 1 MiB of a run's stdout and of its stderr."""
+
+
 class ServiceError(RuntimeError):
     """The service gave no usable answer this time."""
+
+
+class ResponseTooLarge(RuntimeError):
+    """The service's answer is longer than the run's output could honestly make it (not retried)."""
+
+
+def _response_bytes(limits: SandboxLimits) -> int:
+    """The longest answer read: the run's output (``file_size_mb``, JSON-escaped: up to 6 bytes a character) and
+    room for the rest of the answer."""
+    return 6 * (limits.file_size_mb << 20) + (1 << 16)
 
 
 @BACKENDS.register("http")
@@ -37,13 +52,17 @@ class HttpSandbox:
     unsafe = False
 
     def __init__(self, url: str, retries: int = 3, backoff_seconds: float = 1.0, request_slack_seconds: float = 30.0,
-                 language: str = "python") -> None:
+                 language: str = "python", output_cap_bytes: int = SANDBOX_FUSION_OUTPUT_CAP) -> None:
         """``url``: the service's base URL; ``retries`` of a failed request, ``backoff_seconds`` before the first
-        (doubling); a request is abandoned ``request_slack_seconds`` after the run's own wall clock."""
+        (doubling); a request is abandoned ``request_slack_seconds`` after the run's own wall clock;
+        ``output_cap_bytes``: the most stdout the service returns of a run (a run that reaches it may have lost its
+        last answers: they are asked again in a run of their own, :mod:`tasks.sandbox_replay`)."""
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"sandbox url must start with http:// or https://, got {url!r}")
-        if retries < 0 or backoff_seconds < 0 or request_slack_seconds <= 0:
-            raise ValueError("sandbox retries and backoff_seconds must be >= 0, request_slack_seconds > 0")
+        if retries < 0 or backoff_seconds < 0 or request_slack_seconds <= 0 or output_cap_bytes <= 0:
+            raise ValueError("sandbox retries and backoff_seconds must be >= 0, request_slack_seconds and "
+                             "output_cap_bytes > 0")
+        self.output_cap_bytes = output_cap_bytes
         self.endpoint = url.rstrip("/") + "/run_code"
         self.retries, self.backoff_seconds = retries, backoff_seconds
         self.request_slack_seconds, self.language = request_slack_seconds, language
@@ -60,8 +79,8 @@ class HttpSandbox:
         """Requests answer calls in batches only: each new call is one more run (:class:`ReplaySession`)."""
         return ReplaySession(self.evaluate, source, limits)
 
-    def evaluate(self, source: str, calls: list[list], limits: SandboxLimits) -> Evaluation:
-        payload, tag = job(source, calls, limits)
+    def evaluate(self, source: str, calls: list[list], limits: SandboxLimits, silent: int = 0) -> Evaluation:
+        payload, tag = job(source, calls, limits, silent=silent)
         request = {"code": self.program, "language": self.language, "stdin": payload.decode(),
                    "run_timeout": limits.wall_seconds, "memory_limit_MB": limits.memory_mb}
         started, error = time.monotonic(), ""
@@ -69,7 +88,10 @@ class HttpSandbox:
             if attempt:
                 time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
             try:
-                answer = self._post(request, limits.wall_seconds + self.request_slack_seconds)
+                answer = self._post(request, limits.wall_seconds + self.request_slack_seconds,
+                                    _response_bytes(limits))
+            except ResponseTooLarge as failure:
+                return Evaluation("output_limit", tag=tag, error=str(failure), seconds=time.monotonic() - started)
             except ServiceError as failure:
                 error = str(failure)
                 continue
@@ -77,12 +99,16 @@ class HttpSandbox:
         return Evaluation("unavailable", tag=tag, error=f"{self.endpoint}: {error} ({self.retries + 1} attempts)",
                           seconds=time.monotonic() - started)
 
-    def _post(self, request: dict, timeout: float) -> dict:
+    def _post(self, request: dict, timeout: float, most_bytes: int) -> dict:
+        """The service's answer, read up to ``most_bytes`` (past them: :class:`ResponseTooLarge`)."""
         http_request = urllib.request.Request(self.endpoint, data=json.dumps(request).encode(), method="POST",
                                               headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(http_request, timeout=timeout) as response:
-                answer = json.loads(response.read())
+                body = response.read(most_bytes + 1)
+                if len(body) > most_bytes:
+                    raise ResponseTooLarge(f"the service answered more than {most_bytes} bytes (unread)")
+                answer = json.loads(body)
         except urllib.error.HTTPError as failure:
             if failure.code in _RETRIED_HTTP:
                 raise ServiceError(f"HTTP {failure.code}") from None
@@ -97,11 +123,11 @@ class HttpSandbox:
     def _evaluation(self, answer: dict, tag: str, limits: SandboxLimits, seconds: float) -> Evaluation:
         run = answer["run_result"]
         stdout, stderr = str(run.get("stdout") or ""), str(run.get("stderr") or "")
-        prints = "\n".join(line for line in stdout.splitlines() if not line.startswith(tag))
-        common = {"events": stdout, "tag": tag, "stdout": prints[-limits.captured_bytes:],
-                  "stderr": stderr[-limits.captured_bytes:], "seconds": seconds}
+        common = {"events": stdout, "tag": tag, "stderr": stderr[-limits.captured_bytes:], "seconds": seconds}
         if len(stdout) + len(stderr) > limits.file_size_mb << 20:
             return Evaluation("output_limit", error=f"printed more than {limits.file_size_mb} MB", **common)
+        common["truncated"] = len(stdout) >= self.output_cap_bytes
+        common["stdout"] = Events.prints(stdout, tag).removesuffix("\n")[-limits.captured_bytes:]
         if run.get("status") == "TimeLimitExceeded":
             return Evaluation("timeout", error="wall-clock limit reached (service)", **common)
         return Evaluation("ok", **common)

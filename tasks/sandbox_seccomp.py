@@ -29,7 +29,8 @@ What it does, on x86-64 and AArch64:
   on host processes' access to bound directories) and to ``setsockopt`` of the ``SOL_SOCKET`` buffer sizes
   (``SO_SNDBUF``, ``SO_RCVBUF`` and their ``FORCE`` forms: socket buffers are kernel memory past ``memory_mb``),
   and to ``splice``, ``tee``, ``vmsplice``, ``sendfile`` and ``copy_file_range`` (each can hold a pipe's lock while
-  it waits, and the trainer's read of that pipe would sleep past any wall clock);
+  it waits, and the trainer's read of that pipe would sleep past any wall clock), and to ``fadvise64`` (dropping a
+  bound host file's pages from the host's cache);
   ``ENOSYS`` to ``clone3`` (whose flags a filter cannot read: the C library falls back to ``clone``);
 - kills a process of any other architecture (32-bit or x32 system calls) outright.
 """
@@ -75,13 +76,15 @@ KILLED = (
     "io_setup", "io_submit", "io_getevents", "io_pgetevents", "io_destroy", "io_cancel",
 )
 REFUSED = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat", "sysinfo",
-           "splice", "tee", "vmsplice", "sendfile", "copy_file_range")
+           "splice", "tee", "vmsplice", "sendfile", "copy_file_range", "fadvise64")
 """Answered EPERM rather than killed: innocent library code tries them and handles the refusal (``sysinfo`` would
 tell the host's process count and memory: the C library's ``sysconf`` reports the refusal as unknown; ``shutil``
 falls back to read and write when ``sendfile`` or ``copy_file_range`` is refused). ``splice``, ``tee``, ``vmsplice``,
 ``sendfile`` and ``copy_file_range`` would hold a pipe's lock while they wait on their other end: the trainer's read
 of stdout, stderr or the events pipe (or its write to stdin) would then sleep uninterruptibly, past its wall clock.
-(``sendfile64`` is the same call, ``sendfile``, on x86-64 and AArch64.)"""
+(``sendfile64`` is the same call, ``sendfile``, on x86-64 and AArch64.) ``fadvise64`` with ``POSIX_FADV_DONTNEED`` on
+a host file bound read-only into the sandbox (the trainer's Python installation) drops its pages from the host's
+cache."""
 
 # name -> (x86-64, AArch64); None where the architecture has no such call
 NUMBERS = {
@@ -112,6 +115,7 @@ NUMBERS = {
     "io_setup": (206, 0), "io_submit": (209, 2), "io_getevents": (208, 4), "io_pgetevents": (333, 292),
     "io_destroy": (207, 1), "io_cancel": (210, 3),
     "splice": (275, 76), "tee": (276, 77), "vmsplice": (278, 75), "sendfile": (40, 71), "copy_file_range": (326, 285),
+    "fadvise64": (221, 223),
 }
 _ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in NUMBERS, AUDIT_ARCH_*
 
