@@ -4,7 +4,7 @@ the last rank hanging there (``--hang-in-step K``)::
 
     torchrun --standalone --nproc-per-node 2 tests/e2e/distributed_train.py [--stop-in-step K] ARGS...
 
-ARGS are ``mmgrpo train``'s. Launched by ``test_distributed_run.py``.
+ARGS are ``mmgrpo train``'s. Launched by the 2-rank tests (``tests/e2e/ranks.py``).
 """
 
 from __future__ import annotations

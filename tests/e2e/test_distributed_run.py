@@ -5,60 +5,22 @@ every checkpoint is a consolidated model that plain transformers loads and gener
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import shutil
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 import torch
-import yaml
 from safetensors.torch import load_file
 from transformers import AutoModelForImageTextToText, AutoProcessor
 
-from mmgrpo.cli import main
 from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.checkpoint import latest_checkpoint
-from tests.torchrun import torchrun
-
-from tests.e2e import distributed_train
+from tests.e2e.ranks import NEEDS_DEEPSPEED, STEPS, stopped_after_step_one, succeeded, torchrun_train
 
 pytestmark = pytest.mark.distributed
-NEEDS_DEEPSPEED = pytest.mark.skipif(
-    importlib.util.find_spec("deepspeed") is None,
-    reason="DeepSpeed is not installed (pip install 'mmgrpo[deepspeed]'): ZeRO runs NOT tested",
-)
-EXTENSIONS_CACHE = Path(tempfile.gettempdir()) / "mmgrpo-torch-extensions"
-STEPS = 3
 # fp32 on CPU, same ranks, same order of every reduction: a resumed run repeats the uninterrupted one.
 RESUME_TOLERANCE = 1e-6
-
-
-def _torchrun(
-    *arguments: str, stop_in_step: int | None = None, hang_in_step: int | None = None, ranks: int = 2, nodes: int = 1
-) -> subprocess.CompletedProcess:
-    stop = ["--stop-in-step", str(stop_in_step)] if stop_in_step else []
-    stop += ["--hang-in-step", str(hang_in_step)] if hang_in_step else []
-    extensions = os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE))
-    return torchrun(ranks, [distributed_train.__file__, *stop, *arguments], env={"TORCH_EXTENSIONS_DIR": extensions},
-                    nodes=nodes)
-
-
-def _succeeded(done: subprocess.CompletedProcess) -> None:
-    assert done.returncode == 0, f"torchrun failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-8000:]}"
-
-
-def _stopped_after_step_one(done: subprocess.CompletedProcess, checkpoints: Path) -> None:
-    """A run stopped by SIGTERM in step 2 fails (143 from each rank) with step 1 saved."""
-    output = f"{done.stdout[-3000:]}\n{done.stderr[-8000:]}"
-    assert done.returncode != 0, f"the stopped run succeeded:\n{output}"
-    saved = latest_checkpoint(checkpoints)
-    assert saved is not None and saved.name == "step-1", f"latest checkpoint {saved} after the stop:\n{output}"
 
 
 @pytest.fixture(scope="session")
@@ -114,12 +76,12 @@ def test_two_ranks_train_stop_resume_exactly_and_export(
     config.save_yaml(recipe)
     runs = Path(config.log.output_dir)
 
-    _succeeded(_torchrun(str(recipe), "log.run_name=whole", nodes=nodes))
-    _stopped_after_step_one(_torchrun(str(recipe), "log.run_name=cut", stop_in_step=2, nodes=nodes),
+    succeeded(torchrun_train(str(recipe), "log.run_name=whole", nodes=nodes))
+    stopped_after_step_one(torchrun_train(str(recipe), "log.run_name=cut", stop_in_step=2, nodes=nodes),
                             runs / "cut" / "checkpoints")
     if fewer_ranks:
         shutil.copytree(runs / "cut", runs / "fewer")
-    _succeeded(_torchrun(str(recipe), "log.run_name=cut", "--resume", nodes=nodes))
+    succeeded(torchrun_train(str(recipe), "log.run_name=cut", "--resume", nodes=nodes))
     if fewer_ranks:
         _continues_on_one_rank(recipe, runs / "fewer", config.train.backend)
 
@@ -163,147 +125,8 @@ def _continues_on_one_rank(recipe: Path, run: Path, backend: str) -> None:
     """The data position is global; FSDP2 checkpoints hold the whole optimizer state, DeepSpeed's
     are converted to its universal format: a 2-rank run stopped after step 1 continues on 1 rank
     (not bit-equal to 2 ranks: each rank samples with its own seed)."""
-    _succeeded(_torchrun(str(recipe), f"log.run_name={run.name}", "--resume", ranks=1))
+    succeeded(torchrun_train(str(recipe), f"log.run_name={run.name}", "--resume", ranks=1))
     assert [row["step"] for row in read_metrics(run / "metrics.jsonl")] == list(range(1, STEPS + 1))
     assert latest_checkpoint(run / "checkpoints").name == f"step-{STEPS}"
     if backend == "deepspeed":
         assert "to DeepSpeed's universal checkpoint" in (run / "train.log").read_text()
-
-
-def _trained_ids(run: Path) -> dict[int, list[str]]:
-    """Per step, the sample ids of the groups trained on, every rank's (completions.jsonl)."""
-    steps: dict[int, list[str]] = {}
-    for record in read_metrics(run / "completions.jsonl"):
-        ids = steps.setdefault(record["step"], [])
-        if record["sample_id"] not in ids:
-            ids.append(record["sample_id"])
-    return steps
-
-
-ASYNC = ("rollout.mode=async", "rollout.worker_threads=1")
-
-
-def _async_configs(small_config, tmp_path: Path, backend: list[str], variants: dict[str, tuple[str, ...]]) -> dict[str, Path]:
-    """A recipe per variant of one 2-rank run, logging every rank's completions every step."""
-    common = (f"train.steps={STEPS}", "algo.beta=0.04", "eval.before=false", "eval.after=false",
-              "log.log_completions_every=1", "log.completions_per_log=100", *backend)
-    recipes = {}
-    for name, overrides in variants.items():
-        recipes[name] = tmp_path / f"{name}.yaml"
-        small_config(*common, *overrides).save_yaml(recipes[name])
-    return recipes
-
-
-def test_two_ranks_with_a_rollout_worker_each_train_as_sync_mode_and_resume_their_batches_in_flight(
-    small_config, tmp_path
-):
-    """Each rank's worker samples its share of the prompts with sync mode's per-rank seeds from the
-    rank's whole weights, gathered one tensor at a time from the FSDP2 shards (ZeRO-3 gathers the same
-    way, through the same whole-weights iterator): at max_staleness=0 the run is the sync run. One step
-    off-policy, a stop records every rank's batches in flight and the resumed run trains on the sync
-    run's prompts in the same order. (ZeRO-2 and one process hand over the module's own weights: the
-    single-process tests cover that path.)"""
-    backend = ["train.backend=fsdp2"]
-    recipes = _async_configs(small_config, tmp_path, backend, {
-        "sync": (), "async0": (*ASYNC, "rollout.max_staleness=0"),
-        "async1": (*ASYNC, "rollout.max_staleness=1", "algo.is_correction=tis", "checkpoint.every_n_steps=1")})
-    output = Path(small_config().log.output_dir)
-    for name in ("sync", "async0"):
-        _succeeded(_torchrun(str(recipes[name]), f"log.run_name={name}"))
-    sync_rows, async_rows = (read_metrics(output / name / "metrics.jsonl") for name in ("sync", "async0"))
-    assert sync_rows[-1]["kl"] > 0  # later steps sample from updated weights
-    for expected, got in zip(sync_rows, async_rows, strict=True):
-        assert got["async/staleness_max"] == 0
-        for key in ("loss", "reward/total", "grad_norm", "length/mean"):
-            assert got[key] == pytest.approx(expected[key], rel=1e-5, abs=1e-7), (expected["step"], key)
-    assert _trained_ids(output / "async0") == _trained_ids(output / "sync")
-
-    _stopped_after_step_one(_torchrun(str(recipes["async1"]), "log.run_name=cut", stop_in_step=2),
-                            output / "cut" / "checkpoints")
-    _succeeded(_torchrun(str(recipes["async1"]), "log.run_name=cut", "--resume"))
-    assert max(row["async/staleness_max"] for row in read_metrics(output / "cut" / "metrics.jsonl")) == 1
-    assert _trained_ids(output / "cut") == _trained_ids(output / "sync")
-
-
-def test_a_global_batch_that_does_not_divide_across_ranks_fails_before_launch(small_config, tmp_path, capsys):
-    config = small_config("train.backend=fsdp2", "rollout.prompts_per_step=5", "train.micro_batch_size=4")
-    recipe = tmp_path / "recipe.yaml"
-    config.save_yaml(recipe)
-    assert main(["train", str(recipe), "--nproc", "2"]) == 2
-    error = capsys.readouterr().err
-    assert "rollout.prompts_per_step=5" in error and "2 ranks" in error
-    assert "WORLD_SIZE" not in os.environ
-    assert not (Path(config.log.output_dir) / config.log.run_name).exists()
-
-
-def test_accelerate_launch_starts_two_ranks(small_config, tmp_path):
-    """``accelerate launch`` in place of torchrun (``mmgrpo train --nproc 2`` starts the installed-task
-    package's 2-rank run in tests/e2e/test_outside_task.py)."""
-    if importlib.util.find_spec("accelerate") is None:
-        pytest.skip("accelerate is not installed: its launcher NOT tested")
-    config = small_config("train.steps=2", "train.backend=fsdp2", "eval.before=false", "eval.after=false")
-    recipe = tmp_path / "recipe.yaml"
-    config.save_yaml(recipe)
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-               "-m", "mmgrpo", "train", str(recipe)]
-    done = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
-                          timeout=900)
-    _succeeded(done)
-    assert done.stdout.count('"grpo_steps": 2') == 2  # both ranks ran the whole job
-    run = Path(config.log.output_dir) / config.log.run_name
-    assert [row["step"] for row in read_metrics(run / "metrics.jsonl")] == [1, 2]  # logged once, by rank 0
-
-
-def test_a_hanging_rank_fails_the_run_at_the_collective_timeout(small_config, tmp_path):
-    config = small_config("train.steps=2", "train.backend=fsdp2", "train.collective_timeout_s=10",
-                          "eval.before=false", "eval.after=false")
-    recipe = tmp_path / "recipe.yaml"
-    config.save_yaml(recipe)
-    started = time.monotonic()
-    done = _torchrun(str(recipe), hang_in_step=1)
-    assert done.returncode != 0
-    assert time.monotonic() - started < distributed_train.HANG_SECONDS / 2  # did not wait for the hung rank
-    failure = next(line for line in done.stderr.splitlines() if line.startswith("mmgrpo train: rank 0 of 2 failed"))
-    assert "Timed out" in failure  # the rank that gave up says why
-
-
-@pytest.mark.parametrize(
-    "backend",
-    # FSDP2 gathers the tower's weights in each forward and reduces its gradients: the stricter of the two
-    # (ZeRO-2, which only reduces them, was run too when the pass landed)
-    [pytest.param({"backend": "fsdp2"}, id="fsdp2")],
-)
-def test_rows_with_and_without_media_train_on_several_ranks(backend, tiny_qwen25vl, tmp_path):
-    """Image counting mixed with text-only arithmetic: in a step where one rank's prompt has an image and the
-    other's has none, the rank without media runs the dummy media pass (the vision tower on a tiny input at
-    weight zero) in rollout, reference and training forwards, so the ranks' collectives match and the run
-    trains (without the pass ZeRO-2 and FSDP2 abort in the first such step; the short collective timeout
-    turns a mismatch that would hang into a failure)."""
-    recipe = tmp_path / "mixed.yaml"
-    recipe.write_text(yaml.safe_dump({
-        "model": {"name_or_path": str(tiny_qwen25vl)},
-        "log": {"run_name": "mixed", "output_dir": str(tmp_path / "runs"), "progress_bar": False, "tensorboard": False,
-                "log_completions_every": 1, "completions_per_log": 100},
-        "data": {"dir": str(tmp_path / "data"), "train": [
-            {"recipe": "clevr_count", "task": "clevr_count", "recipe_args": {"n": 20}},
-            {"recipe": "arithmetic", "task": "math", "recipe_args": {"n": 20}},
-        ]},
-        "sft": {"enabled": False}, "eval": {"before": False, "after": False}, "algo": {"beta": 0.04},
-        "rollout": {"prompts_per_step": 2, "num_generations": 4, "max_new_tokens": 6},
-        "train": {"steps": STEPS, "micro_batch_size": 4, "collective_timeout_s": 60, **backend},
-    }))
-    done = _torchrun(str(recipe))
-    _succeeded(done)
-    run = tmp_path / "runs" / "mixed"
-    assert [row["step"] for row in read_metrics(run / "metrics.jsonl")] == list(range(1, STEPS + 1))
-    tasks = _trained_tasks(run)  # one prompt per rank and step
-    assert any(sorted(step) == ["clevr_count", "math"] for step in tasks.values()), tasks  # one rank text-only
-
-
-def _trained_tasks(run: Path) -> dict[int, list[str]]:
-    """Per step, the task of each group trained on, every rank's (completions.jsonl)."""
-    steps: dict[int, dict[str, str]] = {}
-    for record in read_metrics(run / "completions.jsonl"):
-        steps.setdefault(record["step"], {})[record["sample_id"]] = record["task"]
-    return {step: list(groups.values()) for step, groups in steps.items()}

@@ -15,7 +15,7 @@ import pytest
 from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
 
 from mmgrpo.run_files import read_metrics
-from tests.e2e.test_distributed_run import NEEDS_DEEPSPEED, _succeeded, _torchrun
+from tests.e2e.ranks import NEEDS_DEEPSPEED, succeeded, torchrun_train
 from tests.trainer.test_grpo_trainer import train
 
 pytestmark = pytest.mark.gpu
@@ -51,5 +51,5 @@ def test_deepspeed_zero2_steps_in_fp16_on_cuda(small_config, tiny_model_dir, tmp
                           f"train.steps={STEPS}", "eval.before=false", "eval.after=false")
     recipe = tmp_path / "recipe.yaml"
     config.save_yaml(recipe)
-    _succeeded(_torchrun(str(recipe), "log.run_name=zero2-fp16", ranks=1))
+    succeeded(torchrun_train(str(recipe), "log.run_name=zero2-fp16", ranks=1))
     check_steps(Path(config.log.output_dir) / "zero2-fp16", "fp16")
