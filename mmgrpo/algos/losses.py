@@ -1,12 +1,14 @@
-"""The GRPO policy loss: PPO clipped surrogate, optional KL term, and loss aggregation.
+"""The GRPO policy loss: a policy-gradient surrogate, optional KL term and entropy bonus, and loss aggregation.
 
-Per token, with ``ratio = exp(logp - old_logp)`` and advantage ``A``
-(DeepSeekMath arXiv 2402.03300 eq. 3; DAPO arXiv 2503.14476 for the separate bounds):
+Per token, with ``ratio = exp(logp - old_logp)`` and advantage ``A``, the default surrogate (``vanilla``,
+DeepSeekMath arXiv 2402.03300 eq. 3; DAPO arXiv 2503.14476 for the separate bounds) gives
 
-    loss_t = -min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A) + beta * KL_t
+    loss_t = -min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A) + beta * KL_t - entropy_coeff * H_t
 
 Dual clip (Ye et al. 2020, arXiv 1912.09729; verl ``clip_ratio_c``) caps the loss of a
-negative-advantage token at ``-dual_clip * A``, so a huge ratio cannot blow it up.
+negative-advantage token at ``-dual_clip * A``, so a huge ratio cannot blow it up. The other surrogates
+(GSPO, GSPO-token, CISPO) are in :mod:`mmgrpo.algos.surrogates`; the entropy bonus is aggregated as the loss is
+(verl's sign: a positive ``entropy_coeff`` rewards entropy).
 
 Aggregations (``LOSS_AGGREGATIONS``) turn the ``[B, T]`` per-token losses into a scalar:
 
@@ -28,6 +30,7 @@ from torch import Tensor
 
 from mmgrpo.algos.kl import kl_penalty
 from mmgrpo.algos.stats import masked_mean, masked_sum
+from mmgrpo.algos.surrogates import SURROGATES
 from mmgrpo.registry import Registry
 
 Aggregation = Callable[..., Tensor]
@@ -87,41 +90,12 @@ def _check_inputs(
 def _check_options(
     eps_low: float, eps_high: float, dual_clip: float | None, beta: float, has_ref: bool
 ) -> None:
-    if not 0 <= eps_low < 1 or eps_high < 0:
-        raise ValueError(f"policy_loss: need 0 <= eps_low < 1 and eps_high >= 0, got {eps_low}, {eps_high}")
+    if not 0 <= eps_low <= 1 or eps_high < 0:
+        raise ValueError(f"policy_loss: need 0 <= eps_low <= 1 and eps_high >= 0, got {eps_low}, {eps_high}")
     if dual_clip is not None and dual_clip <= 1:
         raise ValueError(f"policy_loss: dual_clip must be > 1 (a bound on the ratio), got {dual_clip}")
     if beta < 0 or (beta > 0 and not has_ref):
         raise ValueError(f"policy_loss: beta={beta} needs beta >= 0, and ref_logp when beta > 0")
-
-
-def clipped_surrogate(
-    ratio: Tensor, advantages: Tensor, eps_low: float, eps_high: float, dual_clip: float | None
-) -> Tensor:
-    """Per-token PPO loss ``[B, T]`` (to minimise), with the optional dual-clip cap."""
-    unclipped = -advantages * ratio
-    clipped = -advantages * ratio.clamp(1 - eps_low, 1 + eps_high)
-    losses = torch.maximum(unclipped, clipped)
-    if dual_clip is None:
-        return losses
-    capped = torch.minimum(losses, -dual_clip * advantages)
-    return torch.where(advantages < 0, capped, losses)
-
-
-def clip_stats(
-    ratio: Tensor, advantages: Tensor, mask: Tensor, eps_low: float, eps_high: float, dual_clip: float | None
-) -> dict[str, Tensor]:
-    """Fractions of masked-in tokens whose gradient the clipping switches off."""
-    clipped_low = (ratio < 1 - eps_low) & (advantages < 0)
-    clipped_high = (ratio > 1 + eps_high) & (advantages > 0)
-    dual_clipped = (ratio > dual_clip) & (advantages < 0) if dual_clip is not None else torch.zeros_like(mask)
-    low, high = masked_mean(clipped_low.float(), mask), masked_mean(clipped_high.float(), mask)
-    return {
-        "clip_frac_low": low,
-        "clip_frac_high": high,
-        "clip_frac": low + high,
-        "dual_clip_frac": masked_mean(dual_clipped.float(), mask),
-    }
 
 
 def ratio_stats(ratio: Tensor, mask: Tensor) -> dict[str, Tensor]:
@@ -155,6 +129,9 @@ def policy_loss(
     kl_clamp: float | None = None,
     max_len: int | None = None,
     token_weights: Tensor | None = None,
+    surrogate: str = "vanilla",
+    entropy: Tensor | None = None,
+    entropy_coeff: float = 0.0,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """GRPO loss of one batch of completions and its diagnostics.
 
@@ -176,15 +153,20 @@ def policy_loss(
         token_weights: ``[B, T]`` factors on each token's policy-gradient loss (detached here),
             e.g. importance-sampling weights (:func:`mmgrpo.algos.importance_weights`);
             the KL term is not weighted.
+        surrogate: a name in :data:`~mmgrpo.algos.surrogates.SURROGATES` (``vanilla``: PPO's clip).
+        entropy: ``[B, T]`` per-token entropy of the current policy (with its gradient); needed when
+            ``entropy_coeff`` is not 0, whose term ``-entropy_coeff * H`` is aggregated as the loss.
 
     Returns:
         ``(loss, stats)``: the scalar loss, and 0-dim detached float tensors (no device
-        sync; call ``float()`` to log): ``pg_loss`` (loss without the KL term), ``kl``
+        sync; call ``float()`` to log): ``pg_loss`` (loss without the KL and entropy terms), ``kl``
         (token mean; 0 without ref_logp), ``clip_frac_low``, ``clip_frac_high``, ``clip_frac``,
         ``dual_clip_frac``, ``ratio_mean``, ``ratio_max``, ``ratio_min``.
     """
     _check_inputs(logp, old_logp, advantages, mask, ref_logp, token_weights)
     _check_options(eps_low, eps_high, dual_clip, beta, ref_logp is not None)
+    if entropy_coeff != 0 and entropy is None:
+        raise ValueError(f"policy_loss: entropy_coeff={entropy_coeff} needs the per-token entropy")
     aggregate = LOSS_AGGREGATIONS.get(agg)
     mask = mask.bool()
     dtype = torch.promote_types(logp.dtype, torch.float32)  # bf16 ratios are too coarse to clip
@@ -192,18 +174,23 @@ def policy_loss(
     advantages = advantages.unsqueeze(-1) if advantages.dim() == 1 else advantages
     advantages = torch.where(mask, advantages.detach().to(dtype), zero)  # [B, T]
     logp = torch.where(mask, logp.to(dtype), zero)
-    ratio = torch.exp(logp - torch.where(mask, old_logp.detach(), zero))  # [B, T], 1 where masked out
+    old_logp = torch.where(mask, old_logp.detach().to(dtype), zero)
 
-    pg_losses = clipped_surrogate(ratio, advantages, eps_low, eps_high, dual_clip)  # [B, T]
+    pg_losses, ratio, clipping = SURROGATES.get(surrogate)(
+        logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip
+    )  # [B, T], [B, T]
     if token_weights is not None:
         pg_losses = pg_losses * torch.where(mask, token_weights.detach().to(dtype), zero)
     pg_loss = aggregate(pg_losses, mask, max_len=max_len)
     kl_tokens = zero.expand_as(logp)
     if ref_logp is not None:
         kl_tokens = kl_penalty(logp, torch.where(mask, ref_logp.detach(), zero), kind=kl, clamp=kl_clamp)
-    loss = aggregate(pg_losses + beta * kl_tokens, mask, max_len=max_len) if beta > 0 else pg_loss
+    token_losses = pg_losses + beta * kl_tokens if beta > 0 else pg_losses
+    if entropy_coeff != 0:
+        token_losses = token_losses - entropy_coeff * torch.where(mask, entropy.to(dtype), zero)
+    loss = aggregate(token_losses, mask, max_len=max_len) if token_losses is not pg_losses else pg_loss
 
     stats = {"pg_loss": pg_loss, "kl": masked_mean(kl_tokens, mask)}
-    stats |= clip_stats(ratio, advantages, mask, eps_low, eps_high, dual_clip)
+    stats |= clipping
     stats |= ratio_stats(ratio, mask)
     return loss, {name: value.detach().float() for name, value in stats.items()}

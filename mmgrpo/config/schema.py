@@ -313,7 +313,13 @@ class AlgoConfig:
         "0 ignores steps.", ge=0
     )
     num_iterations: int = option(1, "mu: policy updates per rollout batch (DeepSeekMath: 1).", ge=1)
-    eps_low: float = option(0.2, "Lower clip range: ratio >= 1 - eps_low (PPO/GRPO: 0.2).", gt=0, lt=1)
+    policy_loss: str = option(
+        "vanilla", "Policy-gradient surrogate (mmgrpo.algos.surrogates): vanilla (PPO clip per token), gspo "
+        "(GSPO's clipped sequence ratio; paper: eps_low 3e-4, eps_high 4e-4, beta 0), gspo_token (GSPO-token: "
+        "token-level advantages allowed), cispo (clipped importance weight, no clipped gradient; paper: eps_low 1).",
+    )
+    eps_low: float = option(0.2, "Lower clip range: ratio >= 1 - eps_low (PPO/GRPO: 0.2; 1 = no lower bound).",
+                            gt=0, le=1)
     eps_high: float = option(
         0.2, "Upper clip range: ratio <= 1 + eps_high (GRPO 0.2; DAPO clip-higher uses 0.28).", gt=0
     )
@@ -324,6 +330,10 @@ class AlgoConfig:
         "token-mean",
         "token-mean (DAPO), seq-mean-token-mean (original GRPO), seq-mean-token-sum-norm "
         "(Dr. GRPO: divides by rollout.max_new_tokens).",
+    )
+    entropy_coeff: float = option(
+        0.0, "Entropy bonus: the loss subtracts this x the policy's token entropy, aggregated as the loss is "
+        "(verl's entropy_coeff; 0 = off, the entropy is still logged).",
     )
     beta: float = option(
         0.0, "KL penalty weight. 0 skips the reference model (DAPO, Dr. GRPO); DeepSeekMath used 0.04.", ge=0

@@ -32,6 +32,7 @@ Rule = Callable[["Config"], Iterator[str]]
 # or transformers (the registries of estimators and engines live next to their tensor code).
 REGISTERED_KEYS: dict[str, tuple[str, str]] = {
     "algo.advantage_estimator": ("mmgrpo.algos", "ADVANTAGE_ESTIMATORS"),
+    "algo.policy_loss": ("mmgrpo.algos.surrogates", "SURROGATES"),
     "task.name": ("tasks", "TASKS"),
     "rollout.engine": ("mmgrpo.rollout", "ENGINES"),
 }
@@ -90,6 +91,13 @@ def _overlong(config: Config) -> Iterator[str]:
     buffer, max_new = config.algo.overlong_buffer, config.rollout.max_new_tokens
     if buffer >= max_new:
         yield f"algo.overlong_buffer={buffer} must be smaller than rollout.max_new_tokens={max_new}"
+
+
+def _policy_loss(config: Config) -> Iterator[str]:
+    algo = config.algo
+    if algo.dual_clip is not None and algo.policy_loss != "vanilla":
+        yield (f"algo.dual_clip={algo.dual_clip} bounds PPO's per-token clipped loss (algo.policy_loss=vanilla); "
+               f"algo.policy_loss={algo.policy_loss} has none to bound: set algo.dual_clip=null")
 
 
 def _eval_sampling(config: Config) -> Iterator[str]:
@@ -298,6 +306,7 @@ RULES: list[Rule] = [
     _batch_sizes,
     _group_sizes,
     _overlong,
+    _policy_loss,
     _eval_sampling,
     _predictions_model,
     _lora,

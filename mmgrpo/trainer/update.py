@@ -43,9 +43,11 @@ TokenIds = Sequence[int]
 class LossSettings:
     """Options of :func:`mmgrpo.algos.policy_loss` plus the sampling temperature."""
 
+    surrogate: str = "vanilla"
     eps_low: float = 0.2
     eps_high: float = 0.2
     dual_clip: float | None = None
+    entropy_coeff: float = 0.0
     agg: str = "token-mean"
     beta: float = 0.0
     kl: str = "k3"
@@ -58,7 +60,8 @@ class LossSettings:
     def from_config(cls, config: Config) -> LossSettings:
         algo = config.algo
         return cls(
-            eps_low=algo.eps_low, eps_high=algo.eps_high, dual_clip=algo.dual_clip, agg=algo.loss_agg,
+            surrogate=algo.policy_loss, eps_low=algo.eps_low, eps_high=algo.eps_high, dual_clip=algo.dual_clip,
+            entropy_coeff=algo.entropy_coeff, agg=algo.loss_agg,
             beta=algo.beta, kl=algo.kl_estimator, kl_clamp=algo.kl_clamp,
             max_len=config.rollout.max_new_tokens, temperature=config.rollout.temperature,
             correction=None if algo.is_correction == "none" else ISCorrection(algo.is_correction, algo.is_level, algo.is_cap),
@@ -316,6 +319,7 @@ def _accumulate_gradients(
             eps_low=loss_settings.eps_low, eps_high=loss_settings.eps_high, dual_clip=loss_settings.dual_clip,
             agg=loss_settings.agg, ref_logp=ref, beta=loss_settings.beta, kl=loss_settings.kl,
             kl_clamp=loss_settings.kl_clamp, max_len=loss_settings.max_len, token_weights=is_weights,
+            surrogate=loss_settings.surrogate, entropy=entropy, entropy_coeff=loss_settings.entropy_coeff,
         )
         backend.backward(loss * weight)
         value = float(loss.detach())

@@ -122,7 +122,7 @@ def test_empty_mask_gives_zero_loss_and_neutral_stats():
 @pytest.mark.parametrize(
     "change, message",
     [
-        ({"eps_low": 1.0}, "eps_low"),
+        ({"eps_low": 1.5}, "eps_low"),
         ({"eps_high": -0.1}, "eps_high"),
         ({"dual_clip": 1.0}, "dual_clip must be > 1"),
         ({"beta": 0.1}, "ref_logp"),

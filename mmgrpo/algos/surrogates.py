@@ -1,0 +1,126 @@
+"""Policy-gradient surrogates: the per-token loss of a batch of sampled completions, before aggregation.
+
+Each registered surrogate is a pure function of the current and old log-probs, the advantages and the mask, all
+``[B, T]`` (masked-out positions already zeroed by the caller), and the clip settings; it returns the per-token
+losses ``[B, T]`` (to minimise) and detached statistics. ``algo.policy_loss`` names one:
+
+- ``vanilla``: PPO's clipped ratio per token (DeepSeekMath arXiv 2402.03300 eq. 3), ``clip(r, 1 - eps_low,
+  1 + eps_high)`` with DAPO's separate bounds (arXiv 2503.14476 eq. 10) and the optional dual clip (Ye et al. 2020,
+  arXiv 1912.09729).
+- ``gspo``: GSPO (arXiv 2507.18071 eqs. 5-7), the ratio of the whole sequence, ``s_i = exp(mean_t log r_i,t)``
+  (the length-normalised sequence likelihood ratio), clipped as a sequence: every token of a completion carries its
+  sequence's loss. Needs one advantage per completion. The paper's settings: eps_low 3e-4, eps_high 4e-4, beta 0.
+- ``gspo_token``: GSPO-token (eqs. 13-14), ``s_i,t = sg[s_i] * pi(y_t) / sg[pi(y_t)]``: the value of the sequence
+  ratio, the gradient of each token's own log-prob, so token-level advantages (process rewards) apply; with one
+  advantage per completion it equals ``gspo`` in value and gradient.
+- ``cispo``: CISPO (MiniMax-M1, arXiv 2506.13585 eq. 4), ``-sg[clip(r, 1 - eps_low, 1 + eps_high)] * A * log pi``:
+  the importance weight is clipped, never the token's gradient. The paper sets no lower bound (eps_low 1) and tunes
+  eps_high.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from mmgrpo.algos.stats import masked_mean, masked_sum
+from mmgrpo.registry import Registry
+
+Surrogate = Callable[..., tuple[Tensor, Tensor, dict[str, Tensor]]]
+SURROGATES: Registry[Surrogate] = Registry("policy loss")
+SEQUENCE_LOG_RATIO_CAP = 10.0
+"""Largest sequence log-ratio GSPO exponentiates (verl's bound: a far off-policy sequence must not overflow)."""
+
+
+def clipped_surrogate(
+    ratio: Tensor, advantages: Tensor, eps_low: float, eps_high: float, dual_clip: float | None
+) -> Tensor:
+    """Per-token PPO loss ``[B, T]`` (to minimise), with the optional dual-clip cap."""
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1 - eps_low, 1 + eps_high)
+    losses = torch.maximum(unclipped, clipped)
+    if dual_clip is None:
+        return losses
+    capped = torch.minimum(losses, -dual_clip * advantages)
+    return torch.where(advantages < 0, capped, losses)
+
+
+def clip_stats(
+    ratio: Tensor, advantages: Tensor, mask: Tensor, eps_low: float, eps_high: float, dual_clip: float | None
+) -> dict[str, Tensor]:
+    """Fractions of masked-in tokens whose gradient the clipping switches off."""
+    clipped_low = (ratio < 1 - eps_low) & (advantages < 0)
+    clipped_high = (ratio > 1 + eps_high) & (advantages > 0)
+    dual_clipped = (ratio > dual_clip) & (advantages < 0) if dual_clip is not None else torch.zeros_like(mask)
+    low, high = masked_mean(clipped_low.float(), mask), masked_mean(clipped_high.float(), mask)
+    return {
+        "clip_frac_low": low,
+        "clip_frac_high": high,
+        "clip_frac": low + high,
+        "dual_clip_frac": masked_mean(dual_clipped.float(), mask),
+    }
+
+
+@SURROGATES.register("vanilla")
+def vanilla(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps_low: float, eps_high: float,
+            dual_clip: float | None = None) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """PPO's clipped surrogate per token; returns the losses, the ratio and the clip statistics."""
+    ratio = torch.exp(logp - old_logp)  # [B, T], 1 where masked out
+    losses = clipped_surrogate(ratio, advantages, eps_low, eps_high, dual_clip)
+    return losses, ratio, clip_stats(ratio, advantages, mask, eps_low, eps_high, dual_clip)
+
+
+def _sequence_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
+    """``[B, 1]``: each completion's mean token log-ratio (0 for one without tokens), with its gradient."""
+    tokens = mask.sum(dim=-1, keepdim=True).clamp(min=1)
+    return masked_sum(logp - old_logp, mask, dim=-1).unsqueeze(-1) / tokens
+
+
+def _sequence_clip(ratio: Tensor, advantages: Tensor, mask: Tensor, eps_low: float, eps_high: float,
+                   dual_clip: float | None) -> tuple[Tensor, dict[str, Tensor]]:
+    if dual_clip is not None:
+        raise ValueError("policy_loss: dual_clip applies to per-token ratios (vanilla), not GSPO's sequence ratio")
+    losses = clipped_surrogate(ratio, advantages, eps_low, eps_high, None)
+    return losses, clip_stats(ratio, advantages, mask, eps_low, eps_high, None)
+
+
+@SURROGATES.register("gspo")
+def gspo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps_low: float, eps_high: float,
+         dual_clip: float | None = None) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """GSPO's sequence-level clipped surrogate, broadcast over each completion's tokens."""
+    if not bool((advantages == advantages[:, :1]).logical_or(~mask).all()):
+        raise ValueError("policy_loss: gspo needs one advantage per completion; token-level advantages (process "
+                         "rewards) need gspo_token")
+    log_ratio = _sequence_log_ratio(logp, old_logp, mask).clamp(max=SEQUENCE_LOG_RATIO_CAP)
+    ratio = torch.exp(log_ratio).expand_as(logp)  # [B, T]
+    losses, stats = _sequence_clip(ratio, advantages, mask, eps_low, eps_high, dual_clip)
+    return losses, ratio, stats
+
+
+@SURROGATES.register("gspo_token")
+def gspo_token(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps_low: float, eps_high: float,
+               dual_clip: float | None = None) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """GSPO-token: the sequence ratio's value, each token's own gradient, token-level advantages allowed."""
+    sequence = _sequence_log_ratio(logp, old_logp, mask).detach()  # [B, 1]
+    log_ratio = (logp - logp.detach() + sequence).clamp(max=SEQUENCE_LOG_RATIO_CAP)
+    ratio = torch.exp(log_ratio)  # [B, T]
+    losses, stats = _sequence_clip(ratio, advantages, mask, eps_low, eps_high, dual_clip)
+    return losses, ratio, stats
+
+
+@SURROGATES.register("cispo")
+def cispo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps_low: float, eps_high: float,
+          dual_clip: float | None = None) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """CISPO: the clipped importance weight (no gradient) times the advantage times the token's log-prob."""
+    if dual_clip is not None:
+        raise ValueError("policy_loss: dual_clip bounds PPO's clipped loss; cispo clips its importance weight")
+    ratio = torch.exp(logp - old_logp)
+    weight = ratio.detach().clamp(1 - eps_low, 1 + eps_high)
+    losses = -weight * advantages * logp
+    low = masked_mean((ratio < 1 - eps_low).float(), mask)
+    high = masked_mean((ratio > 1 + eps_high).float(), mask)
+    zero = torch.zeros_like(low)
+    stats = {"clip_frac_low": low, "clip_frac_high": high, "clip_frac": low + high, "dual_clip_frac": zero}
+    return losses, ratio, stats
