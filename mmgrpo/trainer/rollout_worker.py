@@ -72,6 +72,8 @@ def warn_if_stale_uncorrected(config: Config) -> None:
         )
 
 _POLL_S = 0.5  # how often a waiting side looks whether the other is still alive
+STOP_GRACE_S = 10.0
+"""How long a stop waits for the worker to finish the batch it is sampling before terminating it."""
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -180,9 +182,10 @@ class RolloutWorker:
             request_id, details = message
             raise RolloutWorkerError(f"the rollout worker failed on batch {request_id}:\n{details}")
 
-    def close(self, timeout_s: float = 10.0) -> None:
+    def close(self, timeout_s: float | None = None) -> None:
         """Stop the worker after its current request (those still queued are dropped); terminate it if
-        it has not stopped within ``timeout_s``."""
+        it has not stopped within ``timeout_s`` (default :data:`STOP_GRACE_S`)."""
+        timeout_s = STOP_GRACE_S if timeout_s is None else timeout_s
         if self.process.is_alive():
             self._stop.set()
             self._requests.put(None)  # wakes a worker waiting for a request
