@@ -19,6 +19,7 @@ import yaml
 from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.config.coerce import build
 from mmgrpo.config.fields import option
+from mmgrpo.config.loss_types import LOSS_TYPES, SEQUENCE_LEVEL, Objective, describe_loss_types
 from mmgrpo.config.vllm_section import VLLMConfig
 from mmgrpo.config.run_sections import CheckpointConfig, EvalConfig, LogConfig
 from mmgrpo.config.validation import validate_config
@@ -369,6 +370,23 @@ class AlgoConfig:
     )
     group_size_min: int = option(4, "Smallest G under dynamic_group_size.", ge=2)
     group_size_max: int = option(16, "Largest G under dynamic_group_size.", ge=2)
+    loss_type: str | None = option(
+        None, "TRL/ms-swift's loss_type, setting policy_loss, loss_agg and advantage_estimator (each left at its "
+        f"default or set to the same): {describe_loss_types()}. None = those keys as set.",
+    )
+    importance_sampling_level: Literal["token", "sequence"] = option(
+        "token", "TRL's switch: sequence = the ratio of the whole completion (policy_loss vanilla becomes gspo, GSPO)."
+    )
+
+    def objective(self) -> Objective:
+        """The policy loss, aggregation and advantage estimator the run trains with (``loss_type`` and
+        ``importance_sampling_level`` applied)."""
+        objective = LOSS_TYPES.get(self.loss_type or "", Objective(self.policy_loss, self.loss_agg,
+                                                                 self.advantage_estimator))
+        if self.importance_sampling_level == "sequence":
+            objective = objective._replace(policy_loss=SEQUENCE_LEVEL.get(objective.policy_loss,
+                                                                          objective.policy_loss))
+        return objective
 
 
 @dataclass

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 from mmgrpo.config.backend_traits import BACKEND_TRAITS, backend_specific_keys, backends_supporting
 from mmgrpo.config.errors import ConfigError
 from mmgrpo.config.fields import field_bounds
+from mmgrpo.config.loss_types import LOSS_TYPES, SEQUENCE_LEVEL
 from mmgrpo.plugins import PluginError, load_entry_points, load_plugin
 from mmgrpo.registry import Registry, RegistryError
 
@@ -95,9 +96,22 @@ def _overlong(config: Config) -> Iterator[str]:
 
 def _policy_loss(config: Config) -> Iterator[str]:
     algo = config.algo
-    if algo.dual_clip is not None and algo.policy_loss != "vanilla":
+    if algo.loss_type is not None and algo.loss_type not in LOSS_TYPES:
+        yield f"algo.loss_type={algo.loss_type!r} is not one of {', '.join(LOSS_TYPES)} (or null)"
+        return
+    if algo.loss_type is not None:
+        defaults = type(algo)()
+        for key, value in LOSS_TYPES[algo.loss_type]._asdict().items():
+            if getattr(algo, key) not in (value, getattr(defaults, key)):
+                yield (f"algo.loss_type={algo.loss_type} sets algo.{key}={value}, but algo.{key}="
+                       f"{getattr(algo, key)}: leave one of them out")
+    objective = algo.objective()
+    if algo.importance_sampling_level == "sequence" and objective.policy_loss not in SEQUENCE_LEVEL.values():
+        yield (f"algo.importance_sampling_level=sequence turns policy_loss vanilla into gspo; policy_loss "
+               f"{objective.policy_loss} has no sequence-level form here")
+    if algo.dual_clip is not None and objective.policy_loss != "vanilla":
         yield (f"algo.dual_clip={algo.dual_clip} bounds PPO's per-token clipped loss (algo.policy_loss=vanilla); "
-               f"algo.policy_loss={algo.policy_loss} has none to bound: set algo.dual_clip=null")
+               f"algo.policy_loss={objective.policy_loss} has none to bound: set algo.dual_clip=null")
 
 
 def _eval_sampling(config: Config) -> Iterator[str]:

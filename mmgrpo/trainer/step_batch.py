@@ -42,7 +42,7 @@ class StepBatchBuilder:
         """Each completion's advantage in its group, ``[N]`` (``algo.advantage_estimator``)."""
         algo = self.config.algo
         return group_advantages(
-            rollouts.rewards(), rollouts.group_sizes, estimator=algo.advantage_estimator,
+            rollouts.rewards(), rollouts.group_sizes, estimator=algo.objective().advantage_estimator,
             scale_std=algo.scale_std, scale=algo.scale, eps=algo.advantage_eps,
         )
 

@@ -58,10 +58,10 @@ class LossSettings:
 
     @classmethod
     def from_config(cls, config: Config) -> LossSettings:
-        algo = config.algo
+        algo, objective = config.algo, config.algo.objective()
         return cls(
-            surrogate=algo.policy_loss, eps_low=algo.eps_low, eps_high=algo.eps_high, dual_clip=algo.dual_clip,
-            entropy_coeff=algo.entropy_coeff, agg=algo.loss_agg,
+            surrogate=objective.policy_loss, eps_low=algo.eps_low, eps_high=algo.eps_high, dual_clip=algo.dual_clip,
+            entropy_coeff=algo.entropy_coeff, agg=objective.loss_agg,
             beta=algo.beta, kl=algo.kl_estimator, kl_clamp=algo.kl_clamp,
             max_len=config.rollout.max_new_tokens, temperature=config.rollout.temperature,
             correction=None if algo.is_correction == "none" else ISCorrection(algo.is_correction, algo.is_level, algo.is_cap),
