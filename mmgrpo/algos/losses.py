@@ -130,6 +130,7 @@ def policy_loss(
     max_len: int | None = None,
     token_weights: Tensor | None = None,
     surrogate: str = "vanilla",
+    surrogate_options: dict[str, float] | None = None,
     entropy: Tensor | None = None,
     entropy_coeff: float = 0.0,
 ) -> tuple[Tensor, dict[str, Tensor]]:
@@ -153,7 +154,8 @@ def policy_loss(
         token_weights: ``[B, T]`` factors on each token's policy-gradient loss (detached here),
             e.g. importance-sampling weights (:func:`mmgrpo.algos.importance_weights`);
             the KL term is not weighted.
-        surrogate: a name in :data:`~mmgrpo.algos.surrogates.SURROGATES` (``vanilla``: PPO's clip).
+        surrogate: a name in :data:`~mmgrpo.algos.surrogates.SURROGATES` (``vanilla``: PPO's clip);
+            ``surrogate_options``: its own settings (``sapo``: ``tau_pos``, ``tau_neg``).
         entropy: ``[B, T]`` per-token entropy of the current policy (with its gradient); needed when
             ``entropy_coeff`` is not 0, whose term ``-entropy_coeff * H`` is aggregated as the loss.
 
@@ -177,7 +179,8 @@ def policy_loss(
     old_logp = torch.where(mask, old_logp.detach().to(dtype), zero)
 
     pg_losses, ratio, clipping = SURROGATES.get(surrogate)(
-        logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip
+        logp, old_logp, advantages, mask, eps_low=eps_low, eps_high=eps_high, dual_clip=dual_clip,
+        **(surrogate_options or {}),
     )  # [B, T], [B, T]
     if token_weights is not None:
         pg_losses = pg_losses * torch.where(mask, token_weights.detach().to(dtype), zero)

@@ -16,6 +16,9 @@ losses ``[B, T]`` (to minimise) and detached statistics. ``algo.policy_loss`` na
 - ``cispo``: CISPO (MiniMax-M1, arXiv 2506.13585 eq. 4), ``-sg[clip(r, 1 - eps_low, 1 + eps_high)] * A * log pi``:
   the importance weight is clipped, never the token's gradient. The paper sets no lower bound (eps_low 1) and tunes
   eps_high.
+- ``sapo``: SAPO (Qwen, arXiv 2511.20347), a soft gate in place of the clip: ``-sigmoid(tau (r - 1)) * 4 / tau * A``,
+  ``tau = tau_pos`` for a positive advantage, ``tau_neg`` for a negative one (paper: 1.0 and 1.05); its gradient at
+  ``r = 1`` is the plain policy gradient's, and it fades smoothly as the ratio leaves 1.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ def clip_stats(
 
 @SURROGATES.register("vanilla")
 def vanilla(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps_low: float, eps_high: float,
-            dual_clip: float | None = None) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+            dual_clip: float | None = None, **_: float) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """PPO's clipped surrogate per token; returns the losses, the ratio and the clip statistics."""
     ratio = torch.exp(logp - old_logp)  # [B, T], 1 where masked out
     losses = clipped_surrogate(ratio, advantages, eps_low, eps_high, dual_clip)
@@ -88,7 +91,7 @@ def _sequence_clip(ratio: Tensor, advantages: Tensor, mask: Tensor, eps_low: flo
 
 @SURROGATES.register("gspo")
 def gspo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps_low: float, eps_high: float,
-         dual_clip: float | None = None) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+         dual_clip: float | None = None, **_: float) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """GSPO's sequence-level clipped surrogate, broadcast over each completion's tokens."""
     if not bool((advantages == advantages[:, :1]).logical_or(~mask).all()):
         raise ValueError("policy_loss: gspo needs one advantage per completion; token-level advantages (process "
@@ -101,7 +104,7 @@ def gspo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, ep
 
 @SURROGATES.register("gspo_token")
 def gspo_token(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps_low: float, eps_high: float,
-               dual_clip: float | None = None) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+               dual_clip: float | None = None, **_: float) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """GSPO-token: the sequence ratio's value, each token's own gradient, token-level advantages allowed."""
     sequence = _sequence_log_ratio(logp, old_logp, mask).detach()  # [B, 1]
     log_ratio = (logp - logp.detach() + sequence).clamp(max=SEQUENCE_LOG_RATIO_CAP)
@@ -112,7 +115,7 @@ def gspo_token(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor,
 
 @SURROGATES.register("cispo")
 def cispo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps_low: float, eps_high: float,
-          dual_clip: float | None = None) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+          dual_clip: float | None = None, **_: float) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """CISPO: the clipped importance weight (no gradient) times the advantage times the token's log-prob."""
     if dual_clip is not None:
         raise ValueError("policy_loss: dual_clip bounds PPO's clipped loss; cispo clips its importance weight")
@@ -121,6 +124,25 @@ def cispo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, e
     losses = -weight * advantages * logp
     low = masked_mean((ratio < 1 - eps_low).float(), mask)
     high = masked_mean((ratio > 1 + eps_high).float(), mask)
-    zero = torch.zeros_like(low)
-    stats = {"clip_frac_low": low, "clip_frac_high": high, "clip_frac": low + high, "dual_clip_frac": zero}
-    return losses, ratio, stats
+    return losses, ratio, _clip_fractions(low, high)
+
+
+def _clip_fractions(low: Tensor, high: Tensor) -> dict[str, Tensor]:
+    """The clip statistics every surrogate logs (the dual clip is PPO's alone)."""
+    return {"clip_frac_low": low, "clip_frac_high": high, "clip_frac": low + high, "dual_clip_frac": torch.zeros_like(low)}
+
+
+@SURROGATES.register("sapo")
+def sapo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps_low: float, eps_high: float,
+         dual_clip: float | None = None, tau_pos: float = 1.0, tau_neg: float = 1.05,
+         **_: float) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """SAPO's soft gate on the ratio (no clip: ``eps_low``/``eps_high`` unused; its fractions logged are 0)."""
+    if dual_clip is not None:
+        raise ValueError("policy_loss: dual_clip bounds PPO's clipped loss; sapo has a soft gate, no clip")
+    if tau_pos <= 0 or tau_neg <= 0:
+        raise ValueError(f"policy_loss: sapo needs tau_pos > 0 and tau_neg > 0, got {tau_pos}, {tau_neg}")
+    ratio = torch.exp(logp - old_logp)
+    tau = torch.where(advantages > 0, tau_pos, tau_neg).to(ratio.dtype)
+    losses = -torch.sigmoid(tau * (ratio - 1)) * (4 / tau) * advantages
+    zero = torch.zeros((), dtype=ratio.dtype, device=ratio.device)
+    return losses, ratio, _clip_fractions(zero, zero)

@@ -44,6 +44,7 @@ class LossSettings:
     """Options of :func:`mmgrpo.algos.policy_loss` plus the sampling temperature."""
 
     surrogate: str = "vanilla"
+    surrogate_options: tuple[tuple[str, float], ...] = ()  # the surrogate's own settings (sapo: tau_pos, tau_neg)
     eps_low: float = 0.2
     eps_high: float = 0.2
     dual_clip: float | None = None
@@ -60,7 +61,9 @@ class LossSettings:
     def from_config(cls, config: Config) -> LossSettings:
         algo, objective = config.algo, config.algo.objective()
         return cls(
-            surrogate=objective.policy_loss, eps_low=algo.eps_low, eps_high=algo.eps_high, dual_clip=algo.dual_clip,
+            surrogate=objective.policy_loss,
+            surrogate_options=(("tau_pos", algo.sapo_tau_pos), ("tau_neg", algo.sapo_tau_neg)),
+            eps_low=algo.eps_low, eps_high=algo.eps_high, dual_clip=algo.dual_clip,
             entropy_coeff=algo.entropy_coeff, agg=objective.loss_agg,
             beta=algo.beta, kl=algo.kl_estimator, kl_clamp=algo.kl_clamp,
             max_len=config.rollout.max_new_tokens, temperature=config.rollout.temperature,
@@ -319,7 +322,7 @@ def _accumulate_gradients(
             eps_low=loss_settings.eps_low, eps_high=loss_settings.eps_high, dual_clip=loss_settings.dual_clip,
             agg=loss_settings.agg, ref_logp=ref, beta=loss_settings.beta, kl=loss_settings.kl,
             kl_clamp=loss_settings.kl_clamp, max_len=loss_settings.max_len, token_weights=is_weights,
-            surrogate=loss_settings.surrogate, entropy=entropy, entropy_coeff=loss_settings.entropy_coeff,
+            surrogate=loss_settings.surrogate, surrogate_options=dict(loss_settings.surrogate_options), entropy=entropy, entropy_coeff=loss_settings.entropy_coeff,
         )
         backend.backward(loss * weight)
         value = float(loss.detach())

@@ -79,8 +79,26 @@ def test_cispo_weighs_every_tokens_gradient_by_its_clipped_ratio():
     assert loss == pytest.approx(expected_loss, abs=1e-12)
 
 
+@pytest.mark.parametrize(("tau_pos", "tau_neg"), [(1.0, 1.05), (2.0, 8.0)])
+def test_sapo_is_its_soft_gate_and_the_plain_gradient_at_ratio_one(tau_pos, tau_neg):
+    """SAPO: loss_t = -sigmoid(tau (r - 1)) 4 / tau A, tau by the advantage's sign; d loss_t / d logp_t =
+    -A 4 sigma (1 - sigma) r (token-mean over N tokens)."""
+    options = {"surrogate_options": {"tau_pos": tau_pos, "tau_neg": tau_neg}}
+    loss, grad = _loss_and_grad("sapo", **options)
+    ratio, tokens = torch.exp(LOGP - OLD), int(MASK.sum())
+    advantages = ADVANTAGES[:, None].expand_as(LOGP)
+    tau = torch.where(advantages > 0, tau_pos, tau_neg).double()
+    gate = torch.sigmoid(tau * (ratio - 1))
+    inside = MASK.bool()
+    assert loss == pytest.approx(float((-gate * 4 / tau * advantages)[inside].sum()) / tokens, abs=1e-12)
+    torch.testing.assert_close(grad, torch.where(inside, -advantages * 4 * gate * (1 - gate) * ratio / tokens, 0.0))
+    on_policy = LOGP.clone().requires_grad_()
+    policy_loss(on_policy, LOGP, ADVANTAGES, MASK, surrogate="sapo", **options)[0].backward()
+    torch.testing.assert_close(on_policy.grad, torch.where(inside, -advantages / tokens, 0.0))  # r = 1: plain PG
+
+
 def test_dual_clip_belongs_to_ppos_clip_only():
-    for surrogate in ("gspo", "gspo_token", "cispo"):
+    for surrogate in ("gspo", "gspo_token", "cispo", "sapo"):
         with pytest.raises(ValueError, match="dual_clip"):
             _loss_and_grad(surrogate, dual_clip=3.0)
 

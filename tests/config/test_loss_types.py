@@ -15,10 +15,11 @@ from mmgrpo.config.loss_types import LOSS_TYPES
     ("dapo", ("vanilla", "token-mean", "grpo")),
     ("dr_grpo", ("vanilla", "seq-mean-token-sum-norm", "dr_grpo")),
     ("cispo", ("cispo", "token-mean", "grpo")),
+    ("sapo", ("sapo", "token-mean", "grpo")),
 ])
 def test_each_loss_type_is_the_objective_it_names(loss_type, objective):
     assert tuple(load_config(None, [f"algo.loss_type={loss_type}"]).algo.objective()) == objective
-    assert set(LOSS_TYPES) == {"grpo", "bnpo", "dapo", "dr_grpo", "cispo"}
+    assert set(LOSS_TYPES) == {"grpo", "bnpo", "dapo", "dr_grpo", "cispo", "sapo"}
 
 
 def test_sequence_level_importance_sampling_is_gspo_and_keys_set_by_hand_still_count():
@@ -32,7 +33,7 @@ def test_sequence_level_importance_sampling_is_gspo_and_keys_set_by_hand_still_c
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
-    (["algo.loss_type=sapo"], "algo.loss_type='sapo' is not one of grpo, bnpo, dapo, dr_grpo, cispo"),
+    (["algo.loss_type=ppo"], "algo.loss_type='ppo' is not one of grpo, bnpo, dapo, dr_grpo, cispo, sapo"),
     (["algo.loss_type=dr_grpo", "algo.loss_agg=seq-mean-token-mean"], "sets algo.loss_agg=seq-mean-token-sum-norm"),
     (["algo.loss_type=cispo", "algo.importance_sampling_level=sequence"], "policy_loss cispo has no sequence"),
     (["algo.loss_type=cispo", "algo.dual_clip=3"], "algo.policy_loss=cispo has none to bound"),
