@@ -214,10 +214,11 @@ class Events:
 
     @staticmethod
     def prints(text: str, tag: str) -> str:
-        """``text`` without its tagged lines: what the code printed."""
+        """``text`` without its tagged lines, each with the newline the child writes before it (so that a print
+        without one cannot glue itself to the tag): what the code printed."""
         kept, start = [], 0
         for line_start, line_end in _tagged_lines(text, tag):
-            kept.append(text[start:line_start])
+            kept.append(text[start:max(line_start - 1, start)])
             start = line_end + 1
         return "".join(kept) + text[start:]
 

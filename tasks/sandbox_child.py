@@ -206,9 +206,11 @@ def main() -> None:
     channel = sys.stdout if target == "-" else os.fdopen(int(target), "w", buffering=1)
     lock, tag = threading.Lock(), job.get("tag", "")
 
+    lead = "\n" if target == "-" else ""  # on stdout, after the code's prints: a print without "\n" cannot glue to it
+
     def emit(event: dict) -> None:
         with lock:
-            channel.write(tag + json.dumps(event) + "\n")
+            channel.write(lead + tag + json.dumps(event) + "\n")
             channel.flush()
 
     threading.stack_size(THREAD_STACK_BYTES)
@@ -222,22 +224,57 @@ def main() -> None:
         exec(compile(job["source"], "<solution>", "exec"), namespace)
     except BaseException as error:  # noqa: BLE001 - whatever the code raises is its result
         emit({"error": _error_name(error)})
-        return
+        _exit()
     emit({"loaded": True})
     silent = int(job.get("silent", 0))
     for index, (name, args, kwargs) in enumerate(_requests(job, jobs)):
         try:
             if name not in namespace:
                 raise NameError(f"name {name!r} is not defined")
-            value = namespace[name](*decode(args), **decode(kwargs))
-            if index < silent:
+            if index < silent:  # its answer and prints came in an earlier run: made again for its state only
+                with _muted():
+                    namespace[name](*decode(args), **decode(kwargs))
                 continue
+            value = namespace[name](*decode(args), **decode(kwargs))
             value = encode(value)
         except BaseException as error:  # noqa: BLE001
             if index >= silent:
                 emit({"i": index, "raised": [type(error).__name__[:100], str(error)[:300]]})
             continue
         emit({"i": index, "value": value})
+    _exit()
+
+
+class _Discard:
+    """A text stream that keeps nothing."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+class _muted:
+    """``sys.stdout`` and ``sys.stderr`` discarded for a while (a replayed call's prints were returned already)."""
+
+    def __enter__(self) -> None:
+        self.saved = sys.stdout, sys.stderr
+        sys.stdout = sys.stderr = _Discard()
+
+    def __exit__(self, *_) -> None:
+        sys.stdout, sys.stderr = self.saved
+
+
+def _exit() -> None:
+    """End now, the calls answered: threads the code left (a ``threading.Timer``) would keep the interpreter, and a
+    service's run, waiting at exit until its wall clock."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - the code may have replaced or closed them
+            pass
+    os._exit(0)
 
 
 if __name__ == "__main__":

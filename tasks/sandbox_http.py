@@ -80,10 +80,11 @@ class HttpSandbox:
         return ReplaySession(self.evaluate, source, limits)
 
     def evaluate(self, source: str, calls: list[list], limits: SandboxLimits, silent: int = 0) -> Evaluation:
+        started = time.monotonic()  # encoding the job (every call so far) is this run's work too
         payload, tag = job(source, calls, limits, silent=silent)
         request = {"code": self.program, "language": self.language, "stdin": payload.decode(),
                    "run_timeout": limits.wall_seconds, "memory_limit_MB": limits.memory_mb}
-        started, error = time.monotonic(), ""
+        error = ""
         for attempt in range(self.retries + 1):
             if attempt:
                 time.sleep(self.backoff_seconds * 2 ** (attempt - 1))
@@ -113,7 +114,7 @@ class HttpSandbox:
             if failure.code in _RETRIED_HTTP:
                 raise ServiceError(f"HTTP {failure.code}") from None
             raise ServiceError(f"HTTP {failure.code} (not retried)") from None
-        except (urllib.error.URLError, TimeoutError, OSError, ValueError) as failure:
+        except (urllib.error.URLError, TimeoutError, OSError, ValueError, RecursionError) as failure:
             raise ServiceError(f"{type(failure).__name__}: {failure}") from None
         if type(answer) is not dict or answer.get("status") == "SandboxError" or type(answer.get("run_result")) \
                 is not dict:
@@ -126,7 +127,8 @@ class HttpSandbox:
         common = {"events": stdout, "tag": tag, "stderr": stderr[-limits.captured_bytes:], "seconds": seconds}
         if len(stdout) + len(stderr) > limits.file_size_mb << 20:
             return Evaluation("output_limit", error=f"printed more than {limits.file_size_mb} MB", **common)
-        common["truncated"] = len(stdout) >= self.output_cap_bytes
+        # the service cuts bytes (a character cut in two is dropped when it decodes them)
+        common["truncated"] = len(stdout.encode("utf-8", "surrogatepass")) >= self.output_cap_bytes - 3
         common["stdout"] = Events.prints(stdout, tag).removesuffix("\n")[-limits.captured_bytes:]
         if run.get("status") == "TimeLimitExceeded":
             return Evaluation("timeout", error="wall-clock limit reached (service)", **common)

@@ -11,7 +11,8 @@ Bounds: the counted runs share one wall clock. A replayed call whose answer an e
 the state it leaves, its answer not written (``silent``) nor read, so the trainer decodes each needed answer about
 once and at most ``answer_values`` values in all, and a service that keeps only the first part of a run's output
 (SandboxFusion: 1 MiB) gets the answers past the cut in a later run. A run that went wrong after planned calls is
-dropped (neither its verdict nor its seconds count) and the planned call it failed on leaves the plan (after
+dropped before any of its answers is taken (neither its verdict, its answers nor its seconds count) and the
+planned call it failed on leaves the plan (after
 :data:`MAX_PLAN_MISSES` such runs, or a second wall clock spent on them, the whole plan does): a program may thus
 take up to two wall clocks (the result's ``seconds`` shows both), never more.
 """
@@ -20,14 +21,14 @@ from __future__ import annotations
 
 import bisect
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from tasks.sandbox import Evaluation, Events, SandboxLimits
 from tasks.sandbox_grading import CallOutcome
 
 Evaluate = Callable[[str, list[list], SandboxLimits, int], Evaluation]
-MAX_PLAN_MISSES = 3
+MAX_PLAN_MISSES = 8
 """Dropped runs after which the session stops planning (each one costs the program a run)."""
 
 
@@ -41,6 +42,8 @@ class ReplayRun:
     keys: list[str]
     made: int
     plan_start: int
+    used: set[int] = field(default_factory=set)
+    """The calls whose answers the tests took from this run (the others do not count in its result)."""
 
     @property
     def clean(self) -> bool:
@@ -94,7 +97,9 @@ class ReplaySession:
         events = Events()
         if evaluation.status not in ("output_limit", "unavailable"):  # output past a limit is not read at all
             events = Events.parse(evaluation.events, evaluation.tag, len(calls), max(budget, 0), answered)
-        self.history.append(ReplayRun(evaluation, events, keys, len(self.asked), self.planned_from))
+        # the output is parsed: only its tail (in stdout/stderr) is kept, not all of it per run
+        self.history.append(ReplayRun(replace(evaluation, events=""), events, keys, len(self.asked),
+                                      self.planned_from))
 
     def _unplanned_failure(self) -> bool:
         """Whether the latest run went wrong after asking planned calls (not when the service could not run it at
@@ -127,13 +132,14 @@ class ReplaySession:
         if on_plan:
             self.planned_from = positions[at] + 1
         while True:
+            if self._unplanned_failure():  # before any of its answers is taken: it must not count at all
+                continue
             if self.history:
                 last = self.history[-1]
                 asked_there = last.keys[:index + 1] == self.asked_keys
                 if asked_there and index in last.events.outcomes:
+                    last.used.add(index)
                     return last.events.outcomes[index]
-                if self._unplanned_failure():
-                    continue
                 cut_before_it = last.evaluation.truncated and index >= last.made  # its answer may come in a run
                 if (asked_there and not cut_before_it) or not last.clean or self._spent() >= self.limits.wall_seconds:
                     return None
@@ -144,7 +150,14 @@ class ReplaySession:
     def close(self) -> list[tuple[Evaluation, Events]]:
         if not self.history or self._unplanned_failure():
             self._run(with_plan=False)
-        runs = [(run.evaluation, run.events) for run in self.history]
+        runs = [(run.evaluation, replace(run.events, outcomes={index: outcome for index, outcome
+                                                                in run.events.outcomes.items() if index in run.used}))
+                for run in self.history]  # a planned call's answer the tests never took (a branch not run) is none
         last, events = runs[-1]
-        runs[-1] = (replace(last, seconds=last.seconds + self.dropped_seconds), events)
+        last = replace(last, seconds=last.seconds + self.dropped_seconds)
+        unanswered = any(not run.used for run in self.history[-1:]) and len(self.asked) > 0
+        if last.status == "ok" and last.truncated and unanswered:
+            last = replace(last, status="output_limit", error="the service returned only the first part of the "
+                           "output (its cap: task.options.sandbox.output_cap_bytes) and a call's answer was past it")
+        runs[-1] = (last, events)
         return runs
