@@ -11,8 +11,8 @@ from mmgrpo.config.describe import describe_config
 from mmgrpo.config.errors import ConfigError
 from mmgrpo.config.loading import RECIPES_DIR, apply_overrides, list_recipes, load_config, resolve_recipe
 from mmgrpo.config.run_sections import BenchmarkConfig, CheckpointConfig, EvalConfig, LogConfig
+from mmgrpo.config.algo_section import AlgoConfig
 from mmgrpo.config.schema import (
-    AlgoConfig,
     Config,
     DataConfig,
     DatasetConfig,

@@ -14,17 +14,10 @@ import pytest
 from tasks.code import sandbox_results
 from tasks.sandbox import SandboxLimits, run_tests
 from tasks.sandbox_http import HttpSandbox
-from tests.tasks.test_sandbox_http import FakeSandboxFusion
+from tests.tasks.fake_sandbox_service import FakeSandboxFusion
 from tests.tasks.test_sandbox_redteam import limits, sandbox  # noqa: F401 - fixtures
 
 LIMITS = SandboxLimits(wall_seconds=6, cpu_seconds=3, memory_mb=256)
-
-
-@pytest.fixture()
-def service():
-    fake = FakeSandboxFusion()
-    yield fake
-    fake.close()
 
 
 def replayed(source: str, tests: list[str], service: FakeSandboxFusion, limits: SandboxLimits = LIMITS):

@@ -14,16 +14,9 @@ import pytest
 from tasks.sandbox import SandboxLimits, make_sandbox, run_tests
 from tasks.sandbox_http import HttpSandbox
 from tasks.sandbox_replay import ReplaySession
-from tests.tasks.test_sandbox_http import FakeSandboxFusion
+from tests.tasks.fake_sandbox_service import FakeSandboxFusion
 
 LIMITS = SandboxLimits(wall_seconds=3, cpu_seconds=2, memory_mb=256)
-
-
-@pytest.fixture()
-def service():
-    fake = FakeSandboxFusion()
-    yield fake
-    fake.close()
 
 
 def live_and_replayed(source: str, tests: list[str], service: FakeSandboxFusion, limits: SandboxLimits = LIMITS):
