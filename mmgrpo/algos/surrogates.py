@@ -16,6 +16,8 @@ losses ``[B, T]`` (to minimise) and detached statistics. ``algo.policy_loss`` na
 - ``cispo``: CISPO (MiniMax-M1, arXiv 2506.13585 eq. 4), ``-sg[clip(r, 1 - eps_low, 1 + eps_high)] * A * log pi``:
   the importance weight is clipped, never the token's gradient. The paper sets no lower bound (eps_low 1) and tunes
   eps_high.
+- ``gpg``: GPG (arXiv 2504.02546 eq. 4), the plain policy gradient ``-A * log pi``: no ratio, no clip (one update
+  per batch: ``num_iterations`` 1).
 - ``sapo``: SAPO (Qwen, arXiv 2511.20347), a soft gate in place of the clip: ``-sigmoid(tau (r - 1)) * 4 / tau * A``,
   ``tau = tau_pos`` for a positive advantage, ``tau_neg`` for a negative one (paper: 1.0 and 1.05); its gradient at
   ``r = 1`` is the plain policy gradient's, and it fades smoothly as the ratio leaves 1.
@@ -130,6 +132,16 @@ def cispo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, e
 def _clip_fractions(low: Tensor, high: Tensor) -> dict[str, Tensor]:
     """The clip statistics every surrogate logs (the dual clip is PPO's alone)."""
     return {"clip_frac_low": low, "clip_frac_high": high, "clip_frac": low + high, "dual_clip_frac": torch.zeros_like(low)}
+
+
+@SURROGATES.register("gpg")
+def gpg(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps_low: float, eps_high: float,
+        dual_clip: float | None = None, **_: float) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """GPG: the advantage times the token's log-prob (the ratio is logged, never used)."""
+    if dual_clip is not None:
+        raise ValueError("policy_loss: dual_clip bounds PPO's clipped loss; gpg has no clip")
+    zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
+    return -advantages * logp, torch.exp(logp - old_logp).detach(), _clip_fractions(zero, zero)
 
 
 @SURROGATES.register("sapo")

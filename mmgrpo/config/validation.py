@@ -109,6 +109,9 @@ def _policy_loss(config: Config) -> Iterator[str]:
     if algo.importance_sampling_level == "sequence" and objective.policy_loss not in SEQUENCE_LEVEL.values():
         yield (f"algo.importance_sampling_level=sequence turns policy_loss vanilla into gspo; policy_loss "
                f"{objective.policy_loss} has no sequence-level form here")
+    if objective.policy_loss == "gpg" and algo.num_iterations > 1:
+        yield (f"algo.policy_loss=gpg has no importance ratio: each batch is on-policy for one update only, got "
+               f"algo.num_iterations={algo.num_iterations}")
     if algo.dual_clip is not None and objective.policy_loss != "vanilla":
         yield (f"algo.dual_clip={algo.dual_clip} bounds PPO's per-token clipped loss (algo.policy_loss=vanilla); "
                f"algo.policy_loss={objective.policy_loss} has none to bound: set algo.dual_clip=null")

@@ -97,8 +97,16 @@ def test_sapo_is_its_soft_gate_and_the_plain_gradient_at_ratio_one(tau_pos, tau_
     torch.testing.assert_close(on_policy.grad, torch.where(inside, -advantages / tokens, 0.0))  # r = 1: plain PG
 
 
+def test_gpg_is_the_plain_policy_gradient_whatever_the_ratio():
+    """GPG eq. 4 with token-mean: loss = -sum A log pi / N and d loss / d logp_t = -A / N, off-policy or not."""
+    loss, grad = _loss_and_grad("gpg")
+    advantages, inside, tokens = ADVANTAGES[:, None].expand_as(LOGP), MASK.bool(), int(MASK.sum())
+    assert loss == pytest.approx(float((-advantages * LOGP)[inside].sum()) / tokens, abs=1e-12)
+    torch.testing.assert_close(grad, torch.where(inside, -advantages / tokens, 0.0))
+
+
 def test_dual_clip_belongs_to_ppos_clip_only():
-    for surrogate in ("gspo", "gspo_token", "cispo", "sapo"):
+    for surrogate in ("gspo", "gspo_token", "cispo", "sapo", "gpg"):
         with pytest.raises(ValueError, match="dual_clip"):
             _loss_and_grad(surrogate, dual_clip=3.0)
 

@@ -37,6 +37,7 @@ def test_sequence_level_importance_sampling_is_gspo_and_keys_set_by_hand_still_c
     (["algo.loss_type=dr_grpo", "algo.loss_agg=seq-mean-token-mean"], "sets algo.loss_agg=seq-mean-token-sum-norm"),
     (["algo.loss_type=cispo", "algo.importance_sampling_level=sequence"], "policy_loss cispo has no sequence"),
     (["algo.loss_type=cispo", "algo.dual_clip=3"], "algo.policy_loss=cispo has none to bound"),
+    (["algo.policy_loss=gpg", "algo.num_iterations=2"], "gpg has no importance ratio"),
 ])
 def test_conflicting_or_unknown_names_are_refused_saying_why(overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
