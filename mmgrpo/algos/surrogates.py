@@ -16,6 +16,10 @@ losses ``[B, T]`` (to minimise) and detached statistics. ``algo.policy_loss`` na
 - ``cispo``: CISPO (MiniMax-M1, arXiv 2506.13585 eq. 4), ``-sg[clip(r, 1 - eps_low, 1 + eps_high)] * A * log pi``:
   the importance weight is clipped, never the token's gradient. The paper sets no lower bound (eps_low 1) and tunes
   eps_high.
+- ``geo_mean``: GMPO (arXiv 2507.20673 eq. 5), the geometric mean of the sequence's clipped token ratios in place
+  of their arithmetic mean: ``-A * exp(mean_t sgn(A) min(sgn(A) l_t, sgn(A) clip(l_t, -eps_low, eps_high)))`` with
+  ``l_t`` the token's log-ratio (the clip range is in log space: paper 0.4 both), every token of a completion
+  carrying its sequence's loss. Needs one advantage per completion.
 - ``gpg``: GPG (arXiv 2504.02546 eq. 4), the plain policy gradient ``-A * log pi``: no ratio, no clip (one update
   per batch: ``num_iterations`` 1).
 - ``sapo``: SAPO (Qwen, arXiv 2511.20347), a soft gate in place of the clip: ``-sigmoid(tau (r - 1)) * 4 / tau * A``,
@@ -83,6 +87,12 @@ def _sequence_log_ratio(logp: Tensor, old_logp: Tensor, mask: Tensor) -> Tensor:
     return masked_sum(logp - old_logp, mask, dim=-1).unsqueeze(-1) / tokens
 
 
+def _one_advantage_per_completion(advantages: Tensor, mask: Tensor, name: str, instead: str = "") -> None:
+    if not bool((advantages == advantages[:, :1]).logical_or(~mask).all()):
+        raise ValueError(f"policy_loss: {name} needs one advantage per completion, not token-level ones (process "
+                         f"rewards){instead}")
+
+
 def _sequence_clip(ratio: Tensor, advantages: Tensor, mask: Tensor, eps_low: float, eps_high: float,
                    dual_clip: float | None) -> tuple[Tensor, dict[str, Tensor]]:
     if dual_clip is not None:
@@ -95,9 +105,7 @@ def _sequence_clip(ratio: Tensor, advantages: Tensor, mask: Tensor, eps_low: flo
 def gspo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps_low: float, eps_high: float,
          dual_clip: float | None = None, **_: float) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
     """GSPO's sequence-level clipped surrogate, broadcast over each completion's tokens."""
-    if not bool((advantages == advantages[:, :1]).logical_or(~mask).all()):
-        raise ValueError("policy_loss: gspo needs one advantage per completion; token-level advantages (process "
-                         "rewards) need gspo_token")
+    _one_advantage_per_completion(advantages, mask, "gspo", instead="; gspo_token takes them")
     log_ratio = _sequence_log_ratio(logp, old_logp, mask).clamp(max=SEQUENCE_LOG_RATIO_CAP)
     ratio = torch.exp(log_ratio).expand_as(logp)  # [B, T]
     losses, stats = _sequence_clip(ratio, advantages, mask, eps_low, eps_high, dual_clip)
@@ -132,6 +140,23 @@ def cispo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, e
 def _clip_fractions(low: Tensor, high: Tensor) -> dict[str, Tensor]:
     """The clip statistics every surrogate logs (the dual clip is PPO's alone)."""
     return {"clip_frac_low": low, "clip_frac_high": high, "clip_frac": low + high, "dual_clip_frac": torch.zeros_like(low)}
+
+
+@SURROGATES.register("geo_mean")
+def geo_mean(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps_low: float, eps_high: float,
+             dual_clip: float | None = None, **_: float) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """GMPO: the clipped token log-ratios averaged per sequence, exponentiated, times the sequence's advantage."""
+    if dual_clip is not None:
+        raise ValueError("policy_loss: dual_clip bounds PPO's per-token loss; geo_mean clips log-ratios")
+    _one_advantage_per_completion(advantages, mask, "geo_mean")
+    log_ratio = logp - old_logp  # [B, T]
+    sign = torch.sign(advantages)
+    kept = sign * torch.minimum(sign * log_ratio, sign * log_ratio.clamp(-eps_low, eps_high))
+    tokens = mask.sum(dim=-1, keepdim=True).clamp(min=1)
+    ratio = torch.exp(masked_sum(kept, mask, dim=-1).unsqueeze(-1) / tokens).expand_as(logp)  # [B, T]
+    low = masked_mean(((log_ratio < -eps_low) & (advantages < 0)).float(), mask)
+    high = masked_mean(((log_ratio > eps_high) & (advantages > 0)).float(), mask)
+    return -advantages * ratio, ratio, _clip_fractions(low, high)
 
 
 @SURROGATES.register("gpg")

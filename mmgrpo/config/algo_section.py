@@ -32,7 +32,8 @@ class AlgoConfig:
         "(GSPO's clipped sequence ratio; paper: eps_low 3e-4, eps_high 4e-4, beta 0), gspo_token (GSPO-token: "
         "token-level advantages allowed), cispo (clipped importance weight, no clipped gradient; paper: eps_low 1), "
         "sapo (a soft sigmoid gate in place of the clip: algo.sapo_tau_pos, algo.sapo_tau_neg), gpg (the plain policy "
-        "gradient -A log pi, no ratio).",
+        "gradient -A log pi, no ratio), geo_mean (GMPO: geometric mean of the clipped token ratios; eps_low/eps_high "
+        "then bound the log-ratio, paper 0.4).",
     )
     sapo_tau_pos: float = option(1.0, "SAPO's gate temperature for positive advantages (paper: 1.0).", gt=0)
     sapo_tau_neg: float = option(

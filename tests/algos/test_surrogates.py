@@ -52,8 +52,9 @@ def test_gspo_and_gspo_token_equal_the_papers_sequence_objective(eps, sign):
 
 def test_gspo_needs_one_advantage_per_completion_and_gspo_token_takes_one_per_token():
     per_token = torch.tensor([[0.8, 0.5, 0.1, 0.0], [-1.2, -1.0, 0.0, 0.0]], dtype=torch.float64)
-    with pytest.raises(ValueError, match="gspo_token"):
-        _loss_and_grad("gspo", per_token)
+    for surrogate in ("gspo", "geo_mean"):
+        with pytest.raises(ValueError, match="one advantage per completion"):
+            _loss_and_grad(surrogate, per_token)
     _, grad = _loss_and_grad("gspo_token", per_token, agg="seq-mean-token-mean")
     ratios = [math.exp(float(((LOGP[i] - OLD[i]) * MASK[i]).sum()) / int(MASK[i].sum())) for i in range(2)]
     expected = torch.zeros_like(LOGP)
@@ -97,6 +98,30 @@ def test_sapo_is_its_soft_gate_and_the_plain_gradient_at_ratio_one(tau_pos, tau_
     torch.testing.assert_close(on_policy.grad, torch.where(inside, -advantages / tokens, 0.0))  # r = 1: plain PG
 
 
+@pytest.mark.parametrize("sign", [1, -1], ids=["as-is", "flipped"])
+@pytest.mark.parametrize("eps", [(0.4, 0.4), (0.05, 0.08)], ids=["paper", "tight"])
+def test_geo_mean_is_gmpos_geometric_mean_of_clipped_ratios(eps, sign):
+    """GMPO eq. 5 with seq-mean-token-mean: loss_i = -A_i prod_t min(r_t, clip(r_t))^(1/|o_i|) for A > 0 (max for
+    A < 0, the clip in log space); d loss / d logp_t = -A_i g_i / |o_i| / G for an unclipped token, 0 for a clipped."""
+    advantages = sign * ADVANTAGES
+    loss, grad = _loss_and_grad("geo_mean", advantages, eps_low=eps[0], eps_high=eps[1], agg="seq-mean-token-mean")
+    expected_loss, expected_grad = 0.0, torch.zeros_like(LOGP)
+    for i in range(2):
+        n, a = int(MASK[i].sum()), float(advantages[i])
+        ratios = [math.exp(float(LOGP[i, t] - OLD[i, t])) for t in range(n)]
+        bounded = [min(max(r, math.exp(-eps[0])), math.exp(eps[1])) for r in ratios]
+        chosen = [min(r, b) if a > 0 else max(r, b) for r, b in zip(ratios, bounded)]
+        mean_ratio = math.prod(chosen) ** (1 / n)
+        expected_loss += -a * mean_ratio / 2
+        for t in range(n):
+            if chosen[t] == ratios[t]:
+                expected_grad[i, t] = -a * mean_ratio / n / 2
+    assert loss == pytest.approx(expected_loss, abs=1e-12)
+    torch.testing.assert_close(grad, expected_grad, atol=1e-12, rtol=0)
+    if eps == (0.05, 0.08):
+        assert bool((expected_grad[MASK.bool()] == 0).any())  # a clipped token: its gradient is off
+
+
 def test_gpg_is_the_plain_policy_gradient_whatever_the_ratio():
     """GPG eq. 4 with token-mean: loss = -sum A log pi / N and d loss / d logp_t = -A / N, off-policy or not."""
     loss, grad = _loss_and_grad("gpg")
@@ -106,7 +131,7 @@ def test_gpg_is_the_plain_policy_gradient_whatever_the_ratio():
 
 
 def test_dual_clip_belongs_to_ppos_clip_only():
-    for surrogate in ("gspo", "gspo_token", "cispo", "sapo", "gpg"):
+    for surrogate in ("gspo", "gspo_token", "cispo", "sapo", "gpg", "geo_mean"):
         with pytest.raises(ValueError, match="dual_clip"):
             _loss_and_grad(surrogate, dual_clip=3.0)
 
