@@ -107,9 +107,10 @@ class Session(Protocol):
     events: Events
     """What it reported so far (``loaded`` is set once :meth:`Sandbox.start` returns)."""
 
-    def expect(self, calls: list[list]) -> None:
-        """The calls the tests will probably make, in order (:mod:`tasks.sandbox_plan`): a back end that takes a
-        run's calls all at once asks them together; a live one answers each as it comes and ignores them."""
+    def expect(self, plan: Callable[[], list[list]]) -> None:
+        """``plan()``: the calls the tests will probably make, in order (:mod:`tasks.sandbox_plan`). A back end that
+        takes a run's calls all at once asks them together; a live one answers each as it comes and never calls it
+        (no parse of the tests on the default back end's path)."""
 
     def call(self, call: list) -> CallOutcome | None:
         """The answer to ``[name, args, kwargs]`` (encoded), or None when the run ended before giving it."""
@@ -312,7 +313,7 @@ def run_tests(source: str, tests: list[str], sandbox: Sandbox, limits: SandboxLi
     """
     names = defined_names(source)
     session = sandbox.start(source, limits)
-    session.expect(planned_calls(tests, names, entry_points))
+    session.expect(lambda: planned_calls(tests, names, entry_points))
     try:
         caller = Caller(session.call)
         outcomes = [run_test(index, test, caller, names, entry_points) for index, test in enumerate(tests)]

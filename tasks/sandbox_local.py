@@ -85,8 +85,8 @@ class LocalSession:
                 or bool(self.events.malformed)
                 or not self.reading)
 
-    def expect(self, calls: list[list]) -> None:
-        """A live session answers each call as it comes: no plan needed."""
+    def expect(self, plan: Callable[[], list[list]]) -> None:
+        """A live session answers each call as it comes: no plan needed (``plan`` is not called)."""
 
     def call(self, call: list) -> CallOutcome | None:
         """Ask one encoded call ``[name, args, kwargs]`` and wait for its answer (None: the run ended first)."""

@@ -66,10 +66,13 @@ class ReplaySession:
         self.asked_keys: list[str] = []
         self.history: list[ReplayRun] = []
         self.dropped_seconds, self.misses = 0.0, 0
-        self.expect([])
+        self._plan([])
 
-    def expect(self, calls: list[list]) -> None:
-        """The calls the tests will probably make, in order."""
+    def expect(self, plan: Callable[[], list[list]]) -> None:
+        """``plan()``: the calls the tests will probably make, in order."""
+        self._plan(plan())
+
+    def _plan(self, calls: list[list]) -> None:
         self.plan, self.plan_keys, self.planned_from = list(calls), [call_key(call) for call in calls], 0
         self.plan_positions: dict[str, list[int]] = {}
         for position, key in enumerate(self.plan_keys):
@@ -114,10 +117,10 @@ class ReplaySession:
         missed = next((index for index in range(last.made - 1, len(last.keys)) if index not in last.events.outcomes),
                       None)
         if missed is None or missed < last.made or self.misses >= MAX_PLAN_MISSES or self.dropped_seconds >= self.limits.wall_seconds:
-            self.expect([])
+            self._plan([])
             return True
         position, planned_from = last.plan_start + missed - last.made, self.planned_from
-        self.expect(self.plan[:position] + self.plan[position + 1:])
+        self._plan(self.plan[:position] + self.plan[position + 1:])
         self.planned_from = planned_from - (planned_from > position)
         return True
 
