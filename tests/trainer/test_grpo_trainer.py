@@ -35,7 +35,9 @@ def train(config, run_dir: Path, *, resume: bool = False, resume_from: Path | No
     ("algo.policy_loss=gspo", "algo.eps_low=3e-4", "algo.eps_high=4e-4", "algo.loss_agg=seq-mean-token-mean"),
     ("algo.policy_loss=cispo", "algo.eps_low=1", "algo.eps_high=0.28", "algo.entropy_coeff=0.001"),
     ("algo.loss_type=sapo",),
-], ids=["vanilla", "gspo", "cispo-entropy", "sapo"])
+    ("algo.policy_loss=gpg",),
+    ("algo.policy_loss=geo_mean", "algo.eps_low=0.4", "algo.eps_high=0.4", "algo.loss_agg=seq-mean-token-mean"),
+], ids=["vanilla", "gspo", "cispo-entropy", "sapo", "gpg", "geo_mean"])
 def test_reward_rises_under_grpo(small_config, tmp_path, policy_loss):
     """Fails if the policy-gradient sign is flipped or advantages are zeroed (reward then falls or stays flat), with
     PPO's clip, GSPO (its paper's clip range), CISPO with an entropy bonus and SAPO (TRL's name)."""
