@@ -16,7 +16,6 @@ import pytest
 from tasks import sandbox_seccomp, syntax
 from tasks.sandbox import MAX_NOTE_BYTES, Events, run_tests
 from tests.tasks.test_sandbox_redteam import ADD_TESTS, CORRECT_ADD, limits, sandbox  # noqa: F401 - fixtures
-from tests.tasks.test_sandbox_redteam5 import trainer_cpu
 
 _COLUMN = {"x86_64": 0, "aarch64": 1}.get(platform.machine())
 
@@ -112,11 +111,13 @@ def f(i):
 
 
 def test_a_forged_nested_exception_name_ends_the_run_at_little_cost_to_the_trainer(sandbox, limits):
-    started = trainer_cpu()
+    """The events are read in the calling thread: its own CPU time is measured (0.03-0.45 s, with how much the
+    child wrote before it was stopped), not the process's, which other threads of a shared test worker add to."""
+    started = time.thread_time()
     result = run_tests(FORGED_RAISED, ["for i in range(40):\n    try:\n        f(i)\n    except Exception:\n"
                                        "        pass"], sandbox, limits)
     assert result.status == "no_verdict" and "exception" in result.error, result
-    assert trainer_cpu() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 def test_the_parse_cache_holds_a_bounded_count_of_characters_of_names():
