@@ -134,10 +134,10 @@ def cispo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, e
     losses = -weight * advantages * logp
     low = masked_mean((ratio < 1 - eps_low).float(), mask)
     high = masked_mean((ratio > 1 + eps_high).float(), mask)
-    return losses, ratio, _clip_fractions(low, high)
+    return losses, ratio, clip_fractions(low, high)
 
 
-def _clip_fractions(low: Tensor, high: Tensor) -> dict[str, Tensor]:
+def clip_fractions(low: Tensor, high: Tensor) -> dict[str, Tensor]:
     """The clip statistics every surrogate logs (the dual clip is PPO's alone)."""
     return {"clip_frac_low": low, "clip_frac_high": high, "clip_frac": low + high, "dual_clip_frac": torch.zeros_like(low)}
 
@@ -156,7 +156,7 @@ def geo_mean(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *
     ratio = torch.exp(masked_sum(kept, mask, dim=-1).unsqueeze(-1) / tokens).expand_as(logp)  # [B, T]
     low = masked_mean(((log_ratio < -eps_low) & (advantages < 0)).float(), mask)
     high = masked_mean(((log_ratio > eps_high) & (advantages > 0)).float(), mask)
-    return -advantages * ratio, ratio, _clip_fractions(low, high)
+    return -advantages * ratio, ratio, clip_fractions(low, high)
 
 
 @SURROGATES.register("gpg")
@@ -166,7 +166,7 @@ def gpg(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, eps
     if dual_clip is not None:
         raise ValueError("policy_loss: dual_clip bounds PPO's clipped loss; gpg has no clip")
     zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
-    return -advantages * logp, torch.exp(logp - old_logp).detach(), _clip_fractions(zero, zero)
+    return -advantages * logp, torch.exp(logp - old_logp).detach(), clip_fractions(zero, zero)
 
 
 @SURROGATES.register("sapo")
@@ -182,4 +182,4 @@ def sapo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, ep
     tau = torch.where(advantages > 0, tau_pos, tau_neg).to(ratio.dtype)
     losses = -torch.sigmoid(tau * (ratio - 1)) * (4 / tau) * advantages
     zero = torch.zeros((), dtype=ratio.dtype, device=ratio.device)
-    return losses, ratio, _clip_fractions(zero, zero)
+    return losses, ratio, clip_fractions(zero, zero)

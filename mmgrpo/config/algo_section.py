@@ -33,12 +33,31 @@ class AlgoConfig:
         "token-level advantages allowed), cispo (clipped importance weight, no clipped gradient; paper: eps_low 1), "
         "sapo (a soft sigmoid gate in place of the clip: algo.sapo_tau_pos, algo.sapo_tau_neg), gpg (the plain policy "
         "gradient -A log pi, no ratio), geo_mean (GMPO: geometric mean of the clipped token ratios; eps_low/eps_high "
-        "then bound the log-ratio, paper 0.4).",
+        "then bound the log-ratio, paper 0.4), dppo_tv / dppo_kl (DPPO: a token's truncated policy gradient stops "
+        "once its probability moved past a divergence threshold, eps_low/eps_high then being the total-variation or "
+        "binary-KL thresholds; paper: TV 0.15, KL 0.05), dro (policy gradient minus algo.dro_beta/2 x the squared "
+        "log-ratio), clip_cov / kl_cov (PPO clip, or the plain ratio, with the tokens of high log-prob/advantage "
+        "covariance detached or KL-penalised: algo.clip_cov_*, algo.kl_cov_*; arXiv 2505.22617).",
     )
     sapo_tau_pos: float = option(1.0, "SAPO's gate temperature for positive advantages (paper: 1.0).", gt=0)
     sapo_tau_neg: float = option(
         1.05, "SAPO's gate temperature for negative advantages (paper: 1.05; larger fades their updates faster).", gt=0
     )
+    dppo_ratio_cap: float = option(
+        20.0, "DPPO's cap on the importance weight of a token's policy gradient (verl's clip_ratio_c: 20).", gt=0
+    )
+    dro_beta: float = option(0.05, "DRO's weight on the squared token log-ratio (Richemond et al. 2024).", gt=0)
+    clip_cov_ratio: float = option(
+        2e-4, "Clip-Cov: share of a micro-batch's tokens detached at random among those of covariance in "
+        "(clip_cov_lb, clip_cov_ub) (paper: 2e-4).", gt=0, le=1
+    )
+    clip_cov_lb: float = option(1.0, "Clip-Cov: lower covariance bound of the tokens it may detach (paper: 1).")
+    clip_cov_ub: float = option(5.0, "Clip-Cov: upper covariance bound of the tokens it may detach (paper: 5).")
+    kl_cov_ratio: float = option(
+        2e-4, "KL-Cov: share of a micro-batch's tokens, those of largest covariance, that get the KL penalty "
+        "(paper: 2e-4; 2e-3 at 7B).", gt=0, le=1
+    )
+    kl_cov_coef: float = option(1.0, "KL-Cov: weight of the |log-ratio| penalty (paper and verl: 1).", ge=0)
     eps_low: float = option(0.2, "Lower clip range: ratio >= 1 - eps_low (PPO/GRPO: 0.2; 1 = no lower bound).",
                             gt=0, le=1)
     eps_high: float = option(

@@ -33,7 +33,7 @@ Rule = Callable[["Config"], Iterator[str]]
 # or transformers (the registries of estimators and engines live next to their tensor code).
 REGISTERED_KEYS: dict[str, tuple[str, str]] = {
     "algo.advantage_estimator": ("mmgrpo.algos", "ADVANTAGE_ESTIMATORS"),
-    "algo.policy_loss": ("mmgrpo.algos.surrogates", "SURROGATES"),
+    "algo.policy_loss": ("mmgrpo.algos", "SURROGATES"),
     "task.name": ("tasks", "TASKS"),
     "rollout.engine": ("mmgrpo.rollout", "ENGINES"),
 }
@@ -112,6 +112,9 @@ def _policy_loss(config: Config) -> Iterator[str]:
     if objective.policy_loss == "gpg" and algo.num_iterations > 1:
         yield (f"algo.policy_loss=gpg has no importance ratio: each batch is on-policy for one update only, got "
                f"algo.num_iterations={algo.num_iterations}")
+    if objective.policy_loss == "clip_cov" and algo.clip_cov_lb >= algo.clip_cov_ub:
+        yield (f"algo.clip_cov_lb={algo.clip_cov_lb} must be below algo.clip_cov_ub={algo.clip_cov_ub}: no token's "
+               f"covariance lies between them")
     if algo.dual_clip is not None and objective.policy_loss != "vanilla":
         yield (f"algo.dual_clip={algo.dual_clip} bounds PPO's per-token clipped loss (algo.policy_loss=vanilla); "
                f"algo.policy_loss={objective.policy_loss} has none to bound: set algo.dual_clip=null")

@@ -30,7 +30,7 @@ from mmgrpo.algos import ISCorrection, importance_weights, logprob_gap, masked_m
 from mmgrpo.models.batch import PromptBatch, ragged_rows
 from mmgrpo.models.train_batch import pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
-from mmgrpo.config import Config
+from mmgrpo.config import AlgoConfig, Config
 from mmgrpo.trainer.backends import OptimizerSpec, TrainingBackend
 from mmgrpo.trainer.loss_scaling import autocast_dtype
 from mmgrpo.trainer.nonfinite import blamed_on, require_finite
@@ -39,12 +39,19 @@ from mmgrpo.types import Completion
 TokenIds = Sequence[int]
 
 
+def surrogate_options(algo: AlgoConfig) -> tuple[tuple[str, float], ...]:
+    """The policy losses' own settings from ``algo`` (each loss reads the ones it has)."""
+    return (("tau_pos", algo.sapo_tau_pos), ("tau_neg", algo.sapo_tau_neg), ("dppo_ratio_cap", algo.dppo_ratio_cap),
+            ("dro_beta", algo.dro_beta), ("clip_cov_ratio", algo.clip_cov_ratio), ("clip_cov_lb", algo.clip_cov_lb),
+            ("clip_cov_ub", algo.clip_cov_ub), ("kl_cov_ratio", algo.kl_cov_ratio), ("kl_cov_coef", algo.kl_cov_coef))
+
+
 @dataclass(frozen=True)
 class LossSettings:
     """Options of :func:`mmgrpo.algos.policy_loss` plus the sampling temperature."""
 
     surrogate: str = "vanilla"
-    surrogate_options: tuple[tuple[str, float], ...] = ()  # the surrogate's own settings (sapo: tau_pos, tau_neg)
+    surrogate_options: tuple[tuple[str, float], ...] = ()  # the surrogate's own settings (sapo: tau_pos, tau_neg, ...)
     eps_low: float = 0.2
     eps_high: float = 0.2
     dual_clip: float | None = None
@@ -62,7 +69,7 @@ class LossSettings:
         algo, objective = config.algo, config.algo.objective()
         return cls(
             surrogate=objective.policy_loss,
-            surrogate_options=(("tau_pos", algo.sapo_tau_pos), ("tau_neg", algo.sapo_tau_neg)),
+            surrogate_options=surrogate_options(algo),
             eps_low=algo.eps_low, eps_high=algo.eps_high, dual_clip=algo.dual_clip,
             entropy_coeff=algo.entropy_coeff, agg=objective.loss_agg,
             beta=algo.beta, kl=algo.kl_estimator, kl_clamp=algo.kl_clamp,

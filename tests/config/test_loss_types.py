@@ -38,6 +38,10 @@ def test_sequence_level_importance_sampling_is_gspo_and_keys_set_by_hand_still_c
     (["algo.loss_type=cispo", "algo.importance_sampling_level=sequence"], "policy_loss cispo has no sequence"),
     (["algo.loss_type=cispo", "algo.dual_clip=3"], "algo.policy_loss=cispo has none to bound"),
     (["algo.policy_loss=gpg", "algo.num_iterations=2"], "gpg has no importance ratio"),
+    (["algo.policy_loss=clip_cov", "algo.clip_cov_lb=5", "algo.clip_cov_ub=1"], "clip_cov_lb=5.0 must be below"),
+    (["algo.policy_loss=dppo_kl", "algo.dual_clip=3"], "algo.policy_loss=dppo_kl has none to bound"),
+    (["algo.policy_loss=dro", "algo.dro_beta=0"], "algo.dro_beta=0"),
+    (["algo.policy_loss=kl_cov", "algo.kl_cov_ratio=0"], "algo.kl_cov_ratio=0"),
 ])
 def test_conflicting_or_unknown_names_are_refused_saying_why(overrides, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
