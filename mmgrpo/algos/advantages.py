@@ -13,10 +13,13 @@ site serves all):
 - ``dr_grpo``: ``r - mean_g`` (Dr. GRPO, arXiv 2503.20783: the std division biases
   learning towards too-easy and too-hard prompts).
 - ``rloo``: ``r_i - mean_{j != i} r_j`` (Ahmadian et al., arXiv 2402.14740).
-- ``reinforce_pp``: ``r - mean_g``, then whitened over the whole batch (REINFORCE++
-  with group baseline, arXiv 2501.03262).
+- ``reinforce_pp``: ``r - mean_g``, then whitened over the whole batch's tokens (REINFORCE++
+  with group baseline, arXiv 2501.03262; verl's ``reinforce_plus_plus_baseline``): each completion
+  weighs as many tokens as it has (``lengths``), ``(x - mean) / sqrt(var + 1e-8)``.
 
-A group whose rewards are all equal (including a group of one) gets advantage exactly 0.
+More estimators (Pass@k, OPO, GPG, GDPO) are in :mod:`mmgrpo.algos.advantage_variants`. A group whose
+rewards are all equal (including a group of one) gets advantage exactly 0 (verl gives a lone completion
+its reward: no group, no baseline, here no signal).
 """
 
 from __future__ import annotations
@@ -90,7 +93,7 @@ class Groups:
         return group_var.sqrt()[self.ids]
 
 
-def _divide_by_std(centred: Tensor, std: Tensor, eps: float) -> Tensor:
+def divide_by_std(centred: Tensor, std: Tensor, eps: float) -> Tensor:
     """``centred / (std + eps)``, and 0 where that is 0 / 0 (a zero-std group, ``eps=0``)."""
     denominator = std + eps
     return torch.where(denominator > 0, centred / denominator, torch.zeros_like(centred))
@@ -114,7 +117,7 @@ def grpo_advantages(
         std = groups.std(rewards)
     else:
         std = Groups.whole(len(rewards), rewards.device).std(rewards)
-    return _divide_by_std(centred, std, eps)
+    return divide_by_std(centred, std, eps)
 
 
 @ADVANTAGE_ESTIMATORS.register("dr_grpo")
@@ -130,12 +133,24 @@ def rloo_advantages(rewards: Tensor, groups: Groups, **_: Any) -> Tensor:
     return groups.centred(rewards) * sizes / (sizes - 1).clamp(min=1)
 
 
+WHITEN_EPS = 1e-8
+"""Added to the variance before the square root when whitening over the batch (verl's ``masked_whiten``)."""
+
+
+def whiten_over_tokens(x: Tensor, lengths: Tensor | None) -> Tensor:
+    """``[N]`` per-completion values standardised over the batch's tokens: mean and unbiased variance with each
+    completion counted ``lengths[i]`` times (once each when ``lengths`` is None)."""
+    weights = torch.ones_like(x) if lengths is None else lengths.to(x.dtype)
+    total = weights.sum()
+    mean = (weights * x).sum() / total
+    variance = (weights * (x - mean).square()).sum() / (total - 1).clamp(min=1)
+    return (x - mean) * torch.rsqrt(variance + WHITEN_EPS)
+
+
 @ADVANTAGE_ESTIMATORS.register("reinforce_pp")
-def reinforce_pp_advantages(rewards: Tensor, groups: Groups, *, eps: float = 1e-4, **_: Any) -> Tensor:
-    """``r - group mean``, then ``(x - batch mean) / (batch std + eps)``."""
-    centred = groups.centred(rewards)  # [N]
-    batch = Groups.whole(len(rewards), rewards.device)
-    return _divide_by_std(batch.centred(centred), batch.std(centred), eps)
+def reinforce_pp_advantages(rewards: Tensor, groups: Groups, *, lengths: Tensor | None = None, **_: Any) -> Tensor:
+    """``r - group mean``, then whitened over the batch's tokens."""
+    return whiten_over_tokens(groups.centred(rewards), lengths)
 
 
 def group_advantages(
@@ -146,6 +161,9 @@ def group_advantages(
     scale_std: bool = True,
     scale: StdScale = "group",
     eps: float = 1e-4,
+    lengths: Tensor | None = None,
+    components: Tensor | None = None,
+    component_weights: Tensor | None = None,
 ) -> Tensor:
     """Advantages of ``N`` completions from their rewards, normalised within each group.
 
@@ -156,7 +174,11 @@ def group_advantages(
         estimator: a name in ``ADVANTAGE_ESTIMATORS``.
         scale_std: divide by the std (``grpo`` only; ``False`` = Dr. GRPO).
         scale: ``"group"`` or ``"batch"``: whose std divides (``grpo`` only).
-        eps: added to the std (grpo, reinforce_pp) so a zero std cannot divide by 0 (TRL: 1e-4).
+        eps: added to the std (grpo, grpo_passk, gdpo) so a zero std cannot divide by 0 (TRL: 1e-4).
+        lengths: ``[N]`` token count of each completion: the weights of a token-level mean (reinforce_pp and
+            gdpo whiten over tokens, opo's baseline is length-weighted); None = one each.
+        components: ``[N, K]`` the separate rewards each completion's total is made of (gdpo), with
+            ``component_weights`` ``[N, K]`` their weights in the total (0 where a reward does not apply).
 
     Returns:
         ``[N]`` advantages, float32 (or float64 for float64 rewards), detached.
@@ -172,5 +194,8 @@ def group_advantages(
     if len(bad):
         raise ValueError(f"group_advantages: non-finite rewards at positions {bad.tolist()}")
     groups = Groups.from_sizes(group_size, len(rewards), rewards.device)
+    if lengths is not None and lengths.shape != rewards.shape:
+        raise ValueError(f"group_advantages: lengths must be [N] = {len(rewards)}, got {tuple(lengths.shape)}")
     estimate = ADVANTAGE_ESTIMATORS.get(estimator)
-    return estimate(rewards, groups, scale_std=scale_std, scale=scale, eps=eps)
+    return estimate(rewards, groups, scale_std=scale_std, scale=scale, eps=eps, lengths=lengths,
+                    components=components, component_weights=component_weights)

@@ -105,7 +105,8 @@ class GRPOTrainer:
         self.restored_rollouts: list[dict[str, Any]] = []  # rounds sampled ahead that the checkpoint kept
         if resumed is not None:
             self._restore(resumed, resume_from)
-        self.batches = StepBatchBuilder(config, model, processor)
+        reward_weights = {name: rule.weights for name, rule in self.scoring.items()}
+        self.batches = StepBatchBuilder(config, model, processor, reward_weights)
         self.rollout_source = start_rollout_source(SourceContext(  # from the restored weights
             config, model, processor, self.backend, self.drawer, self.scoring, self.batches.encode, run_dir,
             self.step_index, self.restored_rollouts,

@@ -82,6 +82,28 @@ class Rollouts:
     def rewards(self) -> torch.Tensor:
         return torch.tensor([r for group in self.groups for r in group.rewards], dtype=torch.float32)  # [N]
 
+    def lengths(self) -> torch.Tensor:
+        """Each completion's token count ``[N]``."""
+        return torch.tensor([len(c.token_ids) for c in self.completions])
+
+    def reward_components(self, weights: Mapping[str, Mapping[str, float]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rewards each completion's total is made of ``[N, K]`` and their weights ``[N, K]``, ``weights``
+        being each task's reward weights: every named reward of any task (0 where it does not apply or failed),
+        then the rest of the total (DAPO's overlong penalty) with weight 1, so that the weighted sum is the total."""
+        names = sorted({name for group in self.groups for name in weights[group.sample.task]
+                        if name in group.components})
+        values, factors = [], []
+        for group in self.groups:
+            task_weights = weights[group.sample.task]
+            for i, total in enumerate(group.rewards):
+                row = [(group.components[name][i] or 0.0) if name in group.components else 0.0 for name in names]
+                row_weights = [task_weights.get(name, 0.0) for name in names]
+                values.append([*row, total - sum(w * v for w, v in zip(row_weights, row))])
+                factors.append([*row_weights, 1.0])
+        shape = (len(values), len(names) + 1)
+        return (torch.tensor(values, dtype=torch.float64).reshape(shape),
+                torch.tensor(factors, dtype=torch.float64).reshape(shape))
+
     def step_rewards(self) -> list[list[Span]] | None:
         """Each completion's process-reward steps, group after group; None when no group has any."""
         if all(group.steps is None for group in self.groups):

@@ -4,7 +4,7 @@ advantages), the loss mask and the sampler's log-probs."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
@@ -26,8 +26,10 @@ class StepBatchBuilder:
     """Encodes prompts and assembles training batches for ``model`` (read at each call: a back end may
     have moved or wrapped it since)."""
 
-    def __init__(self, config: Config, model: torch.nn.Module, processor: Any) -> None:
+    def __init__(self, config: Config, model: torch.nn.Module, processor: Any,
+                 reward_weights: Mapping[str, Mapping[str, float]]) -> None:
         self.config, self.model, self.processor = config, model, processor
+        self.reward_weights = reward_weights  # each task's reward weights (gdpo normalises each reward apart)
         self.budgets = media_budgets(config.model, processor)
         self.token_text_ends = TokenTextEnds(tokenizer_of(processor))  # places process-reward steps on tokens
         self.prompt_cache: PromptCache | None = None  # set once the rollout source allows cached media
@@ -41,9 +43,11 @@ class StepBatchBuilder:
     def advantages(self, rollouts: Rollouts) -> torch.Tensor:
         """Each completion's advantage in its group, ``[N]`` (``algo.advantage_estimator``)."""
         algo = self.config.algo
+        estimator = algo.objective().advantage_estimator
+        components, weights = rollouts.reward_components(self.reward_weights) if estimator == "gdpo" else (None, None)
         return group_advantages(
-            rollouts.rewards(), rollouts.group_sizes, estimator=algo.objective().advantage_estimator,
-            scale_std=algo.scale_std, scale=algo.scale, eps=algo.advantage_eps,
+            rollouts.rewards(), rollouts.group_sizes, estimator=estimator, scale_std=algo.scale_std, scale=algo.scale,
+            eps=algo.advantage_eps, lengths=rollouts.lengths(), components=components, component_weights=weights,
         )
 
     def build(self, rollouts: Rollouts, advantages: torch.Tensor) -> StepBatch:

@@ -18,8 +18,16 @@ def close(actual: torch.Tensor, expected: list[float]) -> None:
     torch.testing.assert_close(actual, torch.tensor(expected, dtype=actual.dtype), atol=1e-6, rtol=1e-6)
 
 
-def test_registry_holds_the_four_estimators():
-    assert ADVANTAGE_ESTIMATORS.names() == ["dr_grpo", "grpo", "reinforce_pp", "rloo"]
+def estimate(rewards: torch.Tensor, sizes, estimator: str, **kwargs) -> torch.Tensor:
+    """group_advantages with what any estimator may need: token counts, and the reward as its only component."""
+    n = len(rewards)
+    return group_advantages(rewards, sizes, estimator=estimator, lengths=torch.arange(n) % 5 + 1,
+                            components=rewards[:, None], component_weights=torch.ones(n, 1), **kwargs)
+
+
+def test_registry_holds_the_eight_estimators():
+    assert ADVANTAGE_ESTIMATORS.names() == ["dr_grpo", "gdpo", "gpg", "grpo", "grpo_passk", "opo", "reinforce_pp",
+                                            "rloo"]
 
 
 def test_grpo_divides_by_the_unbiased_group_std():
@@ -77,7 +85,7 @@ def test_variable_group_sizes_match_per_group_computation():
 def test_large_equal_rewards_give_exactly_zero():
     rewards = torch.full((6,), 123456.7)  # float32 rounding would leak into a naive mean
     for estimator in ADVANTAGE_ESTIMATORS:
-        assert torch.equal(group_advantages(rewards, 3, estimator=estimator), torch.zeros(6))
+        assert torch.equal(estimate(rewards, 3, estimator), torch.zeros(6))
 
 
 @pytest.mark.parametrize(
@@ -124,7 +132,7 @@ def test_grpo_groups_sum_to_zero(data, estimator):
 @given(grouped_rewards(), st.sampled_from(ADVANTAGE_ESTIMATORS.names()), st.sampled_from(["group", "batch"]))
 def test_finite_rewards_give_finite_advantages(data, estimator, scale):
     rewards, sizes = data
-    assert torch.isfinite(group_advantages(rewards, sizes, estimator=estimator, scale=scale)).all()
+    assert torch.isfinite(estimate(rewards, sizes, estimator, scale=scale)).all()
 
 
 @FAST
@@ -135,4 +143,4 @@ def test_finite_rewards_give_finite_advantages(data, estimator, scale):
 def test_all_equal_groups_and_singletons_give_zero(groups, estimator):
     rewards = torch.tensor([value for value, size in groups for _ in range(size)])
     sizes = [size for _, size in groups]
-    assert torch.equal(group_advantages(rewards, sizes, estimator=estimator), torch.zeros(len(rewards)))
+    assert torch.equal(estimate(rewards, sizes, estimator), torch.zeros(len(rewards)))

@@ -37,13 +37,36 @@ def train(config, run_dir: Path, *, resume: bool = False, resume_from: Path | No
     ("algo.loss_type=sapo",),
     ("algo.policy_loss=gpg",),
     ("algo.policy_loss=geo_mean", "algo.eps_low=0.4", "algo.eps_high=0.4", "algo.loss_agg=seq-mean-token-mean"),
-], ids=["vanilla", "gspo", "cispo-entropy", "sapo", "gpg", "geo_mean"])
+    ("algo.policy_loss=dppo_tv", "algo.eps_low=0.15", "algo.eps_high=0.15"),
+    ("algo.policy_loss=dppo_kl", "algo.eps_low=0.05", "algo.eps_high=0.05", "algo.num_iterations=2"),
+    ("algo.policy_loss=dro", "algo.dro_beta=0.05"),
+    ("algo.policy_loss=clip_cov", "algo.clip_cov_ratio=0.05", "algo.clip_cov_lb=0", "algo.num_iterations=2"),
+    ("algo.policy_loss=kl_cov", "algo.kl_cov_ratio=0.05"),
+], ids=["vanilla", "gspo", "cispo-entropy", "sapo", "gpg", "geo_mean", "dppo_tv", "dppo_kl-2-iterations", "dro",
+        "clip_cov-2-iterations", "kl_cov"])
 def test_reward_rises_under_grpo(small_config, tmp_path, policy_loss):
     """Fails if the policy-gradient sign is flipped or advantages are zeroed (reward then falls or stays flat), with
     PPO's clip, GSPO (its paper's clip range), CISPO with an entropy bonus and SAPO (TRL's name)."""
     config = small_config("train.steps=40", "rollout.prompts_per_step=4", "rollout.num_generations=8", *policy_loss)
     train(config, tmp_path / "run")
     first, last = reward_at_start_and_end(tmp_path / "run")
+    assert last > first + 0.25, f"reward did not rise: first steps {first:.3f}, last steps {last:.3f}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("estimator", [
+    ("algo.advantage_estimator=rloo",),
+    ("algo.advantage_estimator=reinforce_pp",),
+    ("algo.advantage_estimator=grpo_passk",),
+    ("algo.advantage_estimator=opo",),
+    ("algo.advantage_estimator=gpg",),
+    ("algo.advantage_estimator=gdpo", "task.rewards={share_of_threes: 1.0, text_length: 0.1}"),
+], ids=["rloo", "reinforce_pp", "grpo_passk", "opo", "gpg", "gdpo-two-rewards"])
+def test_reward_rises_under_each_advantage_estimator(small_config, tmp_path, estimator):
+    """Fails if an estimator's sign is flipped or its advantages are zeroed."""
+    config = small_config("train.steps=40", "rollout.prompts_per_step=4", "rollout.num_generations=8", *estimator)
+    train(config, tmp_path / "run")
+    first, last = reward_at_start_and_end(tmp_path / "run", key="reward/share_of_threes")
     assert last > first + 0.25, f"reward did not rise: first steps {first:.3f}, last steps {last:.3f}"
 
 

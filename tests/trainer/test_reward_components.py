@@ -1,0 +1,44 @@
+"""What GDPO normalises: each completion's separate rewards and their weights, from a step's groups of mixed
+tasks, with failed or inapplicable rewards and DAPO's overlong penalty; and the token counts of the completions."""
+
+import torch
+
+from mmgrpo.algos import group_advantages
+from mmgrpo.trainer.rollouts import Group, Rollouts
+from mmgrpo.types import Completion, Sample
+
+WEIGHTS = {"count": {"accuracy": 1.0, "format": 0.5}, "caption": {"similarity": 2.0, "format": 0.25}}
+
+
+def _rollouts() -> Rollouts:
+    count = Group(Sample("a", "count", []), [Completion("", [1, 2]), Completion("", [1])],
+                  rewards=[1.5 - 0.2, 0.0], components={"accuracy": [1.0, 0.0], "format": [1.0, None]})
+    caption = Group(Sample("b", "caption", []), [Completion("", [1, 2, 3])] * 2,
+                    rewards=[2 * 0.3 + 0.25, 2 * 0.9], components={"similarity": [0.3, 0.9], "format": [1.0, 0.0]})
+    return Rollouts(groups=[count, caption])
+
+
+def test_the_weighted_components_sum_to_each_total_with_the_rest_as_its_own_reward():
+    components, weights = _rollouts().reward_components(WEIGHTS)
+    # columns: accuracy, format, similarity, then the rest (the first completion's -0.2 overlong penalty)
+    torch.testing.assert_close(components, torch.tensor([
+        [1.0, 1.0, 0.0, -0.2], [0.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.3, 0.0], [0.0, 0.0, 0.9, 0.0]], dtype=torch.float64))
+    torch.testing.assert_close(weights, torch.tensor([
+        [1.0, 0.5, 0.0, 1.0], [1.0, 0.5, 0.0, 1.0], [0.0, 0.25, 2.0, 1.0], [0.0, 0.25, 2.0, 1.0]],
+        dtype=torch.float64))
+    totals = torch.tensor([r for group in _rollouts().groups for r in group.rewards], dtype=torch.float64)
+    torch.testing.assert_close((components * weights).sum(dim=1), totals)
+    assert _rollouts().lengths().tolist() == [2, 1, 3, 3]
+
+
+def test_gdpo_on_a_steps_rollouts_gives_each_reward_its_own_scale():
+    """Scaling one task's reward by 100 changes GRPO's advantages of the mixed batch, not GDPO's."""
+    rollouts = _rollouts()
+    components, weights = rollouts.reward_components(WEIGHTS)
+    scaled = components.clone()
+    scaled[:, 2] *= 100
+    gdpo = [group_advantages(rollouts.rewards().double(), rollouts.group_sizes, estimator="gdpo", eps=0.0,
+                             lengths=rollouts.lengths(), components=c, component_weights=weights)
+            for c in (components, scaled)]
+    torch.testing.assert_close(gdpo[0], gdpo[1])
+    assert not torch.allclose(gdpo[0], group_advantages(rollouts.rewards().double(), rollouts.group_sizes))
