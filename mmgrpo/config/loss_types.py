@@ -24,7 +24,8 @@ LOSS_TYPES: dict[str, Objective] = {
     # Dr. GRPO: each completion's token sum over the generation budget, advantages not divided by the std
     "dr_grpo": Objective("vanilla", "seq-mean-token-sum-norm", "dr_grpo"),
     "cispo": Objective("cispo", "token-mean", "grpo"),
-    "sapo": Objective("sapo", "token-mean", "grpo"),
+    # TRL aggregates sapo as grpo: each completion's token mean, then the mean over completions
+    "sapo": Objective("sapo", "seq-mean-token-mean", "grpo"),
 }
 SEQUENCE_LEVEL = {"vanilla": "gspo"}
 """``importance_sampling_level=sequence``: the policy loss with the sequence's ratio in place of the token's."""

@@ -15,7 +15,7 @@ from mmgrpo.config.loss_types import LOSS_TYPES
     ("dapo", ("vanilla", "token-mean", "grpo")),
     ("dr_grpo", ("vanilla", "seq-mean-token-sum-norm", "dr_grpo")),
     ("cispo", ("cispo", "token-mean", "grpo")),
-    ("sapo", ("sapo", "token-mean", "grpo")),
+    ("sapo", ("sapo", "seq-mean-token-mean", "grpo")),
 ])
 def test_each_loss_type_is_the_objective_it_names(loss_type, objective):
     assert tuple(load_config(None, [f"algo.loss_type={loss_type}"]).algo.objective()) == objective

@@ -111,16 +111,13 @@ def mmgrpo_loss(case: TrlCase, batch: Batch, agg: str | None = None) -> tuple[Te
     return loss.detach(), grad
 
 
-SAPO_AGGREGATION = pytest.mark.xfail(
-    strict=True, reason="mmgrpo's LOSS_TYPES maps sapo to token-mean; TRL 1.16 aggregates sapo as grpo "
-    "(each completion's token mean, then the mean over completions): test_sapo_surrogate_equals_trl passes")
 CASES = [
     pytest.param(TrlCase("grpo"), id="grpo"),
     pytest.param(TrlCase("bnpo"), id="bnpo"),
     pytest.param(TrlCase("dapo"), id="dapo"),
     pytest.param(TrlCase("dr_grpo"), id="dr_grpo"),
     pytest.param(TrlCase("cispo", eps_low=1.0), id="cispo"),
-    pytest.param(TrlCase("sapo"), id="sapo", marks=SAPO_AGGREGATION),
+    pytest.param(TrlCase("sapo"), id="sapo"),
     pytest.param(TrlCase("grpo", level="sequence"), id="grpo-sequence-level"),
 ]
 

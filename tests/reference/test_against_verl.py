@@ -10,9 +10,6 @@ Differences that are by design are pinned by their own tests (so a change on eit
 - ``geo_mean``: verl averages the sequence losses over every row (``torch.mean``), a fully masked one included;
   mmgrpo's ``seq-mean-token-mean`` leaves such a row out.
 - A group of one: verl keeps its reward (mean 0, std 1), mmgrpo gives it advantage 0.
-- ``reinforce_pp``: verl whitens the token-level advantages (each completion weighted by its token count, Bessel
-  over tokens, ``rsqrt(var + 1e-8)``); mmgrpo whitens one advantage per completion. Equal with one token per
-  completion (and mmgrpo's ``eps=0``); with uneven lengths the xfail below records the difference.
 
 Run in the reference environment: ``scripts/reference_env.sh``, then ``<venv>/bin/python -m pytest tests/reference``.
 """
@@ -198,13 +195,12 @@ ESTIMATOR_CASES = (
     EstimatorCase("grpo-scale_std-off", "grpo", "grpo", {"scale_std": False}, {"norm_adv_by_std_in_grpo": False}),
     EstimatorCase("dr_grpo", "dr_grpo", "grpo", verl_options={"norm_adv_by_std_in_grpo": False}),
     EstimatorCase("rloo", "rloo", "rloo"),
-    # verl whitens with rsqrt(var + 1e-8) and no epsilon: mmgrpo's eps 0 is the same up to 1e-8 / var
-    EstimatorCase("reinforce_pp", "reinforce_pp", "reinforce_plus_plus_baseline", {"eps": 0.0}),
-    # Being added to mmgrpo (#32): each row runs once its name is registered (skipped until then); check its
-    # options against the estimator's docstring when it lands. verl's opo (length-weighted baseline) and gdpo
-    # (several reward components) need inputs group_advantages does not take: give them their own test.
+    EstimatorCase("reinforce_pp", "reinforce_pp", "reinforce_plus_plus_baseline"),
     EstimatorCase("grpo_passk", "grpo_passk", "grpo_passk", verl_options={"config": {"norm_adv_by_std_in_grpo": True}}),
+    EstimatorCase("grpo_passk-scale_std-off", "grpo_passk", "grpo_passk", {"scale_std": False},
+                  {"config": {"norm_adv_by_std_in_grpo": False}}),
     EstimatorCase("gpg", "gpg", "gpg"),
+    EstimatorCase("opo", "opo", "opo"),
 )
 
 
@@ -244,20 +240,14 @@ def needs_estimator(name: str) -> None:
         pytest.skip(f"advantage estimator {name!r}: not registered yet in mmgrpo.algos.ADVANTAGE_ESTIMATORS")
 
 
-TOKEN_WEIGHTED_WHITENING = pytest.mark.xfail(
-    strict=True, reason="by design?: verl's reinforce_plus_plus_baseline whitens over tokens (a completion weighs "
-    "its length), mmgrpo's reinforce_pp over completions; equal only with one token per completion")
-
-
 def estimator_params() -> list[Any]:
-    """Every (case, seed, layout); reinforce_pp with uneven lengths is the recorded difference."""
+    """Every (case, seed, layout)."""
     params = []
     for case in ESTIMATOR_CASES:
         for seed in SEEDS:
             for uneven in (True, False):
-                marks = [TOKEN_WEIGHTED_WHITENING] if case.mmgrpo == "reinforce_pp" and uneven else []
                 layout = "uneven-lengths" if uneven else "one-token-each"
-                params.append(pytest.param(case, seed, uneven, marks=marks, id=f"{case.id}-{layout}-seed{seed}"))
+                params.append(pytest.param(case, seed, uneven, id=f"{case.id}-{layout}-seed{seed}"))
     return params
 
 
@@ -268,7 +258,8 @@ def test_advantages_equal_verl(case: EstimatorCase, seed: int, uneven: bool) -> 
     rewards = make_rewards(seed)
     mask = response_mask(seed, len(rewards), uneven)
     expected = verl_advantages(case.verl, rewards, GROUP_SIZES, mask, **case.verl_options)
-    advantages = group_advantages(rewards, list(GROUP_SIZES), estimator=case.mmgrpo, **({"eps": EPS} | case.options))
+    advantages = group_advantages(rewards, list(GROUP_SIZES), estimator=case.mmgrpo, lengths=mask.sum(dim=-1),
+                                  **({"eps": EPS} | case.options))
     assert advantages.dtype == F64
     torch.testing.assert_close(advantages[:, None] * mask, expected, **TOLERANCE)
     start = sum(GROUP_SIZES[:EQUAL_GROUP])
@@ -292,3 +283,26 @@ def test_group_of_one_by_design(name: str, verl: str, verl_options: dict[str, An
     torch.testing.assert_close(expected[3], singleton(rewards[3]), **TOLERANCE)
     others = torch.arange(len(rewards)) != 3
     torch.testing.assert_close(advantages[others], expected[others], **TOLERANCE)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("scale_std", [True, False])
+def test_gdpo_equals_verl(seed: int, scale_std: bool) -> None:
+    """Two rewards of different ranges, weighted 1 and 0.3, normalised apart; verl computes them in float32 (each
+    reward is a float32 score on the last token), hence the float32 tolerance."""
+    rewards = make_rewards(seed)
+    second = 10 * make_rewards(seed + 7).round()
+    components, weights = torch.stack([rewards, second], dim=1), torch.tensor([1.0, 0.3], dtype=F64)
+    mask = response_mask(seed, len(rewards), uneven=True)
+    index = np.array([f"prompt-{group}" for group, size in enumerate(GROUP_SIZES) for _ in range(size)], dtype=object)
+    prompt = torch.ones(len(rewards), 3, dtype=torch.long)
+    expected, _ = core_algos.get_adv_estimator_fn("gdpo")(
+        token_level_rewards=torch.zeros_like(mask), response_mask=mask, index=index, epsilon=EPS,
+        norm_adv_by_std_in_grpo=scale_std, config={"gdpo_reward_keys": ["a", "b"], "gdpo_reward_weights": [1.0, 0.3]},
+        non_tensor_batch={"a": components[:, 0].numpy(), "b": components[:, 1].numpy()},
+        batch={"prompts": prompt, "attention_mask": torch.cat([prompt, mask.long()], dim=1)},
+    )
+    advantages = group_advantages(components @ weights, list(GROUP_SIZES), estimator="gdpo", eps=EPS,
+                                  scale_std=scale_std, lengths=mask.sum(dim=-1), components=components,
+                                  component_weights=weights.expand_as(components))
+    torch.testing.assert_close(advantages[:, None] * mask, expected.to(F64), atol=2e-5, rtol=2e-5)
