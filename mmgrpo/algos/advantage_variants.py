@@ -9,6 +9,9 @@
 - ``gpg``: GPG (arXiv 2504.02546 eq. 5): ``alpha (r - mean_g)`` with ``alpha = N / #(r != 0)``, the batch's size
   over its count of non-zero rewards, which scales the gradient back up when few completions are rewarded
   (its ``F_norm`` is 1, as verl sets it).
+- ``remax``: ReMax (arXiv 2310.10505 eq. 7): ``r - b``, ``b`` the reward of the prompt's greedy completion
+  (``baselines``, one per group, sampled beside the group and never trained on); a group without one (the
+  engine gave none) falls back to its mean reward.
 - ``gdpo``: GDPO (arXiv 2601.05242): each reward that makes up the total is GRPO-normalised in its group on its
   own, the results summed with the rewards' weights, then whitened over the batch's tokens: a reward of large
   range no longer drowns out the others (``components`` and ``component_weights`` required).
@@ -67,6 +70,17 @@ def gpg_advantages(rewards: Tensor, groups: Groups, **_: Any) -> Tensor:
     """``N / #(r != 0)`` times the group-centred reward."""
     alpha = len(rewards) / torch.count_nonzero(rewards).clamp(min=1)
     return alpha * groups.centred(rewards)
+
+
+@ADVANTAGE_ESTIMATORS.register("remax")
+def remax_advantages(rewards: Tensor, groups: Groups, *, baselines: Tensor | None = None, **_: Any) -> Tensor:
+    """``r`` minus its group's greedy-completion reward (NaN: none, the group mean instead)."""
+    if baselines is None or baselines.shape != groups.sizes.shape:
+        got = None if baselines is None else tuple(baselines.shape)
+        raise ValueError(f"advantage_estimator remax needs one greedy-completion reward per group ({len(groups.sizes)}), "
+                         f"got {got}")
+    baseline = baselines.to(rewards.dtype)[groups.ids]  # [N]
+    return torch.where(torch.isnan(baseline), groups.centred(rewards), rewards - baseline)
 
 
 @ADVANTAGE_ESTIMATORS.register("gdpo")

@@ -164,6 +164,7 @@ def group_advantages(
     lengths: Tensor | None = None,
     components: Tensor | None = None,
     component_weights: Tensor | None = None,
+    baselines: Tensor | None = None,
 ) -> Tensor:
     """Advantages of ``N`` completions from their rewards, normalised within each group.
 
@@ -179,6 +180,7 @@ def group_advantages(
             gdpo whiten over tokens, opo's baseline is length-weighted); None = one each.
         components: ``[N, K]`` the separate rewards each completion's total is made of (gdpo), with
             ``component_weights`` ``[N, K]`` their weights in the total (0 where a reward does not apply).
+        baselines: ``[P]`` each group's greedy-completion reward (remax; NaN where there is none).
 
     Returns:
         ``[N]`` advantages, float32 (or float64 for float64 rewards), detached.
@@ -198,4 +200,4 @@ def group_advantages(
         raise ValueError(f"group_advantages: lengths must be [N] = {len(rewards)}, got {tuple(lengths.shape)}")
     estimate = ADVANTAGE_ESTIMATORS.get(estimator)
     return estimate(rewards, groups, scale_std=scale_std, scale=scale, eps=eps, lengths=lengths,
-                    components=components, component_weights=component_weights)
+                    components=components, component_weights=component_weights, baselines=baselines)

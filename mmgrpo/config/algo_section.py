@@ -17,7 +17,8 @@ class AlgoConfig:
         "grpo", "Registered estimator (mmgrpo.algos): grpo, dr_grpo, rloo, reinforce_pp (group-centred, whitened "
         "over the batch's tokens), grpo_passk (Pass@k: only each group's best gets its margin over the runner-up), "
         "opo (length-weighted group-mean baseline), gpg (group-centred x batch size / rewarded count), gdpo (each "
-        "task reward GRPO-normalised on its own, then weighted, summed and whitened)."
+        "task reward GRPO-normalised on its own, then weighted, summed and whitened), remax (reward minus that of the "
+        "prompt's greedy completion, one extra greedy sample per prompt on any engine)."
     )
     scale_std: bool = option(True, "Divide advantages by the reward std (GRPO). Dr. GRPO: false (mean-centred only).")
     scale: Literal["group", "batch"] = option(

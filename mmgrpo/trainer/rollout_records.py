@@ -55,6 +55,7 @@ def _group_record(group: Group) -> dict[str, Any]:
         "metric": group.metric,
         "policy_version": group.policy_version,
         "steps": None if group.steps is None else [[list(span) for span in spans] for spans in group.steps],
+        "greedy_reward": group.greedy_reward,
     }
 
 
@@ -70,4 +71,5 @@ def _group(data: Mapping[str, Any], samples: Mapping[str, Sample], prompts: Prom
         metric=data["metric"],
         policy_version=data["policy_version"],
         steps=None if steps is None else [[(int(a), int(b), float(score)) for a, b, score in spans] for spans in steps],
+        greedy_reward=data.get("greedy_reward"),  # absent from checkpoints older than ReMax
     )

@@ -24,6 +24,7 @@ from mmgrpo.trainer.rollouts import (
     Group,
     Rollouts,
     ScoringRule,
+    needs_greedy_baseline,
     sample_round,
     with_round_seed,
 )
@@ -95,7 +96,8 @@ class SyncRollouts:
         request = context.drawer.draw()
         samples = [context.drawer.samples[i] for i in request.indices]
         params = with_round_seed(context.params_for(step), round_index)
-        return sample_round(self.engine, context.encode(samples), samples, request.group_sizes, context.scoring, params)
+        return sample_round(self.engine, context.encode(samples), samples, request.group_sizes, context.scoring, params,
+                            greedy_baseline=needs_greedy_baseline(context.config))
 
     def publish_weights(self) -> None:
         self.engine.update_weights(self.context.model)

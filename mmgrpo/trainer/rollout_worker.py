@@ -43,7 +43,7 @@ from mmgrpo.config import Config
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.policy_weights import checkpoint_dir
 from mmgrpo.rollout.base import SamplingParams
-from mmgrpo.trainer.rollouts import Rollouts, ScoringRule, sample_round
+from mmgrpo.trainer.rollouts import Rollouts, ScoringRule, needs_greedy_baseline, sample_round
 from mmgrpo.types import Sample
 
 logger = logging.getLogger(__name__)
@@ -240,7 +240,8 @@ def _serve(
                 version = weights.load_into(model)
                 engine.update_weights(model)
             prompts = engine.encode(samples)  # through the preprocessing cache when the engine takes one
-            rollouts = sample_round(engine, prompts, samples, group_sizes, spec.scoring, params)
+            rollouts = sample_round(engine, prompts, samples, group_sizes, spec.scoring, params,
+                                    greedy_baseline=needs_greedy_baseline(config))
             results.put(WorkerResult(request_id, version, _for_trainer(rollouts), time.perf_counter() - started))
         except Exception:  # noqa: BLE001 - sent to the trainer, which decides
             results.put((request_id, traceback.format_exc()))

@@ -11,6 +11,7 @@ goes on with the others. Everything here is orchestration; the math is in
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Container, Mapping, Sequence
 
@@ -18,6 +19,7 @@ import torch
 
 from mmgrpo.algos import overlong_penalty
 from mmgrpo.algos.filtering import informative_groups
+from mmgrpo.config import Config
 from mmgrpo.models.batch import PromptBatch
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.skipped_rows import SkippedRow
@@ -43,6 +45,7 @@ class Group:
     prompt_row: int = 0
     policy_version: int | None = None  # the policy (its step count) that sampled it; None: the current one
     steps: list[list[Span]] | None = None  # per completion: weighted process-reward steps; None: no process reward
+    greedy_reward: float | None = None  # the reward of the prompt's greedy completion (ReMax's baseline); None: none
 
     def successes(self) -> list[bool]:
         """Whether each completion got the task's accuracy (reward > 0.5 when the task has no metric)."""
@@ -81,6 +84,10 @@ class Rollouts:
 
     def rewards(self) -> torch.Tensor:
         return torch.tensor([r for group in self.groups for r in group.rewards], dtype=torch.float32)  # [N]
+
+    def greedy_rewards(self) -> torch.Tensor:
+        """Each group's greedy-completion reward ``[P]``, NaN where it has none."""
+        return torch.tensor([math.nan if g.greedy_reward is None else g.greedy_reward for g in self.groups])
 
     def lengths(self) -> torch.Tensor:
         """Each completion's token count ``[N]``."""
@@ -214,6 +221,11 @@ def collect_rollouts(
     return result
 
 
+def needs_greedy_baseline(config: Config) -> bool:
+    """Whether the advantage estimator compares each group with its prompt's greedy completion (ReMax)."""
+    return config.algo.objective().advantage_estimator == "remax"
+
+
 def sample_round(
     engine: RolloutEngine,
     prompts: PromptBatch,
@@ -221,20 +233,39 @@ def sample_round(
     group_sizes: Sequence[int],
     scoring: Mapping[str, ScoringRule],
     params: SamplingParams,
+    *,
+    greedy_baseline: bool = False,
 ) -> Rollouts:
     """One round: ``group_sizes[i]`` completions of ``samples[i]`` (encoded as ``prompts``), each
-    group scored by its sample's task; every group is in ``groups`` (filtering is the caller's)."""
+    group scored by its sample's task; every group is in ``groups`` (filtering is the caller's). With
+    ``greedy_baseline`` (ReMax) each prompt also gets one greedy completion, scored, never trained on."""
     row_of = {index: row for row, index in enumerate(prompts.kept)}
     generated = engine.generate(samples, params, group_sizes, prompts=prompts)
     sampled = [(i, sample, group) for i, (sample, group) in enumerate(zip(samples, generated)) if group]
     result = Rollouts(groups=[], skipped=[*prompts.dropped, *_without_completions(samples, generated, row_of)])
     scored = score_groups(scoring, [(sample, completions) for _, sample, completions in sampled])
+    greedy = _greedy_rewards(engine, prompts, samples, scoring, params, result) if greedy_baseline else {}
     for (index, sample, completions), (rewards, breakdown) in zip(sampled, scored):
         result.reward_errors.extend(breakdown.errors)
         metric = scoring[sample.task].metric
         result.groups.append(Group(sample, completions, rewards, breakdown.components, metric, prompts, row_of[index],
-                                   steps=breakdown.steps))
+                                   steps=breakdown.steps, greedy_reward=greedy.get(index)))
     return result
+
+
+def _greedy_rewards(engine: RolloutEngine, prompts: PromptBatch, samples: Sequence[Sample],
+                    scoring: Mapping[str, ScoringRule], params: SamplingParams, result: Rollouts) -> dict[int, float]:
+    """The reward of each sample's greedy completion, by its index in ``samples`` (none where the engine gave
+    none); their reward failures join ``result``'s."""
+    greedy_params = replace(params, n=1, temperature=0.0)
+    generated = engine.generate(samples, greedy_params, [1] * len(samples), prompts=prompts)
+    decoded = [(i, sample, group) for i, (sample, group) in enumerate(zip(samples, generated)) if group]
+    scored = score_groups(scoring, [(sample, completions) for _, sample, completions in decoded])
+    rewards = {}
+    for (index, _, _), (values, breakdown) in zip(decoded, scored):
+        result.reward_errors.extend(breakdown.errors)
+        rewards[index] = values[0]
+    return rewards
 
 
 def _light(group: Group) -> Group:

@@ -48,6 +48,7 @@ class StepBatchBuilder:
         return group_advantages(
             rollouts.rewards(), rollouts.group_sizes, estimator=estimator, scale_std=algo.scale_std, scale=algo.scale,
             eps=algo.advantage_eps, lengths=rollouts.lengths(), components=components, component_weights=weights,
+            baselines=rollouts.greedy_rewards(),
         )
 
     def build(self, rollouts: Rollouts, advantages: torch.Tensor) -> StepBatch:

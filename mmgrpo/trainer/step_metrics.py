@@ -48,6 +48,10 @@ def rollout_metrics(rollouts: Rollouts) -> dict[str, float]:
             metrics[f"reward/{name}_std"] = _std(values)
         metrics[f"reward/{name}/errors"] = float(errors[name])
     metrics["accuracy"] = _mean([float(ok) for group in groups for ok in group.successes()])
+    greedy = [group.greedy_reward for group in groups if group.greedy_reward is not None]
+    if greedy:  # ReMax's baselines: the greedy completions' reward, and how many groups had one
+        metrics["reward/greedy"] = _mean(greedy)
+        metrics["reward/greedy_frac"] = len(greedy) / len(groups)
     steps = rollouts.step_rewards()
     if steps is not None:  # process rewards: steps found and their (weighted) scores
         scores = [score for spans in steps for _, _, score in spans]

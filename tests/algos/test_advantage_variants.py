@@ -89,3 +89,11 @@ def test_gdpo_normalises_each_reward_in_its_group_before_the_weighted_sum():
         group_advantages(fmt, 3, estimator="gdpo")
     with pytest.raises(ValueError, match=r"\[N, K\]"):
         group_advantages(fmt, 3, estimator="gdpo", components=fmt[:, None], component_weights=weights)
+
+
+def test_remax_subtracts_each_groups_greedy_reward_or_its_mean_without_one():
+    greedy = torch.tensor([0.5, 1.0, math.nan], dtype=torch.float64)
+    close(group_advantages(REWARDS, SIZES, estimator="remax", baselines=greedy),
+          [0.5, -0.5, 0, -0.5, 1, 1, 1, -0.5, 0.5])
+    with pytest.raises(ValueError, match="one greedy-completion reward per group"):
+        group_advantages(REWARDS, SIZES, estimator="remax", baselines=greedy[:2])

@@ -22,12 +22,20 @@ def estimate(rewards: torch.Tensor, sizes, estimator: str, **kwargs) -> torch.Te
     """group_advantages with what any estimator may need: token counts, and the reward as its only component."""
     n = len(rewards)
     return group_advantages(rewards, sizes, estimator=estimator, lengths=torch.arange(n) % 5 + 1,
-                            components=rewards[:, None], component_weights=torch.ones(n, 1), **kwargs)
+                            components=rewards[:, None], component_weights=torch.ones(n, 1),
+                            baselines=rewards[_group_starts(sizes, n)], **kwargs)
 
 
-def test_registry_holds_the_eight_estimators():
+def _group_starts(sizes, n: int) -> torch.Tensor:
+    """The index of each group's first reward (its stand-in greedy reward for remax)."""
+    sizes = torch.as_tensor(sizes)
+    sizes = sizes.repeat(n // int(sizes)) if sizes.dim() == 0 else sizes
+    return torch.cumsum(sizes, 0) - sizes
+
+
+def test_registry_holds_the_nine_estimators():
     assert ADVANTAGE_ESTIMATORS.names() == ["dr_grpo", "gdpo", "gpg", "grpo", "grpo_passk", "opo", "reinforce_pp",
-                                            "rloo"]
+                                            "remax", "rloo"]
 
 
 def test_grpo_divides_by_the_unbiased_group_std():

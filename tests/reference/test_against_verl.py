@@ -306,3 +306,19 @@ def test_gdpo_equals_verl(seed: int, scale_std: bool) -> None:
                                   scale_std=scale_std, lengths=mask.sum(dim=-1), components=components,
                                   component_weights=weights.expand_as(components))
     torch.testing.assert_close(advantages[:, None] * mask, expected.to(F64), atol=2e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_remax_equals_verl(seed: int) -> None:
+    """verl takes each completion's greedy baseline; mmgrpo one per group (every completion of a group shares its
+    prompt's greedy completion)."""
+    rewards = make_rewards(seed)
+    mask = response_mask(seed, len(rewards), uneven=True)
+    greedy = torch.randn(len(GROUP_SIZES), generator=torch.Generator().manual_seed(seed + 3), dtype=F64)
+    per_completion = torch.repeat_interleave(greedy, torch.tensor(GROUP_SIZES))
+    token_rewards = torch.zeros_like(mask)
+    token_rewards[torch.arange(len(rewards)), mask.sum(dim=-1).long() - 1] = rewards
+    expected, _ = core_algos.get_adv_estimator_fn("remax")(
+        token_level_rewards=token_rewards, reward_baselines=per_completion, response_mask=mask)
+    advantages = group_advantages(rewards, list(GROUP_SIZES), estimator="remax", baselines=greedy)
+    torch.testing.assert_close(advantages[:, None] * mask, expected, **TOLERANCE)

@@ -222,14 +222,19 @@ def test_staleness_metrics_histogram():
 
 
 @pytest.mark.slow
-def test_reward_rises_under_async_grpo(small_config, tmp_path):
-    """Fails if the policy-gradient sign is flipped or advantages are zeroed, as the sync test."""
+@pytest.mark.parametrize("estimator", [(), ("algo.advantage_estimator=remax", "train.lr=0.05")], ids=["grpo", "remax"])
+def test_reward_rises_under_async_grpo(small_config, tmp_path, estimator):
+    """Fails if the policy-gradient sign is flipped or advantages are zeroed, as the sync test; ReMax's greedy
+    baselines come from the worker's engine."""
     config = small_config(
-        "train.steps=40", "rollout.num_generations=8", "algo.is_correction=tis", *ASYNC, "rollout.max_staleness=1"
+        "train.steps=40", "rollout.num_generations=8", "algo.is_correction=tis", *ASYNC, "rollout.max_staleness=1",
+        *estimator,
     )
     build(config, tmp_path / "run").train()
     first, last = reward_at_start_and_end(tmp_path / "run")
     assert last > first + 0.25, f"reward did not rise: first steps {first:.3f}, last steps {last:.3f}"
+    if estimator:
+        assert all(row["reward/greedy_frac"] == 1.0 for row in read_metrics(tmp_path / "run" / "metrics.jsonl"))
 
 
 def test_batches_in_flight_are_shared_out_again_for_any_number_of_ranks():

@@ -61,13 +61,19 @@ def test_reward_rises_under_grpo(small_config, tmp_path, policy_loss):
     ("algo.advantage_estimator=opo",),
     ("algo.advantage_estimator=gpg",),
     ("algo.advantage_estimator=gdpo", "task.rewards={share_of_threes: 1.0, text_length: 0.1}"),
-], ids=["rloo", "reinforce_pp", "grpo_passk", "opo", "gpg", "gdpo-two-rewards"])
+    ("algo.advantage_estimator=remax", "train.lr=0.05"),
+], ids=["rloo", "reinforce_pp", "grpo_passk", "opo", "gpg", "gdpo-two-rewards", "remax"])
 def test_reward_rises_under_each_advantage_estimator(small_config, tmp_path, estimator):
     """Fails if an estimator's sign is flipped or its advantages are zeroed."""
     config = small_config("train.steps=40", "rollout.prompts_per_step=4", "rollout.num_generations=8", *estimator)
     train(config, tmp_path / "run")
     first, last = reward_at_start_and_end(tmp_path / "run", key="reward/share_of_threes")
     assert last > first + 0.25, f"reward did not rise: first steps {first:.3f}, last steps {last:.3f}"
+    if "remax" in estimator[0]:  # every group had its greedy baseline, which improves with the policy
+        rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+        assert all(row["reward/greedy_frac"] == 1.0 for row in rows)
+        first_greedy, last_greedy = reward_at_start_and_end(tmp_path / "run", key="reward/greedy")
+        assert last_greedy > first_greedy
 
 
 @pytest.mark.parametrize("tuning", [(), ("lora.enabled=true", "lora.r=4")], ids=["full", "lora"])

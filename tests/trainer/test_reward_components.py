@@ -42,3 +42,15 @@ def test_gdpo_on_a_steps_rollouts_gives_each_reward_its_own_scale():
             for c in (components, scaled)]
     torch.testing.assert_close(gdpo[0], gdpo[1])
     assert not torch.allclose(gdpo[0], group_advantages(rollouts.rewards().double(), rollouts.group_sizes))
+
+
+def test_a_checkpointed_round_keeps_each_groups_greedy_reward():
+    """An asynchronous run's checkpoint holds rounds sampled ahead: ReMax's baselines must survive it."""
+    from mmgrpo.trainer.rollout_records import rollouts_from_record, rollouts_record
+
+    rollouts = _rollouts()
+    rollouts.groups[0].greedy_reward = 0.75
+    samples = {group.sample.id: group.sample for group in rollouts.groups}
+    restored = rollouts_from_record(rollouts_record(rollouts), samples, prompts=None)
+    assert [group.greedy_reward for group in restored.groups] == [0.75, None]
+    assert restored.greedy_rewards()[0] == 0.75 and torch.isnan(restored.greedy_rewards()[1])
