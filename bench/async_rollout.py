@@ -14,12 +14,11 @@ same number of samples) in every setting.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+from train_runs import train_run
 
 SETTINGS = {  # name -> overrides
     "sync, 1 thread": ["rollout.mode=sync", "train.num_threads=1"],
@@ -43,23 +42,7 @@ def parse_args() -> argparse.Namespace:
 
 def run(name: str, overrides: list[str], work: Path) -> dict[str, float]:
     run_name = name.replace(", ", "-").replace(" ", "_") + "-" + overrides[1].replace("=", "")
-    command = [
-        sys.executable, "-m", "mmgrpo", "train", f"log.output_dir={work / 'runs'}", f"log.run_name={run_name}",
-        "log.progress_bar=false", f"data.dir={work / 'data'}", *overrides,
-    ]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    folder = work / "runs" / run_name
-    summary = json.loads((folder / "summary.json").read_text())
-    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-    median = {key: statistics.median(row[key] for row in rows) for key in ("time/rollout", "time/update", "time/step")}
-    return {
-        "grpo_s": summary["grpo_seconds"],
-        "steps_per_s": summary["grpo_steps"] / summary["grpo_seconds"],
-        **median,
-        "staleness": statistics.mean(row.get("async/staleness_mean", 0.0) for row in rows),
-        "before": summary["accuracy_before_grpo"],
-        "after": summary["accuracy_after_grpo"],
-    }
+    return train_run(run_name, overrides, work)
 
 
 def main() -> None:

@@ -3,7 +3,12 @@
 Token-level tensors are ``[B, T]`` with a 0/1 completion mask; prompt tokens never count.
 """
 
-from mmgrpo.algos import advantage_variants, covariance_surrogates, divergence_surrogates  # noqa: F401 - registering
+from mmgrpo.algos import (  # noqa: F401 - registering their estimators and policy losses
+    advantage_variants,
+    covariance_surrogates,
+    divergence_surrogates,
+    token_baseline,
+)
 from mmgrpo.algos.advantages import ADVANTAGE_ESTIMATORS, Groups, group_advantages
 from mmgrpo.algos.kl import KL_ESTIMATORS, kl_penalty
 from mmgrpo.algos.losses import LOSS_AGGREGATIONS, policy_loss

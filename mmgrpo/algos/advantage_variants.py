@@ -77,8 +77,8 @@ def remax_advantages(rewards: Tensor, groups: Groups, *, baselines: Tensor | Non
     """``r`` minus its group's greedy-completion reward (NaN: none, the group mean instead)."""
     if baselines is None or baselines.shape != groups.sizes.shape:
         got = None if baselines is None else tuple(baselines.shape)
-        raise ValueError(f"advantage_estimator remax needs one greedy-completion reward per group ({len(groups.sizes)}), "
-                         f"got {got}")
+        raise ValueError(f"advantage_estimator remax needs one greedy-completion reward per group "
+                         f"({len(groups.sizes)}), got {got}")
     baseline = baselines.to(rewards.dtype)[groups.ids]  # [N]
     return torch.where(torch.isnan(baseline), groups.centred(rewards), rewards - baseline)
 

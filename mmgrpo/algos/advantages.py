@@ -165,6 +165,7 @@ def group_advantages(
     components: Tensor | None = None,
     component_weights: Tensor | None = None,
     baselines: Tensor | None = None,
+    token_statistics: Any = None,
 ) -> Tensor:
     """Advantages of ``N`` completions from their rewards, normalised within each group.
 
@@ -181,9 +182,12 @@ def group_advantages(
         components: ``[N, K]`` the separate rewards each completion's total is made of (gdpo), with
             ``component_weights`` ``[N, K]`` their weights in the total (0 where a reward does not apply).
         baselines: ``[P]`` each group's greedy-completion reward (remax; NaN where there is none).
+        token_statistics: the sampling policy's per-token statistics
+            (:class:`~mmgrpo.algos.token_baseline.TokenStatistics`) a token-level estimator reads.
 
     Returns:
-        ``[N]`` advantages, float32 (or float64 for float64 rewards), detached.
+        ``[N]`` advantages (``[N, T]`` from a token-level estimator), float32 (or float64 for float64 rewards),
+        detached.
     """
     if rewards.dim() != 1:
         raise ValueError(f"group_advantages: rewards must be 1-D [N], got shape {tuple(rewards.shape)}")
@@ -200,4 +204,5 @@ def group_advantages(
         raise ValueError(f"group_advantages: lengths must be [N] = {len(rewards)}, got {tuple(lengths.shape)}")
     estimate = ADVANTAGE_ESTIMATORS.get(estimator)
     return estimate(rewards, groups, scale_std=scale_std, scale=scale, eps=eps, lengths=lengths,
-                    components=components, component_weights=component_weights, baselines=baselines)
+                    components=components, component_weights=component_weights, baselines=baselines,
+                    token_statistics=token_statistics)

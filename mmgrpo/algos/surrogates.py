@@ -139,7 +139,8 @@ def cispo(logp: Tensor, old_logp: Tensor, advantages: Tensor, mask: Tensor, *, e
 
 def clip_fractions(low: Tensor, high: Tensor) -> dict[str, Tensor]:
     """The clip statistics every surrogate logs (the dual clip is PPO's alone)."""
-    return {"clip_frac_low": low, "clip_frac_high": high, "clip_frac": low + high, "dual_clip_frac": torch.zeros_like(low)}
+    return {"clip_frac_low": low, "clip_frac_high": high, "clip_frac": low + high,
+            "dual_clip_frac": torch.zeros_like(low)}
 
 
 @SURROGATES.register("geo_mean")

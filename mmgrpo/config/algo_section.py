@@ -18,7 +18,9 @@ class AlgoConfig:
         "over the batch's tokens), grpo_passk (Pass@k: only each group's best gets its margin over the runner-up), "
         "opo (length-weighted group-mean baseline), gpg (group-centred x batch size / rewarded count), gdpo (each "
         "task reward GRPO-normalised on its own, then weighted, summed and whitened), remax (reward minus that of the "
-        "prompt's greedy completion, one extra greedy sample per prompt on any engine)."
+        "prompt's greedy completion, one extra greedy sample per prompt on any engine), optimal_token_baseline (a "
+        "baseline per token position from the group's returns weighted by each path's variance so far; one forward "
+        "of the policy before the update, reused as the old log-probs)."
     )
     scale_std: bool = option(True, "Divide advantages by the reward std (GRPO). Dr. GRPO: false (mean-centred only).")
     scale: Literal["group", "batch"] = option(

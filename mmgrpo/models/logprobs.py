@@ -1,4 +1,5 @@
-"""Per-token log-probs (and entropy) of completion tokens: the plain per-sample path.
+"""Per-token log-probs (and one more statistic of each token's distribution) of completion tokens: the plain
+per-sample path.
 
 Logits are never materialised for the whole batch: the backbone returns hidden states,
 and only the completion tokens' states go through the LM head, ``chunk_size`` tokens at
@@ -9,13 +10,17 @@ recomputes its logits instead of keeping every chunk's ``[chunk, V]`` alive.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Literal
 
 import torch
 from torch.utils.checkpoint import checkpoint
 
 from mmgrpo.models.train_batch import TrainBatch
 
-LogProbs = tuple[torch.Tensor, torch.Tensor | None]  # (log-probs [B, Tc], entropy [B, Tc] or None)
+LogProbs = tuple[torch.Tensor, torch.Tensor | None]  # (log-probs [B, Tc], the statistic [B, Tc] or None)
+TokenStatistic = Literal["entropy", "sum_pi_squared"]
+"""A statistic of each token's predicted distribution computed beside its log-prob: ``entropy``, or
+``sum_pi_squared`` (the probability that two draws agree, ``sum_v pi_v^2``: the optimal token baseline's)."""
 
 
 def sequence_logprobs(
@@ -23,11 +28,11 @@ def sequence_logprobs(
     batch: TrainBatch,
     *,
     micro_batch_size: int,
-    with_entropy: bool = False,
+    statistic: TokenStatistic | None = None,
     chunk_size: int = 1024,
     temperature: float = 1.0,
 ) -> LogProbs:
-    """Log-probs ``[B, Tc]`` of ``batch.completion_ids`` (0 where ``completion_mask`` is 0).
+    """Log-probs ``[B, Tc]`` of ``batch.completion_ids`` (0 where ``completion_mask`` is 0), and ``statistic``.
 
     Runs ``micro_batch_size`` rows per forward. Gradients flow when called under grad;
     for gradient accumulation call it once per micro-batch (``batch.select``) and
@@ -38,19 +43,19 @@ def sequence_logprobs(
         _forward_logprobs(
             model,
             batch if len(rows) == len(batch) else batch.select(rows),
-            with_entropy=with_entropy,
+            statistic=statistic,
             chunk_size=chunk_size,
             temperature=temperature,
         )
         for rows in row_chunks(len(batch), micro_batch_size)
     ]
     logp = torch.cat([part[0] for part in parts])  # [B, Tc]
-    entropy = torch.cat([part[1] for part in parts]) if with_entropy else None  # [B, Tc]
-    return logp, entropy
+    stat = torch.cat([part[1] for part in parts]) if statistic else None  # [B, Tc]
+    return logp, stat
 
 
 def _forward_logprobs(
-    model: torch.nn.Module, batch: TrainBatch, *, with_entropy: bool, chunk_size: int, temperature: float
+    model: torch.nn.Module, batch: TrainBatch, *, statistic: TokenStatistic | None, chunk_size: int, temperature: float
 ) -> LogProbs:
     adapter = batch.prompt.adapter
     prompt_positions, next_position = adapter.prompt_positions(model, batch.prompt.model_inputs())
@@ -66,7 +71,7 @@ def _forward_logprobs(
         predicting,
         batch.completion_ids,
         batch.completion_mask,
-        with_entropy=with_entropy,
+        statistic=statistic,
         chunk_size=chunk_size,
         temperature=temperature,
     )
@@ -78,11 +83,11 @@ def token_logprobs(
     targets: torch.Tensor,
     mask: torch.Tensor,
     *,
-    with_entropy: bool = False,
+    statistic: TokenStatistic | None = None,
     chunk_size: int = 1024,
     temperature: float = 1.0,
 ) -> LogProbs:
-    """Log-prob (and entropy) of ``targets`` ``[B, Tc]`` under ``head(hidden)``, ``hidden`` ``[B, Tc, D]``.
+    """Log-prob (and ``statistic``) of ``targets`` ``[B, Tc]`` under ``head(hidden)``, ``hidden`` ``[B, Tc, D]``.
 
     Only positions where ``mask`` is 1 are computed (others are 0), ``chunk_size``
     tokens at a time.
@@ -95,32 +100,35 @@ def token_logprobs(
     parts = []
     for start in range(0, len(tokens), chunk_size):
         chunk = slice(start, start + chunk_size)
-        args = (head, states[chunk], tokens[chunk], temperature, with_entropy)
+        args = (head, states[chunk], tokens[chunk], temperature, statistic)
         # No metadata check of the recomputation (its shapes follow from the inputs): under ZeRO-3 a frozen
         # head's weight (LoRA) is partitioned again right after it, and gathered again for its backward.
         parts.append(
             checkpoint(_chunk_logprobs, *args, use_reentrant=False, determinism_check="none") if use_checkpoint
             else _chunk_logprobs(*args)
         )
-    rows = 2 if with_entropy else 1
+    rows = 2 if statistic else 1
     stats = torch.cat(parts, -1) if parts else states.new_zeros(rows, 0, dtype=torch.float32)  # [rows, n]
     zeros = torch.zeros(targets.shape, dtype=torch.float32, device=hidden.device)  # [B, Tc]
     logp = zeros.masked_scatter(valid, stats[0])
-    entropy = zeros.masked_scatter(valid, stats[1]) if with_entropy else None
-    return logp, entropy
+    return logp, zeros.masked_scatter(valid, stats[1]) if statistic else None
 
 
 def _chunk_logprobs(
-    head: torch.nn.Module, states: torch.Tensor, tokens: torch.Tensor, temperature: float, with_entropy: bool
+    head: torch.nn.Module, states: torch.Tensor, tokens: torch.Tensor, temperature: float,
+    statistic: TokenStatistic | None,
 ) -> torch.Tensor:
-    """``[1, n]`` log-probs of ``tokens``, or ``[2, n]`` log-probs and entropies."""
+    """``[1, n]`` log-probs of ``tokens``, or ``[2, n]`` log-probs and the statistic."""
     logits = head(states).float() / temperature  # [n, V]
     log_norm = logits.logsumexp(-1)  # [n]
     logp = logits.gather(-1, tokens[:, None]).squeeze(-1) - log_norm  # [n]
-    if not with_entropy:
+    if statistic is None:
         return logp[None]
-    entropy = log_norm - (logits.softmax(-1) * logits).sum(-1)  # [n]
-    return torch.stack([logp, entropy])
+    if statistic == "entropy":
+        return torch.stack([logp, log_norm - (logits.softmax(-1) * logits).sum(-1)])
+    if statistic == "sum_pi_squared":
+        return torch.stack([logp, logits.softmax(-1).square().sum(-1)])
+    raise ValueError(f"unknown token statistic {statistic!r}: entropy or sum_pi_squared")
 
 
 def row_chunks(num_rows: int, size: int) -> Iterator[range]:

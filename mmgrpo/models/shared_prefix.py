@@ -26,7 +26,7 @@ import torch
 from mmgrpo.models.batch import PromptBatch, TokenIds
 from mmgrpo.models.train_batch import attach_completions, pad_completions
 from mmgrpo.models.compat import cache_argument, checkpointed_layers_keep_cache
-from mmgrpo.models.logprobs import LogProbs, sequence_logprobs, token_logprobs
+from mmgrpo.models.logprobs import LogProbs, TokenStatistic, sequence_logprobs, token_logprobs
 from mmgrpo.models.media_check import check_media_tokens
 from mmgrpo.models.replay_cache import ReplayCache
 
@@ -39,7 +39,7 @@ def completion_logprobs(
     *,
     group_shared_encoding: bool = True,
     micro_batch_size: int,
-    with_entropy: bool = False,
+    statistic: TokenStatistic | None = None,
     chunk_size: int = 1024,
     temperature: float = 1.0,
 ) -> LogProbs:
@@ -49,7 +49,7 @@ def completion_logprobs(
     a full prompt + completion row (:func:`~mmgrpo.models.logprobs.sequence_logprobs`).
     """
     options = dict(
-        micro_batch_size=micro_batch_size, with_entropy=with_entropy, chunk_size=chunk_size, temperature=temperature
+        micro_batch_size=micro_batch_size, statistic=statistic, chunk_size=chunk_size, temperature=temperature
     )
     if group_shared_encoding:
         return grouped_logprobs(model, prompts, completions, group_sizes, **options)
@@ -65,11 +65,11 @@ def grouped_logprobs(
     group_sizes: Sequence[int],
     *,
     micro_batch_size: int,
-    with_entropy: bool = False,
+    statistic: TokenStatistic | None = None,
     chunk_size: int = 1024,
     temperature: float = 1.0,
 ) -> LogProbs:
-    """Log-probs ``[N, Tc]`` (and entropy) of ``completions``, each prompt encoded once.
+    """Log-probs ``[N, Tc]`` (and ``statistic``) of ``completions``, each prompt encoded once.
 
     ``completions`` are token-id lists laid out group after group, ``group_sizes[p]``
     of them continuing prompt row p (sizes may differ: dynamic group size). Each
@@ -90,14 +90,14 @@ def grouped_logprobs(
                 completion_ids[completion_rows],
                 completion_mask[completion_rows],
                 [group_sizes[p] for p in prompt_rows],
-                with_entropy=with_entropy,
+                statistic=statistic,
                 chunk_size=chunk_size,
                 temperature=temperature,
             )
         )
     logp = torch.cat([part[0] for part in parts])  # [N, Tc]
-    entropy = torch.cat([part[1] for part in parts]) if with_entropy else None  # [N, Tc]
-    return logp, entropy
+    stat = torch.cat([part[1] for part in parts]) if statistic else None  # [N, Tc]
+    return logp, stat
 
 
 def _shared_forward(
@@ -107,7 +107,7 @@ def _shared_forward(
     completion_mask: torch.Tensor,
     group_sizes: Sequence[int],
     *,
-    with_entropy: bool,
+    statistic: TokenStatistic | None,
     chunk_size: int,
     temperature: float,
 ) -> LogProbs:
@@ -146,7 +146,7 @@ def _shared_forward(
         predicting,
         completion_ids,
         completion_mask,
-        with_entropy=with_entropy,
+        statistic=statistic,
         chunk_size=chunk_size,
         temperature=temperature,
     )

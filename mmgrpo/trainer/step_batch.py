@@ -9,6 +9,7 @@ from typing import Any, Mapping
 import torch
 
 from mmgrpo.algos import group_advantages
+from mmgrpo.algos.token_baseline import TokenStatistics
 from mmgrpo.config import Config
 from mmgrpo.inputs import media_budgets
 from mmgrpo.models.adapters import unwrap_model
@@ -49,6 +50,15 @@ class StepBatchBuilder:
             rollouts.rewards(), rollouts.group_sizes, estimator=estimator, scale_std=algo.scale_std, scale=algo.scale,
             eps=algo.advantage_eps, lengths=rollouts.lengths(), components=components, component_weights=weights,
             baselines=rollouts.greedy_rewards(),
+        )
+
+    def token_advantages(self, rollouts: Rollouts, statistics: TokenStatistics) -> torch.Tensor:
+        """This rank's completions' per-token advantages ``[N, Tc]`` (a token-level estimator: its groups are whole
+        on this rank), from the policy's ``statistics``."""
+        algo = self.config.algo
+        return group_advantages(
+            rollouts.rewards(), rollouts.group_sizes, estimator=algo.objective().advantage_estimator,
+            eps=algo.advantage_eps, token_statistics=statistics,
         )
 
     def build(self, rollouts: Rollouts, advantages: torch.Tensor) -> StepBatch:

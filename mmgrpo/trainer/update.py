@@ -28,6 +28,7 @@ import torch
 
 from mmgrpo.algos import ISCorrection, importance_weights, logprob_gap, masked_mean, policy_loss
 from mmgrpo.models.batch import PromptBatch, ragged_rows
+from mmgrpo.models.logprobs import TokenStatistic
 from mmgrpo.models.train_batch import pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
 from mmgrpo.config import AlgoConfig, Config
@@ -133,6 +134,7 @@ class StepBatch:
     loss_mask: torch.Tensor  # [N, Tc] 1 on completion tokens that count (e.g. not truncated)
     ref_logp: torch.Tensor | None = None  # [N, Tc]
     sampler_logp: torch.Tensor | None = None  # [N, Tc] the rollout engine's log-probs of its sampled tokens
+    policy_logp: torch.Tensor | None = None  # [N, Tc] the policy's own, before the update, if a step computed them
 
     def select(self, rows: list[int], completions: slice) -> StepBatch:
         return StepBatch(
@@ -143,6 +145,7 @@ class StepBatch:
             loss_mask=self.loss_mask[completions],
             ref_logp=None if self.ref_logp is None else self.ref_logp[completions],
             sampler_logp=None if self.sampler_logp is None else self.sampler_logp[completions],
+            policy_logp=None if self.policy_logp is None else self.policy_logp[completions],
         )
 
 
@@ -190,18 +193,34 @@ def batch_logprobs(
 ) -> torch.Tensor:
     """Log-probs ``[N, Tc]`` of every completion without grad, in eval mode (no dropout):
     the reference policy's, or the sampling policy's before an update (0 past each completion)."""
+    return batch_token_statistics(model, backend, batch, settings, temperature, context)[0]
+
+
+def batch_token_statistics(
+    model: torch.nn.Module,
+    backend: TrainingBackend,
+    batch: StepBatch,
+    settings: UpdateSettings,
+    temperature: float,
+    context: Callable[[], ContextManager] = nullcontext,
+    statistic: TokenStatistic | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`batch_logprobs`, and ``statistic`` of each token's distribution ``[N, Tc]`` from the same forward."""
     logp = torch.zeros(batch.loss_mask.shape, device=batch.loss_mask.device)  # [N, Tc]
+    stat = torch.zeros_like(logp) if statistic else None
     with torch.no_grad(), context(), settings.autocast(batch.advantages.device), _eval_mode(model):
         for chunk in balanced_chunks(backend, batch.group_sizes, settings.micro_batch_size):
             micro = batch.select(chunk.rows, chunk.part)
-            micro_logp, _ = completion_logprobs(
+            micro_logp, micro_stat = completion_logprobs(
                 model, micro.prompts, micro.completions, micro.group_sizes,
                 group_shared_encoding=settings.group_shared_encoding,
-                micro_batch_size=len(micro.completions), temperature=temperature,
+                micro_batch_size=len(micro.completions), temperature=temperature, statistic=statistic,
             )  # [n, width]
             if chunk.counts:
                 logp[chunk.part, : micro_logp.shape[1]] = micro_logp.float()
-    return logp
+                if stat is not None:
+                    stat[chunk.part, : micro_stat.shape[1]] = micro_stat.float()
+    return logp, stat
 
 
 def policy_update(
@@ -217,6 +236,8 @@ def policy_update(
     from_engine = settings.old_logp_source == "engine" and batch.sampler_logp is not None
     # With one optimizer step per batch the sampling policy IS the current one: ratio = 1.
     old_logp = batch.sampler_logp if from_engine else None
+    if old_logp is None and not one_pass:
+        old_logp = batch.policy_logp
     if old_logp is None and not one_pass:
         old_logp = batch_logprobs(model, backend, batch, settings, loss_settings.temperature)
     sampled = batch.sampler_logp is not None
@@ -312,7 +333,7 @@ def _accumulate_gradients(
             logp, entropy = completion_logprobs(
                 backend.model, micro.prompts, micro.completions, micro.group_sizes,
                 group_shared_encoding=settings.group_shared_encoding, micro_batch_size=len(micro.completions),
-                with_entropy=settings.with_entropy, temperature=loss_settings.temperature,
+                statistic="entropy" if settings.with_entropy else None, temperature=loss_settings.temperature,
             )  # [n, Tc]
         width = logp.shape[1]
         if keep_logp is not None and chunk.counts:

@@ -8,9 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mmgrpo.algos import ADVANTAGE_ESTIMATORS, group_advantages
+from mmgrpo.algos.token_baseline import TOKEN_LEVEL_ESTIMATORS
 from mmgrpo.registry import RegistryError
 
 FAST = settings(max_examples=50, deadline=None)
+OUTCOME_ESTIMATORS = [name for name in ADVANTAGE_ESTIMATORS.names() if name not in TOKEN_LEVEL_ESTIMATORS]
 ONE_WINNER = torch.tensor([1.0, 0.0, 0.0, 0.0, 2.0, 2.0, 2.0, 2.0])  # two groups of 4
 
 
@@ -33,9 +35,9 @@ def _group_starts(sizes, n: int) -> torch.Tensor:
     return torch.cumsum(sizes, 0) - sizes
 
 
-def test_registry_holds_the_nine_estimators():
-    assert ADVANTAGE_ESTIMATORS.names() == ["dr_grpo", "gdpo", "gpg", "grpo", "grpo_passk", "opo", "reinforce_pp",
-                                            "remax", "rloo"]
+def test_registry_holds_the_ten_estimators():
+    assert ADVANTAGE_ESTIMATORS.names() == ["dr_grpo", "gdpo", "gpg", "grpo", "grpo_passk", "opo",
+                                            "optimal_token_baseline", "reinforce_pp", "remax", "rloo"]
 
 
 def test_grpo_divides_by_the_unbiased_group_std():
@@ -92,7 +94,7 @@ def test_variable_group_sizes_match_per_group_computation():
 
 def test_large_equal_rewards_give_exactly_zero():
     rewards = torch.full((6,), 123456.7)  # float32 rounding would leak into a naive mean
-    for estimator in ADVANTAGE_ESTIMATORS:
+    for estimator in OUTCOME_ESTIMATORS:
         assert torch.equal(estimate(rewards, 3, estimator), torch.zeros(6))
 
 
@@ -137,7 +139,7 @@ def test_grpo_groups_sum_to_zero(data, estimator):
 
 
 @FAST
-@given(grouped_rewards(), st.sampled_from(ADVANTAGE_ESTIMATORS.names()), st.sampled_from(["group", "batch"]))
+@given(grouped_rewards(), st.sampled_from(OUTCOME_ESTIMATORS), st.sampled_from(["group", "batch"]))
 def test_finite_rewards_give_finite_advantages(data, estimator, scale):
     rewards, sizes = data
     assert torch.isfinite(estimate(rewards, sizes, estimator, scale=scale)).all()
@@ -146,7 +148,7 @@ def test_finite_rewards_give_finite_advantages(data, estimator, scale):
 @FAST
 @given(
     st.lists(st.tuples(finite_rewards, st.integers(1, 5)), min_size=1, max_size=5),
-    st.sampled_from(ADVANTAGE_ESTIMATORS.names()),
+    st.sampled_from(OUTCOME_ESTIMATORS),
 )
 def test_all_equal_groups_and_singletons_give_zero(groups, estimator):
     rewards = torch.tensor([value for value, size in groups for _ in range(size)])

@@ -47,8 +47,10 @@ def one_in_answer(completions, answer, **_):
     ("backend", "nodes", "fewer_ranks"),
     # ZeRO-2 with dynamic group sizes: ranks hold groups of other sizes, and as many micro-batches
     # (a reward succeeding at a rate per prompt, and 8 training prompts: step 3 meets step 1's prompts with their success counts)
+    # ReMax's greedy baselines too: one more greedy completion per prompt on each rank, merged for the advantages
     [pytest.param(["train.backend=deepspeed", "train.zero_stage=2", "algo.dynamic_group_size=true",
-                   "rollout.num_generations=8", "algo.group_size_min=2", "algo.group_size_max=12",
+                   "algo.advantage_estimator=remax", "rollout.num_generations=8", "algo.group_size_min=2",
+                   "algo.group_size_max=12",
                    "data.train.0.recipe_args={n: 10, test_fraction: 0.2}",
                    "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"], 1, False,
                   marks=NEEDS_DEEPSPEED, id="zero2"),
@@ -60,9 +62,11 @@ def one_in_answer(completions, answer, **_):
                   marks=NEEDS_DEEPSPEED, id="zero3"),
      # FSDP2 with held-out evaluations before, during and after (forward passes on every rank), its two
      # ranks on two torchrun nodes meeting through a c10d rendezvous (as two machines would); its stopped
-     # run also continues on one rank (FSDP2 checkpoints hold the whole optimizer state)
+     # run also continues on one rank (FSDP2 checkpoints hold the whole optimizer state). Clip-Cov draws its
+     # detached tokens from each rank's generator (restored exactly on resume); GDPO whitens over both ranks
      pytest.param(["train.backend=fsdp2", "eval.before=true", "eval.after=true", "eval.every_n_steps=2",
-                   "eval.limit=4"], 2, True, id="fsdp2-two-nodes")],
+                   "eval.limit=4", "algo.policy_loss=clip_cov", "algo.clip_cov_ratio=0.1", "algo.clip_cov_lb=-100",
+                   "algo.clip_cov_ub=100", "algo.advantage_estimator=gdpo"], 2, True, id="fsdp2-two-nodes")],
 )
 def test_two_ranks_train_stop_resume_exactly_and_export(
     backend, nodes, fewer_ranks, small_config, tiny_qwen25vl, rate_per_prompt_plugin, tmp_path

@@ -62,7 +62,7 @@ def test_entropy_chunks_and_temperature_match_reference(load_tiny, media_samples
     temperature = 0.7
     with torch.no_grad():
         logp, entropy = sequence_logprobs(
-            model, batch, micro_batch_size=2, with_entropy=True, chunk_size=3, temperature=temperature
+            model, batch, micro_batch_size=2, statistic="entropy", chunk_size=3, temperature=temperature
         )
     for row, (sample, completion) in enumerate(zip(samples, completions)):
         log_probs = reference_distribution(model, processor, sample, completion)  # [Tc, V] at temperature 1
@@ -106,7 +106,7 @@ def test_token_logprobs_only_computes_masked_positions() -> None:
     hidden = torch.randn(2, 4, 8)
     targets = torch.randint(0, 11, (2, 4))
     mask = torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
-    logp, entropy = token_logprobs(head, hidden, targets, mask, with_entropy=True, chunk_size=2)
+    logp, entropy = token_logprobs(head, hidden, targets, mask, statistic="entropy", chunk_size=2)
     log_probs = head(hidden).log_softmax(-1)  # [2, 4, 11]
     expected = log_probs.gather(-1, targets[..., None]).squeeze(-1) * mask
     torch.testing.assert_close(logp, expected)

@@ -56,11 +56,11 @@ def test_grouped_micro_batches_and_entropy_match_one_forward(load_tiny, media_sa
     prompts = build_prompt_batch(processor, media_samples("qwen2_5_vl"), family="qwen2_5_vl")
     completions = random_completions()
     with torch.no_grad():
-        whole = grouped_logprobs(model, prompts, completions, GROUP_SIZES, micro_batch_size=6, with_entropy=True)
-        per_group = grouped_logprobs(model, prompts, completions, GROUP_SIZES, micro_batch_size=1, with_entropy=True)
+        whole = grouped_logprobs(model, prompts, completions, GROUP_SIZES, micro_batch_size=6, statistic="entropy")
+        per_group = grouped_logprobs(model, prompts, completions, GROUP_SIZES, micro_batch_size=1, statistic="entropy")
         plain = completion_logprobs(
             model, prompts, completions, GROUP_SIZES, group_shared_encoding=False, micro_batch_size=2,
-            with_entropy=True,
+            statistic="entropy",
         )
     for logp, entropy in (per_group, plain):
         torch.testing.assert_close(logp, whole[0], atol=ATOL, rtol=0)

@@ -322,3 +322,27 @@ def test_remax_equals_verl(seed: int) -> None:
         token_level_rewards=token_rewards, reward_baselines=per_completion, response_mask=mask)
     advantages = group_advantages(rewards, list(GROUP_SIZES), estimator="remax", baselines=greedy)
     torch.testing.assert_close(advantages[:, None] * mask, expected, **TOLERANCE)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("zero_tail", [True, False])
+def test_optimal_token_baseline_equals_verl(seed: int, zero_tail: bool) -> None:
+    """Per-token baselines from the path variances; groups of one left out (mmgrpo gives them 0, verl the reward)."""
+    from mmgrpo.algos.advantages import Groups
+    from mmgrpo.algos.token_baseline import optimal_token_baseline
+
+    sizes = [size for size in GROUP_SIZES if size > 1]
+    rewards = make_rewards(seed, sizes)
+    mask = response_mask(seed, len(rewards), uneven=True)
+    generator = torch.Generator().manual_seed(seed + 11)
+    logp = -torch.rand(mask.shape, generator=generator, dtype=F64) * 3 * mask
+    sum_pi_squared = (logp.exp().square() + torch.rand(mask.shape, generator=generator, dtype=F64) * 0.3) * mask
+    index = np.array([f"prompt-{group}" for group, size in enumerate(sizes) for _ in range(size)], dtype=object)
+    token_rewards = torch.zeros_like(mask)
+    token_rewards[torch.arange(len(rewards)), mask.sum(dim=-1).long() - 1] = rewards
+    expected, _ = core_algos.get_adv_estimator_fn("optimal_token_baseline")(
+        token_level_rewards=token_rewards, response_mask=mask, index=index, old_log_probs=logp,
+        sum_pi_squared=sum_pi_squared, handle_zero_tail=zero_tail)
+    groups = Groups.from_sizes(sizes, len(rewards), rewards.device)
+    advantages = optimal_token_baseline(rewards, groups, logp, sum_pi_squared, mask, zero_tail=zero_tail)
+    torch.testing.assert_close(advantages, expected, **TOLERANCE)

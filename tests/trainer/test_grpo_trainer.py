@@ -62,7 +62,9 @@ def test_reward_rises_under_grpo(small_config, tmp_path, policy_loss):
     ("algo.advantage_estimator=gpg",),
     ("algo.advantage_estimator=gdpo", "task.rewards={share_of_threes: 1.0, text_length: 0.1}"),
     ("algo.advantage_estimator=remax", "train.lr=0.05"),
-], ids=["rloo", "reinforce_pp", "grpo_passk", "opo", "gpg", "gdpo-two-rewards", "remax"])
+    ("algo.advantage_estimator=optimal_token_baseline", "algo.num_iterations=2"),
+], ids=["rloo", "reinforce_pp", "grpo_passk", "opo", "gpg", "gdpo-two-rewards", "remax",
+        "optimal_token_baseline-2-iterations"])
 def test_reward_rises_under_each_advantage_estimator(small_config, tmp_path, estimator):
     """Fails if an estimator's sign is flipped or its advantages are zeroed."""
     config = small_config("train.steps=40", "rollout.prompts_per_step=4", "rollout.num_generations=8", *estimator)
@@ -122,3 +124,18 @@ def test_lora_with_kl_to_adapter_free_base(small_config, tmp_path):
     saved = dict(reloaded.named_parameters())
     assert all(torch.equal(p.detach(), saved[n]) for n, p in trainer.model.named_parameters() if "lora_" in n)
 
+
+
+def test_the_optimal_token_baselines_forward_is_the_updates_old_log_probs(small_config, tmp_path, monkeypatch):
+    """Two iterations need the policy's log-probs before the update: the token statistics' forward gave them."""
+    import mmgrpo.trainer.update as update
+
+    calls = []
+    real = update.batch_logprobs
+    monkeypatch.setattr(update, "batch_logprobs", lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs))
+    config = small_config("train.steps=2", "algo.advantage_estimator=optimal_token_baseline", "algo.num_iterations=2",
+                          DENSE_REWARD)
+    train(config, tmp_path / "run")
+    rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    assert len(rows) == 2 and all(row["advantage/abs_max"] > 0 for row in rows)
+    assert calls == []
