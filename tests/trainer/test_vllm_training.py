@@ -38,14 +38,16 @@ def test_reward_rises_with_the_vllm_engine_as_with_the_hf_engine(small_config, t
 
 def test_async_worker_samples_with_the_vllm_engine_and_gets_every_update(small_config, tiny_model_dir, tmp_path):
     """rollout.mode=async with rollout.engine=vllm: the worker process runs its own vLLM engine; at
-    staleness 0 its sampled-token log-probs equal the trainer's after every weight update."""
+    staleness 0 its sampled-token log-probs equal the trainer's after every weight update. ReMax: the same
+    engine decodes each prompt's greedy completion too."""
     model = f"model.name_or_path={tiny_model_dir('qwen2_5_vl', **VLLM_CPU_TINY_OPTIONS)}"
     config = small_config(
         model, "rollout.engine=vllm", "rollout.mode=async", "rollout.max_staleness=0", "train.steps=8",
-        "rollout.num_generations=8",
+        "rollout.num_generations=8", "algo.advantage_estimator=remax",
     )
     train(config, tmp_path / "run")
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [m["async/staleness_max"] for m in metrics] == [0] * 8
     assert any(m["grad_norm"] > 0 for m in metrics[:-1])  # the policy moved before the last sampling
     assert max(m["rollout/logprob_gap_max"] for m in metrics) < 1e-4, "the worker's vLLM engine missed an update"
+    assert all(m["reward/greedy_frac"] == 1.0 for m in metrics)
