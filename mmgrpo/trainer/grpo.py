@@ -54,7 +54,6 @@ from mmgrpo.trainer.update import (
     StepBatch,
     UpdateSettings,
     batch_logprobs,
-    batch_token_statistics,
     grpo_optimizer_spec,
     policy_update,
 )
@@ -242,7 +241,7 @@ class GRPOTrainer:
                 batch = self.batches.build(rollouts, mine)  # advantages and the training batch count as rollout time
             rollout_done = time.perf_counter()
             if self.reference is not None:
-                batch.ref_logp = batch_logprobs(
+                batch.ref_logp, _ = batch_logprobs(
                     self.reference.module, backend, batch, self.update_settings, cfg.rollout.temperature,
                     self.reference.context,
                 )
@@ -267,7 +266,7 @@ class GRPOTrainer:
         """This rank's batch with per-token advantages from the policy's token statistics (one forward, whose
         log-probs the update reuses as its old ones), and every rank's per-completion mean advantage ``[N_all]``."""
         batch = self.batches.build(rollouts, torch.zeros(len(rollouts.completions)))  # process rewards' part only
-        logp, sum_pi_squared = batch_token_statistics(
+        logp, sum_pi_squared = batch_logprobs(
             self.model, self.backend, batch, self.update_settings, self.config.rollout.temperature,
             statistic="sum_pi_squared",
         )

@@ -190,22 +190,11 @@ def batch_logprobs(
     settings: UpdateSettings,
     temperature: float,
     context: Callable[[], ContextManager] = nullcontext,
-) -> torch.Tensor:
-    """Log-probs ``[N, Tc]`` of every completion without grad, in eval mode (no dropout):
-    the reference policy's, or the sampling policy's before an update (0 past each completion)."""
-    return batch_token_statistics(model, backend, batch, settings, temperature, context)[0]
-
-
-def batch_token_statistics(
-    model: torch.nn.Module,
-    backend: TrainingBackend,
-    batch: StepBatch,
-    settings: UpdateSettings,
-    temperature: float,
-    context: Callable[[], ContextManager] = nullcontext,
     statistic: TokenStatistic | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """:func:`batch_logprobs`, and ``statistic`` of each token's distribution ``[N, Tc]`` from the same forward."""
+    """Log-probs ``[N, Tc]`` of every completion without grad, in eval mode (no dropout): the reference policy's,
+    or the sampling policy's before an update (0 past each completion); and ``statistic`` of each token's
+    distribution ``[N, Tc]`` from the same forward (None without one)."""
     logp = torch.zeros(batch.loss_mask.shape, device=batch.loss_mask.device)  # [N, Tc]
     stat = torch.zeros_like(logp) if statistic else None
     with torch.no_grad(), context(), settings.autocast(batch.advantages.device), _eval_mode(model):
@@ -239,7 +228,7 @@ def policy_update(
     if old_logp is None and not one_pass:
         old_logp = batch.policy_logp
     if old_logp is None and not one_pass:
-        old_logp = batch_logprobs(model, backend, batch, settings, loss_settings.temperature)
+        old_logp, _ = batch_logprobs(model, backend, batch, settings, loss_settings.temperature)
     sampled = batch.sampler_logp is not None
     correction = loss_settings.correction if sampled else None
     masks_tokens = correction is not None and correction.mode == "mis"
@@ -251,7 +240,7 @@ def policy_update(
     if compared and (not one_pass or masks_tokens):
         before = old_logp if old_logp is not None and not from_engine else batch_logprobs(
             model, backend, batch, settings, loss_settings.temperature
-        )
+        )[0]
     first_logp = torch.zeros_like(batch.loss_mask, dtype=torch.float32) if compared and before is None else None
     as_sampled = batch
     if masks_tokens:  # dropped tokens leave the loss and its normaliser

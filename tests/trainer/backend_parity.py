@@ -138,8 +138,8 @@ def train_lora_on_fixed_rollouts(model_dir: Path, train: TrainConfig) -> dict[st
     adapter_elements = sum(param.numel() for param in model.parameters() if param.requires_grad)
     backend, batch, metrics = _updated(model, processor, train)
     reference = lora_reference(backend.model, None)
-    logp = {"reference_logp": batch_logprobs(reference.module, backend, batch, SETTINGS, 1.0, reference.context),
-            "policy_logp": batch_logprobs(backend.model, backend, batch, SETTINGS, 1.0)}  # [n, Tc] each
+    logp = {"reference_logp": batch_logprobs(reference.module, backend, batch, SETTINGS, 1.0, reference.context)[0],
+            "policy_logp": batch_logprobs(backend.model, backend, batch, SETTINGS, 1.0)[0]}  # [n, Tc] each
     state_elements = sum(_local(state["exp_avg"]).numel() for state in backend.optimizer.state.values() if state)
     metrics |= {"adapter_elements": adapter_elements,
                 "optimizer_state_elements": backend.ranks.all_reduce({"n": state_elements})["n"]}
