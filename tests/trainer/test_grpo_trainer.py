@@ -126,15 +126,18 @@ def test_lora_with_kl_to_adapter_free_base(small_config, tmp_path):
 
 
 
-def test_the_optimal_token_baselines_forward_is_the_updates_old_log_probs(small_config, tmp_path, monkeypatch):
-    """Two iterations need the policy's log-probs before the update: the token statistics' forward gave them."""
+@pytest.mark.parametrize("tuning", [(), ("lora.enabled=true", "lora.r=4", "algo.policy_loss=kl_cov")],
+                         ids=["full", "lora-kl_cov"])
+def test_the_optimal_token_baselines_forward_is_the_updates_old_log_probs(small_config, tmp_path, monkeypatch, tuning):
+    """Two iterations need the policy's log-probs before the update: the token statistics' forward gave them (with
+    LoRA too, whose adapters that forward runs with)."""
     import mmgrpo.trainer.update as update
 
     calls = []
     real = update.batch_logprobs
     monkeypatch.setattr(update, "batch_logprobs", lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs))
     config = small_config("train.steps=2", "algo.advantage_estimator=optimal_token_baseline", "algo.num_iterations=2",
-                          DENSE_REWARD)
+                          DENSE_REWARD, *tuning)
     train(config, tmp_path / "run")
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert len(rows) == 2 and all(row["advantage/abs_max"] > 0 for row in rows)
