@@ -56,8 +56,10 @@ def one_in_answer(completions, answer, **_):
                   marks=NEEDS_DEEPSPEED, id="zero2"),
      # ZeRO-3 with DAPO's dynamic sampling: the ranks agree on the resampling rounds (groups of
      # prompts whose answer is 1 always succeed, so some are resampled; the others differ). Its
-     # stopped run also continues on one rank (converted to DeepSpeed's universal checkpoint)
+     # stopped run also continues on one rank (converted to DeepSpeed's universal checkpoint). The optimal token
+     # baseline: each rank's forward of its own groups under ZeRO-3, the advantages logged from both ranks
      pytest.param(["train.backend=deepspeed", "train.zero_stage=3", "algo.dynamic_sampling=true",
+                   "algo.advantage_estimator=optimal_token_baseline",
                    "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"], 1, True,
                   marks=NEEDS_DEEPSPEED, id="zero3"),
      # FSDP2 with held-out evaluations before, during and after (forward passes on every rank), its two
