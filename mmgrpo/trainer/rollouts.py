@@ -93,23 +93,30 @@ class Rollouts:
         """Each completion's token count ``[N]``."""
         return torch.tensor([len(c.token_ids) for c in self.completions])
 
-    def reward_components(self, weights: Mapping[str, Mapping[str, float]]) -> tuple[torch.Tensor, torch.Tensor]:
+    def reward_components(self, weights: Mapping[str, Mapping[str, float]],
+                          penalties: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """The rewards each completion's total is made of ``[N, K]`` and their weights ``[N, K]``, ``weights``
         being each task's reward weights: every named reward of any task (0 where it does not apply or failed),
-        then the rest of the total (DAPO's overlong penalty) with weight 1, so that the weighted sum is the total."""
+        then DAPO's overlong ``penalties`` ``[N]`` (if any) with weight 1. Process rewards are refused: their steps
+        are not part of the total."""
+        if any(group.steps is not None for group in self.groups):
+            raise ValueError("advantage_estimator gdpo normalises the outcome rewards that make up the total; a "
+                             "process reward (steps) is not one of them: use another estimator with process rewards")
         names = sorted({name for group in self.groups for name in weights[group.sample.task]
                         if name in group.components})
         values, factors = [], []
         for group in self.groups:
             task_weights = weights[group.sample.task]
-            for i, total in enumerate(group.rewards):
-                row = [(group.components[name][i] or 0.0) if name in group.components else 0.0 for name in names]
-                row_weights = [task_weights.get(name, 0.0) for name in names]
-                values.append([*row, total - sum(w * v for w, v in zip(row_weights, row))])
-                factors.append([*row_weights, 1.0])
-        shape = (len(values), len(names) + 1)
-        return (torch.tensor(values, dtype=torch.float64).reshape(shape),
-                torch.tensor(factors, dtype=torch.float64).reshape(shape))
+            for i in range(len(group.completions)):
+                values.append([(group.components[name][i] or 0.0) if name in group.components else 0.0
+                               for name in names])
+                factors.append([task_weights.get(name, 0.0) for name in names])
+        components = torch.tensor(values, dtype=torch.float64).reshape(len(values), len(names))
+        component_weights = torch.tensor(factors, dtype=torch.float64).reshape(len(values), len(names))
+        if penalties is not None:
+            components = torch.cat([components, penalties.to(torch.float64)[:, None]], dim=1)
+            component_weights = torch.cat([component_weights, torch.ones(len(values), 1, dtype=torch.float64)], dim=1)
+        return components, component_weights
 
     def step_rewards(self) -> list[list[Span]] | None:
         """Each completion's process-reward steps, group after group; None when no group has any."""

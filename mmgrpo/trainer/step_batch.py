@@ -8,7 +8,7 @@ from typing import Any, Mapping
 
 import torch
 
-from mmgrpo.algos import group_advantages
+from mmgrpo.algos import group_advantages, overlong_penalty
 from mmgrpo.algos.token_baseline import TokenStatistics
 from mmgrpo.config import Config
 from mmgrpo.inputs import media_budgets
@@ -45,12 +45,21 @@ class StepBatchBuilder:
         """Each completion's advantage in its group, ``[N]`` (``algo.advantage_estimator``)."""
         algo = self.config.algo
         estimator = algo.objective().advantage_estimator
-        components, weights = rollouts.reward_components(self.reward_weights) if estimator == "gdpo" else (None, None)
+        components, weights = (rollouts.reward_components(self.reward_weights, self._overlong_penalties(rollouts))
+                               if estimator == "gdpo" else (None, None))
         return group_advantages(
             rollouts.rewards(), rollouts.group_sizes, estimator=estimator, scale_std=algo.scale_std, scale=algo.scale,
             eps=algo.advantage_eps, lengths=rollouts.lengths(), components=components, component_weights=weights,
             baselines=rollouts.greedy_rewards(),
         )
+
+    def _overlong_penalties(self, rollouts: Rollouts) -> torch.Tensor | None:
+        """DAPO's overlong penalty of each completion ``[N]`` (part of its total reward), None when off."""
+        algo = self.config.algo
+        if algo.overlong_buffer <= 0:
+            return None
+        return overlong_penalty(rollouts.lengths(), self.config.rollout.max_new_tokens, algo.overlong_buffer,
+                                algo.overlong_penalty)
 
     def token_advantages(self, rollouts: Rollouts, statistics: TokenStatistics) -> torch.Tensor:
         """This rank's completions' per-token advantages ``[N, Tc]`` (a token-level estimator: its groups are whole

@@ -97,3 +97,24 @@ def test_remax_subtracts_each_groups_greedy_reward_or_its_mean_without_one():
           [0.5, -0.5, 0, -0.5, 1, 1, 1, -0.5, 0.5])
     with pytest.raises(ValueError, match="one greedy-completion reward per group"):
         group_advantages(REWARDS, SIZES, estimator="remax", baselines=greedy[:2])
+
+
+def test_optimal_token_baseline_by_hand_and_a_group_of_one_gets_zero():
+    """Group [r=1 over 2 tokens, r=0 over 1 token] and a group of one. w = 1 - 2 pi + S per token, W its running
+    sum; B_t = sum_i r_i W_it / sum_i W_it over the rows still running; past the runner-up's length the single
+    longest row's baseline is 0 (the zero tail)."""
+    from mmgrpo.algos.advantages import Groups
+    from mmgrpo.algos.token_baseline import optimal_token_baseline
+
+    logp = torch.log(torch.tensor([[0.5, 0.25], [0.8, 1.0], [0.5, 1.0]], dtype=torch.float64))
+    spp = torch.tensor([[0.5, 0.3], [0.7, 0.0], [0.5, 0.0]], dtype=torch.float64)
+    mask = torch.tensor([[1, 1], [1, 0], [1, 0]])
+    rewards = torch.tensor([1.0, 0.0, 3.0], dtype=torch.float64)
+    groups = Groups.from_sizes([2, 1], 3, rewards.device)
+    w00, w01, w10 = 1 - 1.0 + 0.5, 1 - 0.5 + 0.3, 1 - 1.6 + 0.7  # 0.5, 0.8, 0.1
+    b0 = (1.0 * w00 + 0.0 * w10) / (w00 + w10 + 1e-8)
+    out = optimal_token_baseline(rewards, groups, logp, spp, mask)
+    close(out.flatten(), [1 - b0, 1.0, -b0, 0.0, 0.0, 0.0])  # row 0, t=1: past row 1's length, baseline 0
+    kept = optimal_token_baseline(rewards, groups, logp, spp, mask, zero_tail=False)
+    b1 = 1.0 * (w00 + w01) / (w00 + w01 + 1e-8)
+    close(kept.flatten(), [1 - b0, 1 - b1, -b0, 0.0, 0.0, 0.0])

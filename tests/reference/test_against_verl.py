@@ -271,16 +271,19 @@ def test_advantages_equal_verl(case: EstimatorCase, seed: int, uneven: bool) -> 
     ("grpo", "grpo", {"norm_adv_by_std_in_grpo": True}, lambda r: r / (1 + EPS)),  # (r - 0) / (1 + eps)
     ("dr_grpo", "grpo", {"norm_adv_by_std_in_grpo": False}, lambda r: r),
     ("rloo", "rloo", {}, lambda r: r),
-], ids=["grpo", "dr_grpo", "rloo"])
+    ("opo", "opo", {}, lambda r: r),
+    ("gpg", "gpg", {}, None),
+], ids=["grpo", "dr_grpo", "rloo", "opo", "gpg"])
 def test_group_of_one_by_design(name: str, verl: str, verl_options: dict[str, Any], singleton: Any) -> None:
     """A group of one: mmgrpo's advantage is 0, verl's keeps the reward; the other groups are equal."""
     sizes = (3, 1, 4)
     rewards = make_rewards(2, sizes)
     mask = response_mask(2, len(rewards), uneven=True)
     expected = verl_advantages(verl, rewards, sizes, mask, **verl_options)[:, :1].squeeze(-1)  # every row has t=0
-    advantages = group_advantages(rewards, list(sizes), estimator=name, eps=EPS)
+    advantages = group_advantages(rewards, list(sizes), estimator=name, eps=EPS, lengths=mask.sum(dim=-1))
     assert advantages[3] == 0
-    torch.testing.assert_close(expected[3], singleton(rewards[3]), **TOLERANCE)
+    if singleton is not None:  # gpg: verl's alpha times the reward
+        torch.testing.assert_close(expected[3], singleton(rewards[3]), **TOLERANCE)
     others = torch.arange(len(rewards)) != 3
     torch.testing.assert_close(advantages[others], expected[others], **TOLERANCE)
 
