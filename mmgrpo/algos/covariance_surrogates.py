@@ -1,14 +1,14 @@
 """Policy losses that hold the entropy up by restraining the tokens whose log-prob co-varies most with the advantage.
 
 Cui et al., "The Entropy Mechanism of Reinforcement Learning for Reasoning Language Models" (arXiv 2505.22617,
-section 4): the policy's entropy falls as ``Cov(log pi(y_t), A_t)`` is large, so a few high-covariance tokens are
+the Clip-Cov and KL-Cov methods of its section on controlling entropy by covariance): the policy's entropy falls as ``Cov(log pi(y_t), A_t)`` is large, so a few high-covariance tokens are
 kept from being pushed further. Registered in :data:`~mmgrpo.algos.surrogates.SURROGATES`; the covariance of a
 token is ``(A_t - mean A) * (log pi_t - mean log pi)``, means over the micro-batch's completion tokens.
 
-- ``clip_cov`` (eq. 11): PPO's clipped loss, except that ``max(clip_cov_ratio * tokens, 1)`` tokens drawn at random
+- ``clip_cov``: PPO's clipped loss, except that ``max(clip_cov_ratio * tokens, 1)`` tokens drawn at random
   (``torch.randperm`` on the global CPU generator, as verl draws them) among those PPO did not clip whose covariance
   is in ``(clip_cov_lb, clip_cov_ub)`` lose their gradient. Paper: ratio 2e-4, bounds 1 and 5.
-- ``kl_cov`` (eq. 12): the unclipped ``-A * r`` per token, plus ``kl_cov_coef * |log r|`` on the
+- ``kl_cov``: the unclipped ``-A * r`` per token, plus ``kl_cov_coef * |log r|`` on the
   ``max(kl_cov_ratio * tokens, 1)`` tokens of largest covariance. Paper: ratio 2e-4 (2e-3 for a 7B model), coef 1.
 """
 
