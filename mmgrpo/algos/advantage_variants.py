@@ -6,9 +6,9 @@
   gets 0. A group of one has no runner-up: 0 (verl refuses it).
 - ``opo``: On-Policy RL with Optimal reward baseline (arXiv 2505.23585): ``r - sum_j |o_j| r_j / sum_j |o_j|``,
   the group's length-weighted mean reward as the baseline (``lengths`` required).
-- ``gpg``: GPG (arXiv 2504.02546, its advantage with the batch rescaling): ``alpha (r - mean_g)`` with ``alpha = N / #(r != 0)``, the batch's size
-  over its count of non-zero rewards, which scales the gradient back up when few completions are rewarded
-  (its ``F_norm`` is 1, as verl sets it).
+- ``gpg``: GPG (arXiv 2504.02546): ``alpha (r - mean_g)`` with ``alpha = N / #(r != 0)``, the batch's size over its
+  count of non-zero rewards, which scales the gradient back up when few completions are rewarded (its ``F_norm``
+  is 1, as verl sets it).
 - ``remax``: ReMax (arXiv 2310.10505): ``r - b``, ``b`` the reward of the prompt's greedy completion
   (``baselines``, one per group, sampled beside the group and never trained on); a group without one (the
   engine gave none) falls back to its mean reward.
