@@ -29,9 +29,11 @@ TOKEN_BASELINE_EPS = 1e-8
 
 
 def optimal_token_baseline(rewards: Tensor, groups: Groups, logp: Tensor, sum_pi_squared: Tensor, mask: Tensor,
-                           *, zero_tail: bool = True) -> Tensor:
+                           *, zero_tail: bool = True, importance_weights: Tensor | None = None) -> Tensor:
     """``[N, T]`` advantages of ``N`` completions from their rewards ``[N]`` and, per token ``[N, T]``, the sampling
-    policy's log-prob, ``sum_v pi(v)^2`` and the completion mask (a prefix of each row)."""
+    policy's log-prob, ``sum_v pi(v)^2`` and the completion mask (a prefix of each row). ``importance_weights``
+    ``[N, T]`` (the truncated trainer/sampler ratios of ``algo.is_correction``) scale each token's variance by their
+    square, the baseline that minimises the error under that correction (as verl does with its rollout weights)."""
     if not logp.shape == sum_pi_squared.shape == mask.shape or logp.shape[0] != len(rewards):
         raise ValueError(f"optimal_token_baseline: logp {tuple(logp.shape)}, sum_pi_squared "
                          f"{tuple(sum_pi_squared.shape)} and mask {tuple(mask.shape)} must all be [N, T], "
@@ -39,7 +41,10 @@ def optimal_token_baseline(rewards: Tensor, groups: Groups, logp: Tensor, sum_pi
     dtype = torch.promote_types(rewards.dtype, torch.float32)
     mask = mask.to(dtype)
     returns = rewards.to(dtype)[:, None] * mask  # [N, T]
-    path_variance = ((1 - 2 * logp.to(dtype).exp() + sum_pi_squared.to(dtype)) * mask).cumsum(dim=-1) * mask
+    variance = 1 - 2 * logp.to(dtype).exp() + sum_pi_squared.to(dtype)  # [N, T]
+    if importance_weights is not None:
+        variance = variance * importance_weights.to(dtype).square()
+    path_variance = (variance * mask).cumsum(dim=-1) * mask
     per_group = torch.zeros((len(groups.sizes), mask.shape[1]), dtype=dtype, device=mask.device)
     numerator = per_group.index_add(0, groups.ids, returns * path_variance)  # [P, T]
     denominator = per_group.index_add(0, groups.ids, path_variance) + TOKEN_BASELINE_EPS
@@ -71,6 +76,7 @@ class TokenStatistics:
     logp: Tensor
     sum_pi_squared: Tensor
     mask: Tensor
+    importance_weights: Tensor | None = None  # [N, T] algo.is_correction's weights, None without one
 
 
 TOKEN_LEVEL_ESTIMATORS = frozenset({"optimal_token_baseline"})
@@ -87,4 +93,5 @@ def optimal_token_baseline_advantages(rewards: Tensor, groups: Groups, *,
                          "and sum of squared probabilities (token_statistics): the trainer computes them in one "
                          "forward before the update")
     stats = token_statistics
-    return optimal_token_baseline(rewards, groups, stats.logp, stats.sum_pi_squared, stats.mask)
+    return optimal_token_baseline(rewards, groups, stats.logp, stats.sum_pi_squared, stats.mask,
+                                  importance_weights=stats.importance_weights)

@@ -24,7 +24,7 @@ from typing import Any, Callable
 import torch
 from tqdm.auto import tqdm
 
-from mmgrpo.algos import masked_mean
+from mmgrpo.algos import importance_weights, masked_mean
 from mmgrpo.algos.token_baseline import TOKEN_LEVEL_ESTIMATORS, TokenStatistics
 from mmgrpo.config import Config
 from mmgrpo.inputs import SampleSet
@@ -270,7 +270,11 @@ class GRPOTrainer:
             self.model, self.backend, batch, self.update_settings, self.config.rollout.temperature,
             statistic="sum_pi_squared",
         )
-        statistics = TokenStatistics(logp, sum_pi_squared, batch.loss_mask)
+        correction = self.loss_settings.correction
+        weights = None
+        if correction is not None and batch.sampler_logp is not None:
+            weights, _, _ = importance_weights(logp, batch.sampler_logp.to(logp.device), batch.loss_mask, correction)
+        statistics = TokenStatistics(logp, sum_pi_squared, batch.loss_mask, weights)
         tokens = self.batches.token_advantages(rollouts, statistics).to(batch.loss_mask.device)  # [N, Tc]
         batch.advantages = tokens + (batch.advantages if batch.advantages.dim() == 2 else batch.advantages[:, None])
         batch.policy_logp = logp

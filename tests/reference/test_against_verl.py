@@ -349,3 +349,30 @@ def test_optimal_token_baseline_equals_verl(seed: int, zero_tail: bool) -> None:
     groups = Groups.from_sizes(sizes, len(rewards), rewards.device)
     advantages = optimal_token_baseline(rewards, groups, logp, sum_pi_squared, mask, zero_tail=zero_tail)
     torch.testing.assert_close(advantages, expected, **TOLERANCE)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_optimal_token_baseline_with_importance_weights_equals_verl(seed: int) -> None:
+    """algo.is_correction's truncated ratios square into the path variances, as verl's rollout IS weights."""
+    from mmgrpo.algos import ISCorrection, importance_weights
+    from mmgrpo.algos.advantages import Groups
+    from mmgrpo.algos.token_baseline import optimal_token_baseline
+
+    sizes = [size for size in GROUP_SIZES if size > 1]
+    rewards = make_rewards(seed, sizes)
+    mask = response_mask(seed, len(rewards), uneven=True)
+    generator = torch.Generator().manual_seed(seed + 13)
+    logp = -torch.rand(mask.shape, generator=generator, dtype=F64) * 3 * mask
+    sampler = logp + torch.randn(mask.shape, generator=generator, dtype=F64) * 0.5 * mask
+    sum_pi_squared = (logp.exp().square() + torch.rand(mask.shape, generator=generator, dtype=F64) * 0.3) * mask
+    weights, _, _ = importance_weights(logp, sampler, mask, ISCorrection("tis", "token", 2.0))
+    index = np.array([f"prompt-{group}" for group, size in enumerate(sizes) for _ in range(size)], dtype=object)
+    token_rewards = torch.zeros_like(mask)
+    token_rewards[torch.arange(len(rewards)), mask.sum(dim=-1).long() - 1] = rewards
+    expected, _ = core_algos.get_adv_estimator_fn("optimal_token_baseline")(
+        token_level_rewards=token_rewards, response_mask=mask, index=index, old_log_probs=logp,
+        sum_pi_squared=sum_pi_squared, rollout_is_weights=weights.double())
+    groups = Groups.from_sizes(sizes, len(rewards), rewards.device)
+    advantages = optimal_token_baseline(rewards, groups, logp, sum_pi_squared, mask, importance_weights=weights)
+    assert bool((weights[mask.bool()] != 1).any())
+    torch.testing.assert_close(advantages, expected, atol=1e-5, rtol=1e-5)  # the weights are float32

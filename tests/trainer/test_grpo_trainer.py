@@ -126,19 +126,23 @@ def test_lora_with_kl_to_adapter_free_base(small_config, tmp_path):
 
 
 
-@pytest.mark.parametrize("tuning", [(), ("lora.enabled=true", "lora.r=4", "algo.policy_loss=kl_cov")],
-                         ids=["full", "lora-kl_cov"])
+@pytest.mark.parametrize("tuning", [(), ("lora.enabled=true", "lora.r=4", "algo.policy_loss=kl_cov"),
+                                    ("algo.is_correction=tis",)], ids=["full", "lora-kl_cov", "tis"])
 def test_the_optimal_token_baselines_forward_is_the_updates_old_log_probs(small_config, tmp_path, monkeypatch, tuning):
     """Two iterations need the policy's log-probs before the update: the token statistics' forward gave them (with
-    LoRA too, whose adapters that forward runs with)."""
+    LoRA too, whose adapters that forward runs with). Under TIS its weights reach the baseline."""
+    import mmgrpo.algos.token_baseline as token_baseline
     import mmgrpo.trainer.update as update
 
-    calls = []
-    real = update.batch_logprobs
+    calls, weighted = [], []
+    real, baseline = update.batch_logprobs, token_baseline.optimal_token_baseline
     monkeypatch.setattr(update, "batch_logprobs", lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs))
+    monkeypatch.setattr(token_baseline, "optimal_token_baseline", lambda *args, **kwargs: weighted.append(
+        kwargs["importance_weights"] is not None) or baseline(*args, **kwargs))
     config = small_config("train.steps=2", "algo.advantage_estimator=optimal_token_baseline", "algo.num_iterations=2",
                           DENSE_REWARD, *tuning)
     train(config, tmp_path / "run")
     rows = read_metrics(tmp_path / "run" / "metrics.jsonl")
     assert len(rows) == 2 and all(row["advantage/abs_max"] > 0 for row in rows)
     assert calls == []
+    assert weighted == [("algo.is_correction=tis",) == tuning] * 2
