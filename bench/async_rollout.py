@@ -13,12 +13,9 @@ same number of samples) in every setting.
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import tempfile
-from pathlib import Path
 
-from train_runs import train_run
+from train_runs import parse_settings_args, run_settings
 
 SETTINGS = {  # name -> overrides
     "sync, 1 thread": ["rollout.mode=sync", "train.num_threads=1"],
@@ -30,29 +27,10 @@ SETTINGS = {  # name -> overrides
 }
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=600, help="GRPO steps (the embedded default's)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seed and data.seed of each run")
-    parser.add_argument("--only", choices=sorted(SETTINGS), action="append", help="run only these settings")
-    parser.add_argument("--output", type=Path, help="where runs go (default: a temporary folder)")
-    parser.add_argument("overrides", nargs="*", help="more config overrides for every setting")
-    return parser.parse_args()
-
-
-def run(name: str, overrides: list[str], work: Path) -> dict[str, float]:
-    run_name = name.replace(", ", "-").replace(" ", "_") + "-" + overrides[1].replace("=", "")
-    return train_run(run_name, overrides, work)
-
-
 def main() -> None:
-    args = parse_args()
+    args = parse_settings_args(__doc__.splitlines()[0], SETTINGS, seeds=[0])
     chosen = args.only or list(SETTINGS)
-    work = args.output or Path(tempfile.mkdtemp(prefix="mmgrpo-async-bench-"))
-    rows = []
-    for seed in args.seeds:
-        common = [f"train.steps={args.steps}", f"seed={seed}", f"data.seed={seed}", *args.overrides]
-        rows += [(name, seed, run(name, [*common, *SETTINGS[name]], work)) for name in chosen]
+    rows = run_settings(args, SETTINGS, prefix="mmgrpo-async-bench-")
     base = statistics.mean(r["steps_per_s"] for name, _, r in rows if name == chosen[0])
     print(f"| setting | seed | GRPO s | steps/s | vs {chosen[0]} | median step s (rollout wait / update) | staleness | "
           "accuracy before -> after |")

@@ -9,12 +9,9 @@ and every other setting at its default: only ``algo.policy_loss`` and the settin
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import tempfile
-from pathlib import Path
 
-from train_runs import train_run
+from train_runs import parse_settings_args, run_settings
 
 LOSSES = {  # name -> overrides (each paper's clip settings)
     "vanilla": [],
@@ -27,26 +24,10 @@ LOSSES = {  # name -> overrides (each paper's clip settings)
 }
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=600, help="GRPO steps of every run (the embedded default's)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1], help="seed and data.seed of each run")
-    parser.add_argument("--only", choices=sorted(LOSSES), action="append", help="run only these losses")
-    parser.add_argument("--output", type=Path, help="where runs go (default: a temporary folder)")
-    parser.add_argument("overrides", nargs="*", help="more config overrides for every run")
-    return parser.parse_args()
-
-
 def main() -> None:
-    args = parse_args()
+    args = parse_settings_args(__doc__.splitlines()[0], LOSSES, seeds=[0, 1])
     chosen = args.only or list(LOSSES)
-    work = args.output or Path(tempfile.mkdtemp(prefix="mmgrpo-loss-bench-"))
-    rows = []
-    for seed in args.seeds:
-        common = [f"train.steps={args.steps}", f"seed={seed}", f"data.seed={seed}", *args.overrides]
-        for name in chosen:
-            rows.append((name, seed, train_run(f"{name}-seed{seed}", [*common, *LOSSES[name]], work)))
-            print(f"{name} seed {seed}: {rows[-1][2]}", flush=True)
+    rows = run_settings(args, LOSSES, prefix="mmgrpo-loss-bench-")
     print("| policy loss | seed | accuracy before -> after | median step s (rollout / update) | GRPO s |")
     print("|---|---|---|---|---|")
     for name, seed, r in rows:
