@@ -31,6 +31,8 @@ What it does, on x86-64 and AArch64:
   and to ``splice``, ``tee``, ``vmsplice``, ``sendfile`` and ``copy_file_range`` (each can hold a pipe's lock while
   it waits, and the trainer's read of that pipe would sleep past any wall clock), and to ``fadvise64`` (dropping a
   bound host file's pages from the host's cache);
+  and to ``prctl(PR_SET_PDEATHSIG)`` (bubblewrap's ``--die-with-parent`` is that signal: cleared, the code would
+  outlive a killed trainer);
   ``ENOSYS`` to ``clone3`` (whose flags a filter cannot read: the C library falls back to ``clone``);
 - kills a process of any other architecture (32-bit or x32 system calls) outright.
 """
@@ -58,6 +60,7 @@ _X32_BIT = 0x40000000
 CLONE_NAMESPACE_FLAGS = 0x7E020000 | 0x00000080  # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET + NEWTIME
 CLONE_SHARED_THREAD = 0x00000100 | 0x00000400 | 0x00000800 | 0x00010000  # VM, FILES, SIGHAND, THREAD
 AF_UNIX = 1
+PR_SET_PDEATHSIG = 1
 F_SETLEASE, F_NOTIFY = 1024, 1026
 SOL_SOCKET = 1
 SOCKET_BUFFER_OPTIONS = (7, 8, 32, 33)  # SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE
@@ -115,7 +118,7 @@ NUMBERS = {
     "io_setup": (206, 0), "io_submit": (209, 2), "io_getevents": (208, 4), "io_pgetevents": (333, 292),
     "io_destroy": (207, 1), "io_cancel": (210, 3),
     "splice": (275, 76), "tee": (276, 77), "vmsplice": (278, 75), "sendfile": (40, 71), "copy_file_range": (326, 285),
-    "fadvise64": (221, 223),
+    "fadvise64": (221, 223), "prctl": (157, 167),
 }
 _ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in NUMBERS, AUDIT_ARCH_*
 
@@ -191,5 +194,6 @@ def build_filter(machine: str | None = None) -> bytes:
     program += _on(number["prlimit64"], _match(_OFFSET_ARG0, (0,), hit=RET_ALLOW, miss=RET_KILL_PROCESS))
     program += _on(number["fcntl"], _match(_OFFSET_ARG1, (F_SETLEASE, F_NOTIFY), hit=EPERM, miss=RET_ALLOW))
     program += _on(number["setsockopt"], _socket_buffers_refused())
+    program += _on(number["prctl"], _match(_OFFSET_ARG0, (PR_SET_PDEATHSIG,), hit=EPERM, miss=RET_ALLOW))
     program += [_op(_RET_K, RET_ALLOW)]
     return b"".join(program)

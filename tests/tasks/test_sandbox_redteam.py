@@ -12,6 +12,7 @@ import dataclasses
 import os
 import platform
 import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -224,24 +225,34 @@ def test_processes_memfd_ipc_aio_notify_and_sockets_but_unix_ones_are_forbidden(
     assert time.monotonic() - started < limits.wall_seconds
 
 
-def test_a_killed_trainer_takes_its_running_sandboxes_with_it(sandbox):
+CLEARS_PARENT_DEATH_SIGNAL = "import ctypes\nctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"  # PR_SET_PDEATHSIG, 0
+"""Round 10: bubblewrap's --die-with-parent is the parent-death signal, which the code could clear (now EPERM)."""
+
+
+@pytest.mark.parametrize(("prelude", "stop"), [("", "kill"), (CLEARS_PARENT_DEATH_SIGNAL, "kill"),
+                                              (CLEARS_PARENT_DEATH_SIGNAL, "terminate")],
+                         ids=["plain", "death-signal-cleared", "death-signal-cleared-sigterm"])
+def test_a_killed_trainer_takes_its_running_sandboxes_with_it(sandbox, prelude, stop):
     marker = "4343.5"
+    source = prelude + "import os\nos.execv('/bin/sleep', ['sleep', '4343' + '.5'])"
     trainer = subprocess.Popen([sys.executable, "-c", (
         "from tasks.sandbox import SandboxLimits, run_tests\nfrom tasks.sandbox_bwrap import BwrapSandbox\n"
-        "run_tests(\"import os\\nos.execv('/bin/sleep', ['sleep', '4343' + '.5'])\", [], BwrapSandbox(), "
-        "SandboxLimits(wall_seconds=60))")])
+        f"run_tests({source!r}, [], BwrapSandbox(), SandboxLimits(wall_seconds=60))")])
     try:
         deadline = time.monotonic() + 30
         while not processes_with(marker) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert processes_with(marker), "the sandbox never started"
     finally:
-        trainer.kill()
+        getattr(trainer, stop)()
         trainer.wait()
     deadline = time.monotonic() + 5
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert processes_with(marker) == []
+    left = processes_with(marker)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
 
 
 def test_namespaces_and_tracing_are_forbidden(sandbox, limits):
