@@ -165,12 +165,13 @@ class SandboxResult:
 
 
 def job(source: str, calls: list[list], limits: SandboxLimits, *, guard: bool = False,
-        silent: int = 0) -> tuple[bytes, str]:
+        silent: int = 0, seal: bytes = b"") -> tuple[bytes, str]:
     """The child program's stdin for one run, and the tag its event lines start with; the answers to the first
-    ``silent`` calls are not written (:mod:`tasks.sandbox_replay`)."""
+    ``silent`` calls are not written (:mod:`tasks.sandbox_replay`); ``seal``: a seccomp filter the child installs
+    before the code runs (:func:`tasks.sandbox_seccomp.build_exec_seal`)."""
     tag = secrets.token_hex(8) + " "
     payload = {"source": source, "calls": calls, "silent": silent, "limits": limits.child_limits(), "guard": guard,
-               "tag": tag}
+               "tag": tag, "seal": seal.hex()}
     return json.dumps(payload).encode() + b"\n", tag
 
 

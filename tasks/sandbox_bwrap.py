@@ -142,7 +142,7 @@ class BwrapSandbox:
 
     def _session(self, source: str, limits: SandboxLimits, cgroup: RunCgroup | None) -> LocalSession:
         """The started run, its first process joining ``cgroup`` (when there is one)."""
-        payload, tag = job(source, [], limits)
+        payload, tag = job(source, [], limits, seal=sandbox_seccomp.build_exec_seal())
         launch = sandbox_user.launcher([*_installation(), str(CHILD_PROGRAM)], limits.disk_mb << 20, limits.files,
                                        cgroup.procs if cgroup else "")
         seccomp_read, seccomp_write = os.pipe()

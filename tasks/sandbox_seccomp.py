@@ -35,6 +35,9 @@ What it does, on x86-64 and AArch64:
   outlive a killed trainer);
   ``ENOSYS`` to ``clone3`` (whose flags a filter cannot read: the C library falls back to ``clone``);
 - kills a process of any other architecture (32-bit or x32 system calls) outright.
+
+A second filter (:func:`build_exec_seal`), installed by the child program before the code runs, kills the process on
+``execve`` and ``execveat``.
 """
 
 from __future__ import annotations
@@ -120,6 +123,7 @@ NUMBERS = {
     "splice": (275, 76), "tee": (276, 77), "vmsplice": (278, 75), "sendfile": (40, 71), "copy_file_range": (326, 285),
     "fadvise64": (221, 223), "prctl": (157, 167),
 }
+EXEC_NUMBERS = {"execve": (59, 221), "execveat": (322, 281)}
 _ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in NUMBERS, AUDIT_ARCH_*
 
 
@@ -160,6 +164,25 @@ def _socket_buffers_refused() -> list[bytes]:
         _op(_RET_K, RET_ALLOW),
         *_match(_OFFSET_ARG2, SOCKET_BUFFER_OPTIONS, hit=EPERM, miss=RET_ALLOW),
     ]
+
+
+def build_exec_seal(machine: str | None = None) -> bytes:
+    """A second filter, which the child installs once it has started, before the code runs: ``execve`` and
+    ``execveat`` kill the process. A thread's exec would take the process over without bubblewrap's parent-death
+    signal (a new thread has none), and the code would outlive a killed trainer; code that may not fork has no
+    use for exec (bubblewrap needs it to start the interpreter, hence not in :func:`build_filter`)."""
+    machine = machine or platform.machine()
+    if machine not in _ARCHES:
+        raise RuntimeError(f"no seccomp filter for the {machine} architecture (known: {', '.join(_ARCHES)})")
+    column, audit_arch = _ARCHES[machine]
+    return b"".join([
+        _op(_LD_W_ABS, _OFFSET_ARCH),
+        _op(_JEQ_K, audit_arch, jt=1),
+        _op(_RET_K, RET_KILL_PROCESS),
+        _op(_LD_W_ABS, _OFFSET_NR),
+        *_match(_OFFSET_NR, tuple(EXEC_NUMBERS[name][column] for name in EXEC_NUMBERS), hit=RET_KILL_PROCESS,
+                miss=RET_ALLOW),
+    ])
 
 
 def supported(machine: str | None = None) -> bool:
