@@ -24,8 +24,6 @@ from typing import Any, Callable
 import torch
 from tqdm.auto import tqdm
 
-from mmgrpo.algos import importance_weights, masked_mean
-from mmgrpo.algos.token_baseline import TOKEN_LEVEL_ESTIMATORS, TokenStatistics
 from mmgrpo.config import Config
 from mmgrpo.inputs import SampleSet
 from mmgrpo.models.dummy_media import install_dummy_media_pass, installed_dummy_media_pass
@@ -45,13 +43,12 @@ from mmgrpo.trainer.nonfinite import naming_rows
 from mmgrpo.trainer.prompt_drawer import DrawerState, PromptDrawer
 from mmgrpo.trainer.reward_errors import record_reward_errors
 from mmgrpo.trainer.rollout_source import SourceContext, start_rollout_source
-from mmgrpo.trainer.rollouts import Rollouts, collect_rollouts, rank_advantages
+from mmgrpo.trainer.rollouts import Rollouts, collect_rollouts
 from mmgrpo.trainer.setup import scoring_rule
 from mmgrpo.trainer.step_batch import StepBatchBuilder
 from mmgrpo.trainer.step_metrics import advantage_metrics, completion_records, rollout_metrics, step_timing
 from mmgrpo.trainer.update import (
     LossSettings,
-    StepBatch,
     UpdateSettings,
     batch_logprobs,
     grpo_optimizer_spec,
@@ -234,11 +231,9 @@ class GRPOTrainer:
                 logger.warning("step %d: a rank has no informative group to train on", self.step_index + 1)
                 rollout_done = time.perf_counter()
                 return metrics | step_timing(started, rollout_done, rollout_done, rollout_done)
-            if cfg.algo.objective().advantage_estimator in TOKEN_LEVEL_ESTIMATORS:
-                batch, advantages = self._token_level_batch(rollouts)
-            else:
-                advantages, mine = rank_advantages(parts, backend.ranks.rank, self.batches.advantages)
-                batch = self.batches.build(rollouts, mine)  # advantages and the training batch count as rollout time
+            # advantages and the training batch count as rollout time
+            batch, advantages = self.batches.step_batch(rollouts, parts, backend, self.update_settings,
+                                                        self.loss_settings.correction)
             rollout_done = time.perf_counter()
             if self.reference is not None:
                 batch.ref_logp, _ = batch_logprobs(
@@ -262,25 +257,6 @@ class GRPOTrainer:
         return metrics
 
     # -- pieces of a step ----------------------------------------------------------------
-    def _token_level_batch(self, rollouts: Rollouts) -> tuple[StepBatch, torch.Tensor]:
-        """This rank's batch with per-token advantages from the policy's token statistics (one forward, whose
-        log-probs the update reuses as its old ones), and every rank's per-completion mean advantage ``[N_all]``."""
-        batch = self.batches.build(rollouts, torch.zeros(len(rollouts.completions)))  # process rewards' part only
-        logp, sum_pi_squared = batch_logprobs(
-            self.model, self.backend, batch, self.update_settings, self.config.rollout.temperature,
-            statistic="sum_pi_squared",
-        )
-        correction = self.loss_settings.correction
-        weights = None
-        if correction is not None and batch.sampler_logp is not None:
-            weights, _, _ = importance_weights(logp, batch.sampler_logp.to(logp.device), batch.loss_mask, correction)
-        statistics = TokenStatistics(logp, sum_pi_squared, batch.loss_mask, weights)
-        tokens = self.batches.token_advantages(rollouts, statistics).to(batch.loss_mask.device)  # [N, Tc]
-        batch.advantages = tokens + (batch.advantages if batch.advantages.dim() == 2 else batch.advantages[:, None])
-        batch.policy_logp = logp
-        mean = masked_mean(batch.advantages, batch.loss_mask, dim=-1).cpu()
-        return batch, torch.cat(self.backend.ranks.gather(mean))
-
     def _unconsumed(self) -> list[dict[str, Any]]:
         """Rollout batches drawn but not trained on (in flight to the worker, or restored and not yet
         requested), oldest first: a checkpoint records them and a resumed run requests them first."""

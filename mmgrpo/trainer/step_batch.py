@@ -4,12 +4,12 @@ advantages), the loss mask and the sampler's log-probs."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import torch
 
-from mmgrpo.algos import group_advantages, overlong_penalty
-from mmgrpo.algos.token_baseline import TokenStatistics
+from mmgrpo.algos import ISCorrection, group_advantages, importance_weights, masked_mean, overlong_penalty
+from mmgrpo.algos.token_baseline import TOKEN_LEVEL_ESTIMATORS, TokenStatistics
 from mmgrpo.config import Config
 from mmgrpo.inputs import media_budgets
 from mmgrpo.models.adapters import unwrap_model
@@ -18,8 +18,9 @@ from mmgrpo.models.prompt_cache import PromptCache
 from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.models.token_text import TokenTextEnds
 from mmgrpo.trainer.process_steps import step_advantages
-from mmgrpo.trainer.rollouts import Rollouts
-from mmgrpo.trainer.update import StepBatch, build_loss_mask, sampler_logprobs
+from mmgrpo.trainer.backends import TrainingBackend
+from mmgrpo.trainer.rollouts import Rollouts, rank_advantages
+from mmgrpo.trainer.update import StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, sampler_logprobs
 from mmgrpo.types import Sample
 
 
@@ -61,14 +62,36 @@ class StepBatchBuilder:
         return overlong_penalty(rollouts.lengths(), self.config.rollout.max_new_tokens, algo.overlong_buffer,
                                 algo.overlong_penalty)
 
-    def token_advantages(self, rollouts: Rollouts, statistics: TokenStatistics) -> torch.Tensor:
-        """This rank's completions' per-token advantages ``[N, Tc]`` (a token-level estimator: its groups are whole
-        on this rank), from the policy's ``statistics``."""
-        algo = self.config.algo
-        return group_advantages(
-            rollouts.rewards(), rollouts.group_sizes, estimator=algo.objective().advantage_estimator,
-            eps=algo.advantage_eps, token_statistics=statistics,
+    def step_batch(self, rollouts: Rollouts, parts: Sequence[Rollouts], backend: TrainingBackend,
+                   settings: UpdateSettings, correction: ISCorrection | None) -> tuple[StepBatch, torch.Tensor]:
+        """This rank's training batch of ``rollouts`` with their advantages, and every rank's advantage of each
+        completion ``[N_all]`` (``parts``: every rank's rollouts, in rank order), for the step's metrics."""
+        if self.config.algo.objective().advantage_estimator in TOKEN_LEVEL_ESTIMATORS:
+            return self._token_level_batch(rollouts, backend, settings, correction)
+        advantages, mine = rank_advantages(parts, backend.ranks.rank, self.advantages)
+        return self.build(rollouts, mine), advantages
+
+    def _token_level_batch(self, rollouts: Rollouts, backend: TrainingBackend, settings: UpdateSettings,
+                           correction: ISCorrection | None) -> tuple[StepBatch, torch.Tensor]:
+        """Per-token advantages from the policy's token statistics (one forward, whose log-probs the update reuses
+        as its old ones; a token-level estimator's groups are whole on this rank), and every rank's per-completion
+        mean advantage ``[N_all]``."""
+        batch = self.build(rollouts, torch.zeros(len(rollouts.completions)))  # process rewards' part only
+        logp, sum_pi_squared = batch_logprobs(
+            backend.model, backend, batch, settings, self.config.rollout.temperature, statistic="sum_pi_squared",
         )
+        weights = None
+        if correction is not None and batch.sampler_logp is not None:
+            weights, _, _ = importance_weights(logp, batch.sampler_logp.to(logp.device), batch.loss_mask, correction)
+        algo = self.config.algo
+        tokens = group_advantages(
+            rollouts.rewards(), rollouts.group_sizes, estimator=algo.objective().advantage_estimator,
+            eps=algo.advantage_eps, token_statistics=TokenStatistics(logp, sum_pi_squared, batch.loss_mask, weights),
+        ).to(batch.loss_mask.device)  # [N, Tc]
+        batch.advantages = tokens + (batch.advantages if batch.advantages.dim() == 2 else batch.advantages[:, None])
+        batch.policy_logp = logp
+        mean = masked_mean(batch.advantages, batch.loss_mask, dim=-1).cpu()
+        return batch, torch.cat(backend.ranks.gather(mean))
 
     def build(self, rollouts: Rollouts, advantages: torch.Tensor) -> StepBatch:
         """This rank's training batch of ``rollouts`` with their ``advantages`` ``[N]``."""
