@@ -60,6 +60,11 @@ class SandboxLimits:
     files: int = 4096
     """Most files and folders in that folder, itself included (``bwrap`` started by root: the tmpfs's inode count)."""
     open_files: int = 64
+    read_mb_per_second: int = 64
+    """Disk reads (bytes) per second a ``bwrap`` run may make where the host gives it an I/O cgroup (reads served from
+    the page cache are free): ``O_DIRECT`` reads of a bound library otherwise take the disk's whole bandwidth."""
+    read_ops_per_second: int = 2000
+    """Disk read operations per second, likewise."""
     processes: int = 32
     """RLIMIT_NPROC: processes and threads it may have (``bwrap`` runs the code as an unprivileged host user, so it
     binds; the seccomp filter forbids new processes there all the same: the other rlimits are per process)."""
@@ -71,7 +76,7 @@ class SandboxLimits:
 
     def __post_init__(self) -> None:
         for name in ("wall_seconds", "cpu_seconds", "memory_mb", "file_size_mb", "disk_mb", "files", "open_files",
-                     "processes", "answer_values"):
+                     "processes", "answer_values", "read_mb_per_second", "read_ops_per_second"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"sandbox {name} must be positive, got {getattr(self, name)}")
 

@@ -18,8 +18,9 @@ child program (:mod:`tasks.sandbox_child`) with:
   container would never reap), and the seccomp filter of :mod:`tasks.sandbox_seccomp`;
 - an unprivileged host user (:mod:`tasks.sandbox_user`: ``nobody`` when the trainer is root), so
   ``RLIMIT_NPROC`` holds its threads to ``processes`` and it owns none of the host files it sees;
-- where the host allows it, a memory cgroup of its own (:mod:`tasks.sandbox_cgroup`) capping its memory, tmpfs,
-  page tables and kernel buffers together at ``memory_mb`` + ``disk_mb``;
+- where the host allows it, cgroups of its own (:mod:`tasks.sandbox_cgroup`) capping its memory, tmpfs,
+  page tables and kernel buffers together at ``memory_mb`` + ``disk_mb``, and its disk reads at
+  ``read_mb_per_second`` and ``read_ops_per_second``;
 - the child's rlimits (CPU, memory, file size, open files, threads; per process, so the seccomp
   filter forbids creating processes: threads only) and this side's wall clock and output cap
   (:mod:`tasks.sandbox_local`): killing the code, then ``bwrap``, ends its PID namespace, so nothing outlives the
@@ -55,6 +56,12 @@ def _installation() -> list[str]:
     """The interpreter's installation, where it is not under a system folder (bound on its own)."""
     prefix = os.path.realpath(sys.base_prefix)
     return [] if any(prefix == folder or prefix.startswith(folder + "/") for folder in SYSTEM_FOLDERS) else [prefix]
+
+
+def _bound_paths() -> list[str]:
+    """Every host path the sandbox reads (its disks' reads are throttled)."""
+    return [*(os.path.realpath(folder) for folder in SYSTEM_FOLDERS if os.path.exists(folder)), *_installation(),
+            str(CHILD_PROGRAM)]
 
 
 def _folder_arguments() -> list[str]:
@@ -132,7 +139,8 @@ class BwrapSandbox:
         return cls(shutil.which(executable) or executable)
 
     def start(self, source: str, limits: SandboxLimits) -> LocalSession:
-        cgroup = sandbox_cgroup.create((limits.memory_mb + limits.disk_mb) << 20)
+        cgroup = sandbox_cgroup.create((limits.memory_mb + limits.disk_mb) << 20, limits.read_mb_per_second << 20,
+                                       limits.read_ops_per_second, tuple(_bound_paths()))
         try:
             return self._session(source, limits, cgroup)
         except BaseException:
@@ -144,7 +152,7 @@ class BwrapSandbox:
         """The started run, its first process joining ``cgroup`` (when there is one)."""
         payload, tag = job(source, [], limits, seal=sandbox_seccomp.build_exec_seal())
         launch = sandbox_user.launcher([*_installation(), str(CHILD_PROGRAM)], limits.disk_mb << 20, limits.files,
-                                       cgroup.procs if cgroup else "")
+                                       tuple(cgroup.procs) if cgroup else ())
         seccomp_read, seccomp_write = os.pipe()
         try:
             os.write(seccomp_write, sandbox_seccomp.build_filter())

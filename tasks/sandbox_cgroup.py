@@ -1,16 +1,23 @@
-"""A memory cgroup per ``bwrap`` run: one cap on its memory, tmpfs, page tables and kernel buffers together.
+"""Cgroups per ``bwrap`` run: one cap on its memory, tmpfs, page tables and kernel buffers together, and one on the
+rate it reads the disks bound into it.
 
 rlimits bound a process's address space, not the kernel memory it makes the host hold for it: one
 page mapped in each of 61,000 separate 1 GiB regions held ~490 MB of page tables at ``memory_mb``
 256, and pipe and socket buffers are outside ``memory_mb`` as well. A memory cgroup counts all of
-them. Each run gets its own, a child of this process's memory cgroup (so it stays within whatever
-caps the trainer), limited to ``memory_mb`` + ``disk_mb``; the run's first process joins it before
-it starts bubblewrap (:mod:`tasks.sandbox_user`), so no untrusted code runs outside it, and it is
-removed after the run. cgroup v1 (``memory.limit_in_bytes``) or v2 (``memory.max``; only where this
-process's cgroup may have children with the memory controller: the root, or a delegated one).
+them. Nor does any rlimit bound disk reads: ``O_DIRECT`` reads of a bound library, the same megabyte
+again and again, read ~1.9 GB/s from the host's disk, for the whole wall clock, in every run at once.
+An I/O cgroup throttles them (bytes and operations per second, on each whole disk behind the folders
+the sandbox sees; reads served from the page cache are not throttled, nor need to be).
 
-Where neither is possible (no memory controller, not root, a cgroup v2 leaf) runs go without one,
-said once in the log.
+Each run gets its own cgroup in each hierarchy that has one of these controllers, a child of this
+process's cgroup there (so it stays within whatever caps the trainer), limited to ``memory_mb`` +
+``disk_mb`` and to ``read_mb_per_second``/``read_ops_per_second``; the run's first process joins them
+before it starts bubblewrap (:mod:`tasks.sandbox_user`), so no untrusted code runs outside them, and
+they are removed after the run. cgroup v1 (``memory``, ``blkio``) or v2 (``memory``, ``io``; only
+where this process's cgroup may have children with the controller: the root, or a delegated one).
+
+Where a controller is missing (not root, a cgroup v2 leaf, a root file system on no block device)
+runs go without it, said once in the log.
 """
 
 from __future__ import annotations
@@ -28,77 +35,117 @@ _PREFIX = "mmgrpo-sandbox-"
 """A run's cgroup is ``mmgrpo-sandbox-<trainer pid>-<run number>``."""
 _REMOVE_SECONDS = 1.0
 """How long removal waits for the run's last processes to be gone (they are killed and reaped before)."""
+_V1_CONTROLLERS = {"memory": "memory", "blkio": "io"}
+"""cgroup v1 controllers used, by the limit each sets."""
 
 
 @dataclass(frozen=True)
 class Hierarchy:
-    """Where runs' cgroups go, and the names of the limit file and of the file counting OOM kills."""
+    """A hierarchy runs' cgroups go in: this process's cgroup there, its version, and the limits it sets."""
 
     parent: str
-    limit_file: str
-    oom_file: str
+    version: int
+    memory: bool = False
+    io: bool = False
+
+    def settings(self, memory_bytes: int, read_bytes: int, read_ops: int, devices: tuple[str, ...]) -> list[tuple]:
+        """The (file, value) writes that set a run's limits, in order (one per device for the I/O limits)."""
+        writes: list[tuple[str, str]] = []
+        if self.memory:
+            writes.append(("memory.max" if self.version == 2 else "memory.limit_in_bytes", str(memory_bytes)))
+        for device in devices if self.io else ():
+            if self.version == 2:
+                writes.append(("io.max", f"{device} rbps={read_bytes} riops={read_ops}"))
+            else:
+                writes += [("blkio.throttle.read_bps_device", f"{device} {read_bytes}"),
+                           ("blkio.throttle.read_iops_device", f"{device} {read_ops}")]
+        return writes
+
+    @property
+    def oom_file(self) -> str:
+        return "memory.events" if self.version == 2 else "memory.oom_control"
 
 
 @dataclass(frozen=True)
 class RunCgroup:
-    """One run's cgroup: its folder and ``procs``, the file its first process writes its pid to."""
+    """One run's cgroups (one per hierarchy) and the file counting its OOM kills ('' when memory has none)."""
 
-    path: str
-    oom_file: str
+    paths: tuple[str, ...]
+    oom_file: str = ""
 
     @property
-    def procs(self) -> str:
-        return os.path.join(self.path, "cgroup.procs")
+    def procs(self) -> list[str]:
+        """The ``cgroup.procs`` files its first process writes its pid to."""
+        return [os.path.join(path, "cgroup.procs") for path in self.paths]
 
     def remove(self) -> bool:
-        """Remove the cgroup once its processes are gone; whether the kernel killed one for memory."""
-        killed = _oom_kills(os.path.join(self.path, self.oom_file)) > 0
-        deadline = time.monotonic() + _REMOVE_SECONDS
-        while True:
+        """Remove the cgroups once their processes are gone; whether the kernel killed one for memory."""
+        killed = bool(self.oom_file) and _oom_kills(self.oom_file) > 0
+        for path in self.paths:
+            _remove(path)
+        return killed
+
+
+def _remove(path: str) -> None:
+    deadline = time.monotonic() + _REMOVE_SECONDS
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                log.warning("could not remove the sandbox's cgroup %s", path)
+                return
+            time.sleep(0.01)
+
+
+def create(memory_bytes: int, read_bytes: int, read_ops: int, bound: tuple[str, ...]) -> RunCgroup | None:
+    """New cgroups for one run, capped at ``memory_bytes`` and, on the disks behind the ``bound`` folders, at
+    ``read_bytes`` and ``read_ops`` per second; None where this host allows none (``OSError`` if a limit cannot be
+    set on a cgroup made for it)."""
+    devices, name = block_devices(bound), f"{_PREFIX}{os.getpid()}-{next(_RUNS)}"
+    made: list[str] = []
+    oom_file = ""
+    try:
+        for found in hierarchies():
+            path = os.path.join(found.parent, name)
             try:
-                os.rmdir(self.path)
-                return killed
-            except FileNotFoundError:
-                return killed
-            except OSError:
-                if time.monotonic() > deadline:
-                    log.warning("could not remove the sandbox's memory cgroup %s", self.path)
-                    return killed
-                time.sleep(0.01)
-
-
-def create(limit_bytes: int) -> RunCgroup | None:
-    """A new memory cgroup capped at ``limit_bytes`` for one run, or None where this host allows none."""
-    found = hierarchy()
-    if isinstance(found, str):
-        return None
-    path = os.path.join(found.parent, f"{_PREFIX}{os.getpid()}-{next(_RUNS)}")
-    try:
-        os.mkdir(path, 0o700)
-    except OSError as error:
-        log.warning("a sandbox run goes without a memory cgroup: %s", error)
-        return None
-    try:
-        with open(os.path.join(path, found.limit_file), "w") as limit:
-            limit.write(str(limit_bytes))
+                os.mkdir(path, 0o700)
+            except OSError as error:
+                log.warning("a sandbox run goes without its cgroup in %s: %s", found.parent, error)
+                continue
+            made.append(path)
+            for setting, value in found.settings(memory_bytes, read_bytes, read_ops, devices):
+                with open(os.path.join(path, setting), "w") as limit:
+                    limit.write(value)
+            if found.memory:
+                oom_file = os.path.join(path, found.oom_file)
     except OSError:
-        os.rmdir(path)
+        for path in made:
+            _remove(path)
         raise
-    return RunCgroup(path, found.oom_file)
+    return RunCgroup(tuple(made), oom_file) if made else None
 
 
 @functools.cache
-def hierarchy() -> Hierarchy | str:
-    """Where runs' cgroups go (this process's memory cgroup), or why they cannot be made here (logged once)."""
+def hierarchies() -> tuple[Hierarchy, ...]:
+    """Where runs' cgroups go (this process's cgroups with room for children), each missing limit logged once."""
     try:
-        found = "the trainer is not root" if os.geteuid() != 0 else _find()
+        found = _find() if os.geteuid() == 0 else "the trainer is not root"
     except (OSError, ValueError) as error:
         found = f"its cgroups could not be read: {error}"
-    if isinstance(found, str):
+    reason = found if isinstance(found, str) else "no writable cgroup of the controller with room for children " \
+        "(cgroup v2: the trainer's is a leaf)"
+    found = () if isinstance(found, str) else found
+    if not any(item.memory for item in found):
         log.info("sandbox runs get no memory cgroup of their own (%s): their page tables and kernel buffers are "
-                 "bounded by rlimits only", found)
-    else:
-        sweep(found.parent)
+                 "bounded by rlimits only", reason)
+    if not any(item.io for item in found):
+        log.info("sandbox runs get no I/O cgroup of their own (%s): their disk reads are not throttled", reason)
+    for item in found:
+        sweep(item.parent)
     return found
 
 
@@ -114,30 +161,84 @@ def sweep(parent: str) -> None:
                 pass
 
 
-def _find() -> Hierarchy | str:
-    """The hierarchy to use, or why there is none: cgroup v2 with the memory controller first, then v1's."""
-    mounts: dict[str, tuple[str, str]] = {}
-    with open("/proc/self/mountinfo") as mountinfo:
-        for line in mountinfo:
-            fields, _, tail = line.partition(" - ")
-            kind, _, options = tail.split()[:3]
-            if kind == "cgroup2" or (kind == "cgroup" and "memory" in options.split(",")):
-                mounts.setdefault(kind, (fields.split()[3], fields.split()[4]))
+def _find() -> tuple[Hierarchy, ...]:
+    """The hierarchies to use: cgroup v2 for each controller it delegates here, cgroup v1's for the others."""
+    v2_mount, v1_mounts = None, {}
+    for fields, kind, options in _mounts():
+        if kind == "cgroup2":
+            v2_mount = v2_mount or (fields[3], fields[4])
+        elif kind == "cgroup":
+            for controller in set(options.split(",")) & set(_V1_CONTROLLERS):
+                v1_mounts.setdefault(controller, (fields[3], fields[4]))
     own: dict[str, str] = {}
     with open("/proc/self/cgroup") as cgroups:
         for line in cgroups:
             _, controllers, path = line.rstrip("\n").split(":", 2)
-            own[controllers] = path
-    if "cgroup2" in mounts and "" in own:
-        folder = _folder(mounts["cgroup2"], own[""])
-        if _has(os.path.join(folder, "cgroup.subtree_control"), "memory") and os.access(folder, os.W_OK):
-            return Hierarchy(folder, "memory.max", "memory.events")
-    v1 = next((path for controllers, path in own.items() if "memory" in controllers.split(",")), None)
-    if "cgroup" in mounts and v1 is not None:
-        folder = _folder(mounts["cgroup"], v1)
-        if os.access(folder, os.W_OK):
-            return Hierarchy(folder, "memory.limit_in_bytes", "memory.oom_control")
-    return "no writable memory cgroup with room for children (cgroup v2: the trainer's is a leaf)"
+            for controller in controllers.split(","):
+                own[controller] = path
+    found: list[Hierarchy] = []
+    if v2_mount and "" in own:
+        folder = _folder(v2_mount, own[""])
+        delegated = _words(os.path.join(folder, "cgroup.subtree_control"))
+        if _usable(folder) and {"memory", "io"} & delegated:
+            found.append(Hierarchy(folder, 2, memory="memory" in delegated, io="io" in delegated))
+    for controller, limit in _V1_CONTROLLERS.items():
+        if any(getattr(item, limit) for item in found) or controller not in v1_mounts or controller not in own:
+            continue
+        folder = _folder(v1_mounts[controller], own[controller])
+        if _usable(folder):
+            found.append(Hierarchy(folder, 1, **{limit: True}))
+    return tuple(found)
+
+
+def _usable(folder: str) -> bool:
+    """Whether runs' cgroups can go in ``folder``: writable, and named without blanks (the run's first process takes
+    the list of its ``cgroup.procs`` files split at blanks)."""
+    return os.access(folder, os.W_OK) and not any(character.isspace() for character in folder)
+
+
+def _mounts() -> list[tuple[list[str], str, str]]:
+    """``/proc/self/mountinfo``: each mount's leading fields, its file system type and its super options."""
+    mounts = []
+    with open("/proc/self/mountinfo") as mountinfo:
+        for line in mountinfo:
+            fields, _, tail = line.partition(" - ")
+            kind, _, options = tail.split()[:3]
+            mounts.append((fields.split(), kind, options))
+    return mounts
+
+
+@functools.cache
+def block_devices(folders: tuple[str, ...]) -> tuple[str, ...]:
+    """The whole disks (``major:minor``) holding ``folders`` and the mounts below them; file systems on no block
+    device (tmpfs, overlay) have none."""
+    points = [(fields[4], fields[2]) for fields, _, _ in _mounts()]
+    numbers: set[str] = set()
+    for folder in folders:
+        inside = [(point, number) for point, number in points if _under(folder, point)]
+        if inside:
+            numbers.add(max(inside, key=lambda mount: len(mount[0]))[1])
+        numbers.update(number for point, number in points if _under(point, folder))
+    disks = {_whole_disk(number) for number in numbers}
+    return tuple(sorted(disk for disk in disks if disk))
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or folder == "/" or path.startswith(folder.rstrip("/") + "/")
+
+
+def _whole_disk(number: str) -> str:
+    """The disk a block device ``major:minor`` is (or is a partition of), or '' when it is no block device."""
+    entry = f"/sys/dev/block/{number}"
+    if not os.path.exists(entry):
+        return ""
+    if not os.path.exists(os.path.join(entry, "partition")):
+        return number
+    try:
+        with open(os.path.join(os.path.realpath(entry), "..", "dev")) as parent:
+            return parent.read().strip()
+    except OSError:
+        return ""
 
 
 def _folder(mount: tuple[str, str], path: str) -> str:
@@ -147,12 +248,12 @@ def _folder(mount: tuple[str, str], path: str) -> str:
     return point.rstrip("/") + "/" + inside.lstrip("/")
 
 
-def _has(path: str, word: str) -> bool:
+def _words(path: str) -> set[str]:
     try:
         with open(path) as file:
-            return word in file.read().split()
+            return set(file.read().split())
     except OSError:
-        return False
+        return set()
 
 
 def _oom_kills(path: str) -> int:

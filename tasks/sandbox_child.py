@@ -52,6 +52,8 @@ THREAD_STACK_BYTES = 1 << 20
 """Each new thread's stack (the default is RLIMIT_STACK, 8 MiB, all of it counted in RLIMIT_AS)."""
 SECCOMP_SYSCALL = {"x86_64": 317, "aarch64": 277}
 """The number of seccomp(2), which adds a filter to every thread at once (prctl cannot)."""
+POOL_EXTRA_THREADS = 4
+"""``concurrent.futures.ThreadPoolExecutor``'s default workers: the CPUs it sees, plus these."""
 _JSON_INT_BITS = 63
 """Wider ints travel as hexadecimal text: JSON's decimal digits stop at ``sys.get_int_max_str_digits()``."""
 MODULE_NAME = "solution"
@@ -114,7 +116,8 @@ class Guard:
 
 
 def encode(value, depth: int = 0):
-    """``value`` as JSON-safe data that keeps its kind (tuple, set, dict with any keys, bytes)."""
+    """``value`` as JSON-safe data that keeps its kind (tuple, set, dict with any keys, bytes, and the standard
+    library's ``OrderedDict``, ``Counter``, ``deque``, ``Fraction`` and ``Decimal``)."""
     if depth > _MAX_DEPTH:
         raise ValueError("the value is nested too deeply to return")
     inner = depth + 1
@@ -133,6 +136,9 @@ def encode(value, depth: int = 0):
         return {"c": [value.real, value.imag]}
     if isinstance(value, list):
         return [encode(item, inner) for item in value]
+    tag = _library_tag(value)
+    if tag is not None:
+        return {tag: _library_body(tag, value, inner)}
     if isinstance(value, tuple):
         return {"t": [encode(item, inner) for item in value]}
     if isinstance(value, frozenset):
@@ -159,7 +165,41 @@ def decode(data, depth: int = 0):
         return {decode(key, inner): decode(item, inner) for key, item in body}
     if tag == "n":
         return int(body, 16)
+    if tag in _LIBRARY_TAGS:
+        module, name = _LIBRARY_TAGS[tag]
+        kind = getattr(__import__(module), name)
+        if tag == "q":
+            return kind(*(decode(item, inner) for item in body))
+        if tag == "m":
+            return kind(body)
+        return kind(decode(item, inner) for item in body) if tag == "dq" else \
+            kind({decode(key, inner): decode(item, inner) for key, item in body})
     return bytes.fromhex(body) if tag == "b" else complex(*body)
+
+
+_LIBRARY_TAGS = {"od": ("collections", "OrderedDict"), "ct": ("collections", "Counter"),
+                 "dq": ("collections", "deque"), "q": ("fractions", "Fraction"), "m": ("decimal", "Decimal")}
+"""Standard-library kinds a value keeps (``Counter`` and ``OrderedDict`` compare, and have methods, unlike a dict)."""
+
+
+def _library_tag(value):
+    """The tag of ``value``'s standard-library kind (:data:`_LIBRARY_TAGS`), or None. A module that is not imported
+    made no value of its kinds, so none is imported here."""
+    for tag, (module, name) in _LIBRARY_TAGS.items():
+        kind = getattr(sys.modules.get(module), name, None)
+        if isinstance(kind, type) and isinstance(value, kind):
+            return tag
+    return None
+
+
+def _library_body(tag: str, value, inner: int):
+    if tag == "q":
+        return [encode(value.numerator, inner), encode(value.denominator, inner)]
+    if tag == "m":
+        return str(value)
+    if tag == "dq":
+        return [encode(item, inner) for item in value]
+    return [[encode(key, inner), encode(item, inner)] for key, item in value.items()]
 
 
 def _limit(kind: int, value: int) -> None:
@@ -177,6 +217,21 @@ def _lower_limits(limits: dict) -> None:
     _limit(resource.RLIMIT_NOFILE, int(limits["open_files"]))
     _limit(resource.RLIMIT_NPROC, int(limits["processes"]))
     _limit(resource.RLIMIT_CORE, 0)
+    _show_cpus(int(limits["processes"]))
+
+
+def _show_cpus(processes: int) -> None:
+    """Leave the code as many CPUs as a default thread pool (``ThreadPoolExecutor``: CPUs + 4 threads) can start threads
+    for under ``processes`` (this thread and a spare counted), so innocent code does not fail on a many-core host;
+    where the code sees the host's count from elsewhere (the ``process`` back end's ``/sys``) it is only a placement."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+        room = max(1, processes - POOL_EXTRA_THREADS - 2)
+        if len(cpus) > room:
+            start = os.getpid() % len(cpus)
+            os.sched_setaffinity(0, (cpus + cpus)[start:start + room])
+    except (AttributeError, OSError):  # no affinity here (not Linux), or a service that forbids it
+        pass
 
 
 def _install_filter(program: bytes) -> None:

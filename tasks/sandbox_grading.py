@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections
+import decimal
+import fractions
 import importlib
 import sys
 from dataclasses import dataclass, field
@@ -35,6 +38,9 @@ MAX_SHARED_HASH = 16
 """Most distinct numbers or tuples in one returned value that may share a hash."""
 ITERATION_ENDS = (StopIteration, StopAsyncIteration)
 _TAGS = {"t": tuple, "s": set, "fs": frozenset}
+_PAIRS_TAGS = {"od": collections.OrderedDict, "ct": collections.Counter}
+MAX_FRACTION_BITS = 1 << 16
+MAX_DECIMAL_DIGITS = 10_000
 _HASH_MODULUS = sys.hash_info.modulus
 
 
@@ -105,9 +111,37 @@ def _decode(data: Any, depth: int, seen: dict[int, list]) -> Any:
             return bytes.fromhex(body)
         if tag == "c" and type(body) is list and len(body) == 2 and all(type(x) is float for x in body):
             return _checked(complex(*body), seen)
-    except (TypeError, ValueError) as error:  # an unhashable key, bad hex, a pair that is not a pair
+        if tag in _PAIRS_TAGS and type(body) is list:
+            return _PAIRS_TAGS[tag]({_decode(key, inner, seen): _decode(item, inner, seen) for key, item in body})
+        if tag == "dq" and type(body) is list:
+            return collections.deque(_decode(item, inner, seen) for item in body)
+        if tag == "q" and type(body) is list and len(body) == 2:
+            return _checked(_fraction(*(_decode(part, inner, seen) for part in body)), seen)
+        if tag == "m" and type(body) is str:
+            return _checked(_decimal(body), seen)
+    except (TypeError, ValueError, decimal.InvalidOperation) as error:  # an unhashable key, bad hex, a pair that is not a pair
         raise ValueError(f"malformed {tag!r} value: {error}") from None
     raise ValueError(f"unknown tag {tag!r}")
+
+
+def _fraction(numerator: Any, denominator: Any) -> fractions.Fraction:
+    """A ``Fraction`` of two ints of at most :data:`MAX_FRACTION_BITS` bits (reducing wider ones takes seconds)."""
+    if type(numerator) is not int or type(denominator) is not int or denominator == 0:
+        raise ValueError("a fraction of two ints, its denominator not zero")
+    if max(numerator.bit_length(), denominator.bit_length()) > MAX_FRACTION_BITS:
+        raise ValueError(f"a fraction's parts are at most {MAX_FRACTION_BITS} bits")
+    return fractions.Fraction(numerator, denominator)
+
+
+def _decimal(text: str) -> decimal.Decimal:
+    """A ``Decimal`` of at most :data:`MAX_DECIMAL_DIGITS` digits and an exponent of at most as many (``int()`` of
+    ``Decimal('1e1000000')`` takes half a minute)."""
+    value = decimal.Decimal(text)
+    if value.is_finite():
+        _, digits, exponent = value.as_tuple()
+        if len(digits) > MAX_DECIMAL_DIGITS or abs(exponent) > MAX_DECIMAL_DIGITS:
+            raise ValueError(f"a decimal has at most {MAX_DECIMAL_DIGITS} digits and exponent")
+    return value
 
 
 def _checked(value: Any, seen: dict[int, list]) -> Any:

@@ -40,10 +40,10 @@ STAGE = "/tmp/sandbox"
 """Where a run mounts its writable folder before bubblewrap binds it at ``/tmp`` (in its own mount namespace)."""
 SHM_BYTES = 1 << 20
 """``/dev/shm`` of a sandbox started by a user other than root: a tmpfs of its own."""
-_RUN = ('{{ [ -z "$3" ] || echo $$ > "$3"; }} && '
+_RUN = ('for procs in $3; do echo $$ > "$procs" || exit 1; done && '
         'mount -t tmpfs -o "size=$1,nr_inodes=$2,uid={uid},gid={uid},mode=0755" sandbox {stage} && shift 3 && '
         'exec "$0" --reuid={uid} --regid={uid} --clear-groups -- "$@"')
-"""As root, in the run's mount namespace: join the run's memory cgroup (its ``cgroup.procs``, when it has one) before
+"""As root, in the run's mount namespace: join the run's cgroups (their ``cgroup.procs`` files, blank-separated) before
 anything else runs, mount the writable folder, drop to ``SANDBOX_UID`` and start bubblewrap."""
 _CLONE_NEWNS, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x00020000, 0x1000, 0x4000, 0x40000
 _MAKING = threading.Lock()
@@ -100,10 +100,10 @@ def _tools() -> dict[str, str]:
     return tools
 
 
-def launcher(paths: list[str], disk_bytes: int, files: int, cgroup_procs: str = "") -> Launch:
+def launcher(paths: list[str], disk_bytes: int, files: int, cgroup_procs: tuple[str, ...] = ()) -> Launch:
     """How to start bubblewrap with ``paths`` reachable and a writable folder of ``disk_bytes`` and ``files``: as
     ``SANDBOX_UID`` when this process is root, as this process's user otherwise (its folder then uncapped in files).
-    ``cgroup_procs``: the run's memory cgroup's process list, which its first process joins (root only)."""
+    ``cgroup_procs``: the process lists of the run's cgroups, which its first process joins (root only)."""
     if os.geteuid() != 0:
         return Launch([], ["--size", str(disk_bytes), "--tmpfs", "/tmp", "--size", str(SHM_BYTES), "--tmpfs",
                            "/dev/shm"])
@@ -113,7 +113,7 @@ def launcher(paths: list[str], disk_bytes: int, files: int, cgroup_procs: str = 
     # named through this process's /proc entry, not passed down: an inherited descriptor would reach the code
     command = [tools["nsenter"], f"--mount=/proc/{os.getpid()}/fd/{namespace}", "--", tools["unshare"], "--mount",
                "--propagation", "private", "--", "/bin/sh", "-c", _RUN.format(uid=SANDBOX_UID, stage=STAGE),
-               tools["setpriv"], str(disk_bytes), str(files), cgroup_procs]
+               tools["setpriv"], str(disk_bytes), str(files), " ".join(cgroup_procs)]
     return Launch(command, ["--bind", STAGE, "/tmp", "--bind", STAGE, "/dev/shm"])
 
 

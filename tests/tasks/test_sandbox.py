@@ -117,6 +117,50 @@ def test_calls_that_need_answers_take_another_round_and_exceptions_keep_their_ty
     assert (result.status, result.passed, result.rounds) == ("passed", 5, 1)
 
 
+def test_standard_library_values_keep_their_kind_both_ways(limits, sandbox):
+    """A Counter keeps its methods, an OrderedDict its order in comparisons; a deque, Fraction or Decimal comes back
+    at all (they failed as "not plain data" before); and each travels into a call as an argument too."""
+    source = ("import collections, fractions, decimal\ndef tally(text):\n    return collections.Counter(text)\n"
+              "def ordered(pairs):\n    return collections.OrderedDict(pairs)\ndef window(items):\n"
+              "    return collections.deque(items, maxlen=2)\ndef half(value):\n    return value / 2\n"
+              "def price(text):\n    return decimal.Decimal(text)\ndef kind(value):\n    return type(value).__name__\n")
+    tests = ["assert tally('abca').most_common(1) == [('a', 2)]",
+             "from collections import OrderedDict\nassert ordered([(2, 1), (1, 2)]) != OrderedDict([(1, 2), (2, 1)])",
+             "from collections import deque\nassert window([1, 2, 3]) == deque([2, 3])",
+             "from fractions import Fraction\nassert half(Fraction(1, 3)) == Fraction(1, 6)",
+             "from decimal import Decimal\nassert str(price('1.50')) == '1.50' and price('0.1') * 3 == Decimal('0.3')",
+             "from collections import Counter, OrderedDict, deque\nfrom fractions import Fraction\n"
+             "from decimal import Decimal\nassert [kind(v) for v in (Counter('a'), OrderedDict(), deque(), "
+             "Fraction(1), Decimal(1))] == ['Counter', 'OrderedDict', 'deque', 'Fraction', 'Decimal']"]
+    result = run_tests(source, tests, sandbox, limits)
+    assert (result.status, result.passed) == ("passed", len(tests)), result
+
+
+@pytest.mark.parametrize("encoded, error", [
+    ({"q": [1, 0]}, "not zero"), ({"q": [1.5, 2]}, "two ints"), ({"q": [{"n": "1" * 20_000}, 3]}, "bits"),
+    ({"m": "1e100000"}, "digits"), ({"m": "1" * 10_001}, "digits"), ({"m": "one"}, "malformed"),
+    ({"ct": [[[1], 2]]}, "unhashable"),
+])
+def test_library_values_the_trainer_could_not_use_cheaply_are_refused(encoded, error):
+    """``int()`` of ``Decimal('1e1000000')`` takes half a minute, a fraction of 4-million-bit parts seconds to reduce."""
+    with pytest.raises(ValueError, match=error):
+        decode(encoded)
+
+
+def test_a_default_thread_pool_fits_the_thread_limit_whatever_the_host_cpu_count(bwrap, limits):
+    """The code sees at most ``processes - 6`` CPUs, so ``ThreadPoolExecutor()`` (CPUs + 4 workers) starts all its
+    threads: at ``processes`` 6 on two CPUs it needed 6 threads beside the main one, and failed, as it would at the
+    default 32 on a host of 28 CPUs or more."""
+    source = ("import os, time\nfrom concurrent.futures import ThreadPoolExecutor\ndef pooled(n):\n"
+              "    with ThreadPoolExecutor() as pool:\n        return sum(pool.map(lambda x: time.sleep(0.05) or x, "
+              "range(n)))\ndef cpus():\n    return os.cpu_count()\n")
+    tight = dataclasses.replace(limits, processes=6)
+    result = run_tests(source, ["assert pooled(40) == 780", "assert cpus() == 1"], bwrap, tight)
+    assert (result.status, result.passed) == ("passed", 2), result
+    roomy = run_tests(source, [f"assert cpus() == {min(len(os.sched_getaffinity(0)), 26)}"], bwrap, limits)
+    assert roomy.status == "passed", roomy
+
+
 def test_a_value_that_is_not_plain_data_fails_its_test(bwrap, limits):
     result = run_tests("class Box:\n    pass\ndef add(a, b):\n    return Box()", ADD_TESTS, bwrap, limits)
     assert result.status == "failed" and "cannot be returned out of the sandbox" in result.error

@@ -1,8 +1,8 @@
 """Red team, round 5: what the trainer spends on a hostile completion outside the sandbox, and what a run leaves.
 
 A quadratic parse of the source on the trainer's GIL, untagged lines on the event channel, a run's tmpfs kept alive
-in a Unix-socket cycle after the run, the code task's cache holding every source whole, and page tables outside
-``memory_mb``.
+in a Unix-socket cycle after the run, the code task's cache holding every source whole, page tables outside
+``memory_mb``, and disk reads at the disk's whole bandwidth.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import resource
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -118,9 +120,9 @@ for i in range(1, 65_000):  # one read-only page in each 1 GiB region: ~8 KiB of
 
 def test_page_tables_are_capped_by_the_runs_memory_cgroup(sandbox, limits):
     """~490 MB of page tables at memory_mb 256 before, outside every rlimit; the run's cgroup caps them too."""
-    found = sandbox_cgroup.hierarchy()
-    if isinstance(found, str):
-        pytest.skip(f"no per-run memory cgroup here: {found}")
+    found = next((item for item in sandbox_cgroup.hierarchies() if item.memory), None)
+    if found is None:
+        pytest.skip("no per-run memory cgroup here (the trainer is not root, or its cgroup may have no children)")
     result = run_tests(PAGE_TABLES + CORRECT_ADD, ADD_TESTS, sandbox, limits)
     assert result.status == "memory_limit", result
     assert not [name for name in os.listdir(found.parent) if name.startswith(f"mmgrpo-sandbox-{os.getpid()}-")]
@@ -129,3 +131,26 @@ def test_page_tables_are_capped_by_the_runs_memory_cgroup(sandbox, limits):
     os.mkdir(os.path.join(found.parent, f"mmgrpo-sandbox-{dead}-0"))  # left by a trainer killed mid-run
     sandbox_cgroup.sweep(found.parent)
     assert not os.path.exists(os.path.join(found.parent, f"mmgrpo-sandbox-{dead}-0"))
+
+
+DIRECT_READS = """
+import mmap, os, time
+def direct_reads(path, seconds):
+    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECT)  # past the page cache: each read reaches the disk
+    buffer, started, total = mmap.mmap(-1, 1 << 20), time.monotonic(), 0
+    while time.monotonic() - started < seconds:
+        total += os.preadv(descriptor, [buffer], 0)
+    return total / seconds
+"""
+
+
+def test_disk_reads_are_throttled_by_the_runs_io_cgroup(sandbox, limits):
+    """The same megabyte of a bound library read again and again with ``O_DIRECT``: ~1.9 GB/s before, the run's
+    I/O cgroup holds it to ``read_mb_per_second``."""
+    if not any(item.io for item in sandbox_cgroup.hierarchies()):
+        pytest.skip("no per-run I/O cgroup here (the trainer is not root, or its cgroup may have no children)")
+    library = next(path for path in sorted(Path(sys.base_prefix).rglob("*.so*")) if path.stat().st_size >= 1 << 20)
+    throttled = dataclasses.replace(limits, wall_seconds=20, cpu_seconds=10, read_mb_per_second=16)
+    rate = run_tests(DIRECT_READS, [f"rate = direct_reads({str(library)!r}, 2)\nassert 0 < rate < 24 * 2 ** 20, rate"],
+                     sandbox, throttled)
+    assert rate.status == "passed", rate
