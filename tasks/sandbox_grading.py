@@ -24,7 +24,10 @@ import collections
 import decimal
 import fractions
 import importlib
+import random
 import sys
+import types
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -259,12 +262,29 @@ def test_namespace(test: str, caller: Caller, candidate_names: set[str],
     """A fresh namespace for one test: the builtins are this process's own, whatever the candidate defines (a
     top-level ``set = ...`` changes nothing a test sees), except the ``entry_points`` the task names as the
     functions under test; a standard module it names is imported unless the candidate defines that name; every
-    other free name is the candidate's and proxied."""
-    namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": builtins}
+    other free name is the candidate's and proxied. Its ``random`` (named or imported) is :func:`test_random`."""
+    generator = test_random(test)
+
+    def test_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        return generator if name == "random" else builtins.__import__(name, *args, **kwargs)
+
+    namespace: dict[str, Any] = {"__name__": "__test__", "__builtins__": {**vars(builtins), "__import__": test_import}}
     for name in free_names(test) - (set(dir(builtins)) - entry_points):
         namespace[name] = CandidateFunction(name, caller) if _proxied(name, candidate_names) \
-            else importlib.import_module(name)
+            else generator if name == "random" else importlib.import_module(name)
     return namespace
+
+
+def test_random(test: str) -> types.ModuleType:
+    """The ``random`` module a test sees: its functions draw from a generator of its own, seeded from the test's
+    text, so a test that draws its inputs (HumanEval's) makes the same calls each time it is graded (and when a
+    service's calls are planned, :mod:`tasks.sandbox_plan`), and the trainer's own ``random`` is left alone."""
+    generator = random.Random(zlib.crc32(test.encode("utf-8", "surrogatepass")))
+    module = types.ModuleType("random", random.__doc__)
+    for name in random.__all__:
+        value = getattr(random, name)  # the module's functions are its hidden generator's methods, by these names
+        module.__dict__[name] = value if isinstance(value, type) else getattr(generator, name)
+    return module
 
 
 def proxied_names(test: str, candidate_names: set[str], entry_points: frozenset[str] = frozenset()) -> set[str]:

@@ -36,12 +36,25 @@ HUMANEVAL_STYLE = "def check(candidate):\n    assert candidate(1, 2) == 3\n    a
 LOOPED = "for x in range(3):\n    assert add(x, 1) == x + 1"
 
 
-def test_a_check_function_takes_one_request_and_calls_computed_at_run_time_one_request_each(service):
-    """Every call used to be one more run replaying all calls before it: n calls cost n runs and ~n^2/2 calls."""
+RANDOM_CHECK = ("import random\ndef check(candidate):\n    for _ in range(50):\n"
+                "        text = ''.join(random.choice('abc') for _ in range(random.randint(1, 9)))\n"
+                "        assert candidate(text) == text[::-1]\ncheck(reverse)")
+
+
+def test_a_check_function_and_loops_over_computed_inputs_take_one_request(service):
+    """Every call used to be one more run replaying all calls before it: n calls cost n runs and ~n^2/2 calls; a loop
+    over computed (or randomly drawn, HumanEval's) inputs took a run per call until the plan ran the tests here."""
     sandbox = HttpSandbox(service.url)
     assert run_tests(CORRECT_ADD, [HUMANEVAL_STYLE], sandbox, LIMITS).rounds == 1
     looped = run_tests(CORRECT_ADD, [LOOPED], sandbox, LIMITS)
-    assert (looped.status, looped.passed, looped.rounds) == ("passed", 1, 3) and len(service.requests) == 4
+    assert (looped.status, looped.passed, looped.rounds) == ("passed", 1, 1) and len(service.requests) == 2
+    reverse = "def reverse(text):\n    return text[::-1]\n"
+    drawn = run_tests(reverse, [RANDOM_CHECK], sandbox, LIMITS)
+    assert (drawn.status, drawn.passed, drawn.rounds) == ("passed", 1, 1) and len(service.requests) == 3
+    wrong = run_tests("def reverse(text):\n    return text\n", [RANDOM_CHECK], sandbox, LIMITS)
+    assert (wrong.status, wrong.passed) == ("failed", 0)
+    nested = run_tests(CORRECT_ADD, ["assert add(add(1, 1), 1) == 3"], sandbox, LIMITS)
+    assert (nested.status, nested.rounds) == ("passed", 2)  # the outer call needs the inner one's answer first
 
 
 COUNTER = "count = [0]\ndef tick(x):\n    count[0] += 1\n    return count[0]\n"
