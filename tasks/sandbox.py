@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterator, Mapping, Protocol
 
 from mmgrpo.registry import Registry
 from tasks.sandbox_grading import MAX_ELEMENTS, Caller, CallOutcome, count_values, defined_names, run_test
-from tasks.sandbox_plan import planned_calls
+from tasks.sandbox_plan import Guess, planned_calls
 
 STATUSES = ("passed", "failed", "error", "forbidden", "timeout", "cpu_limit", "memory_limit", "output_limit",
             "no_verdict", "unavailable")
@@ -112,10 +112,11 @@ class Session(Protocol):
     events: Events
     """What it reported so far (``loaded`` is set once :meth:`Sandbox.start` returns)."""
 
-    def expect(self, plan: Callable[[], list[list]]) -> None:
-        """``plan()``: the calls the tests will probably make, in order (:mod:`tasks.sandbox_plan`). A back end that
-        takes a run's calls all at once asks them together; a live one answers each as it comes and never calls it
-        (no parse of the tests on the default back end's path)."""
+    def expect(self, plan: Callable[[Guess], list[list]]) -> None:
+        """``plan(guess)``: the calls the tests will probably make, in order, given the answers ``guess`` knows
+        (:mod:`tasks.sandbox_plan`). A back end that takes a run's calls all at once asks them together (and may plan
+        again as answers come); a live one answers each as it comes and never calls it (no run of the tests on stand-ins
+        on the default back end's path)."""
 
     def call(self, call: list) -> CallOutcome | None:
         """The answer to ``[name, args, kwargs]`` (encoded), or None when the run ended before giving it."""
@@ -319,7 +320,7 @@ def run_tests(source: str, tests: list[str], sandbox: Sandbox, limits: SandboxLi
     """
     names = defined_names(source)
     session = sandbox.start(source, limits)
-    session.expect(lambda: planned_calls(tests, names, entry_points))
+    session.expect(lambda guess: planned_calls(tests, names, entry_points, guess=guess))
     try:
         caller = Caller(session.call)
         outcomes = [run_test(index, test, caller, names, entry_points) for index, test in enumerate(tests)]

@@ -27,6 +27,7 @@ from typing import Callable, Mapping, Sequence
 from tasks.sandbox import MAX_EVENT_BYTES, Evaluation, Events
 from tasks.sandbox_cgroup import RunCgroup
 from tasks.sandbox_grading import CallOutcome
+from tasks.sandbox_plan import Guess
 from tasks.unix_gc import collect_unix_garbage
 
 _EXIT_SECONDS = 1.0
@@ -85,7 +86,7 @@ class LocalSession:
                 or bool(self.events.malformed)
                 or not self.reading)
 
-    def expect(self, plan: Callable[[], list[list]]) -> None:
+    def expect(self, plan: Callable[[Guess], list[list]]) -> None:
         """A live session answers each call as it comes: no plan needed (``plan`` is not called)."""
 
     def call(self, call: list) -> CallOutcome | None:

@@ -5,7 +5,9 @@ Each test runs as the grading runs it (:func:`tasks.sandbox_grading.test_namespa
 seeded ``random``), except that a call of the candidate's function is recorded, not asked, and answers a
 :class:`StandIn`, and an ``assert`` is only evaluated, never raised: so ``for x in range(100): assert f(x) == x``
 and HumanEval's ``check(candidate)`` with inputs drawn from ``random`` are planned whole. A call whose arguments
-hold a stand-in (one that needs an earlier answer, ``f(f(2))``) cannot be planned: it is asked in a run of its own.
+hold a stand-in (one that needs an earlier answer, ``f(f(2))``) cannot be planned at first; once a run has answered
+the calls it needs, the tests are planned again on those answers (``guess``), so a loop of such calls
+(HumanEval/38's ``candidate(encode_cyclic(s))``) takes a second run, not one per call.
 A test's run on stand-ins ends at its first error (``math.isclose`` of a stand-in), or when its stand-ins have
 been used :data:`MAX_STAND_IN_USES` times (a loop on an answer, ``while f(x) > 0``, that would never end).
 
@@ -17,10 +19,10 @@ content, trusted as the grading trusts them (they run here either way).
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import Any, Callable
 
 from tasks.sandbox_child import encode
-from tasks.sandbox_grading import Caller, test_namespace
+from tasks.sandbox_grading import CallOutcome, Caller, test_namespace
 
 MAX_PLANNED_CALLS = 2_000
 """Most calls planned for one program (their answers count against the run's ``answer_values`` all the same)."""
@@ -76,22 +78,29 @@ class StandIn:
         return self._same()
 
 
-class _Recorder(Caller):
-    """Records each call whose arguments are known, answering a stand-in; ends the plan past ``limit`` calls."""
+Guess = Callable[[list], "CallOutcome | None"]
+"""An answer an earlier run gave to the same encoded call, if any (a guess: it may have been given in another state)."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(lambda call: None)
+
+class _Recorder(Caller):
+    """Records each call whose arguments are known, answering what ``guess`` knows of it (its value, or its exception
+    raised) or a stand-in; ends the plan past ``limit`` calls."""
+
+    def __init__(self, limit: int, guess: Guess) -> None:
+        super().__init__(guess)
         self.calls: list[list] = []
         self.limit, self.uses = limit, _Uses()
 
     def call(self, name: str, args: tuple, kwargs: dict) -> Any:
         try:
-            self.calls.append([name, encode(list(args)), encode(dict(kwargs))])
+            call = [name, encode(list(args)), encode(dict(kwargs))]
         except (TypeError, ValueError, RecursionError):  # a stand-in (or no plain data) among the arguments
-            pass
+            return StandIn(self.uses)
+        self.calls.append(call)
         if len(self.calls) >= self.limit:
             raise _PlanEnded
-        return StandIn(self.uses)
+        known = self.ask(call)
+        return StandIn(self.uses) if known is None else known.result()
 
 
 class _AssertsEvaluated(ast.NodeTransformer):
@@ -102,9 +111,9 @@ class _AssertsEvaluated(ast.NodeTransformer):
 
 
 def planned_calls(tests: list[str], candidate_names: set[str], entry_points: frozenset[str] = frozenset(),
-                  limit: int = MAX_PLANNED_CALLS) -> list[list]:
-    """The encoded calls ``[name, args, kwargs]`` the tests would make on stand-in answers, in order, at most
-    ``limit``."""
+                  limit: int = MAX_PLANNED_CALLS, guess: Guess = lambda call: None) -> list[list]:
+    """The encoded calls ``[name, args, kwargs]`` the tests would make, in order, at most ``limit``: on the answers
+    ``guess`` knows, stand-ins for the others."""
     plan: list[list] = []
     for index, test in enumerate(tests):
         try:
@@ -112,7 +121,7 @@ def planned_calls(tests: list[str], candidate_names: set[str], entry_points: fro
                            "exec")
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
-        recorder = _Recorder(limit - len(plan))
+        recorder = _Recorder(limit - len(plan), guess)
         try:
             exec(code, test_namespace(test, recorder, candidate_names, entry_points))
         except (Exception, _PlanEnded, SystemExit):  # noqa: BLE001 - its planning ends here, the grading will tell

@@ -2,7 +2,8 @@
 
 A live session (:mod:`tasks.sandbox_local`) asks each call as the tests make it. A service cannot be asked a call
 after a run has started, so a :class:`ReplaySession` runs the program again with every call the tests have made so
-far, plus the rest of the calls their syntax names (the plan, :mod:`tasks.sandbox_plan`): tests whose calls are
+far, plus the rest of the calls they will make (the plan, :mod:`tasks.sandbox_plan`: the tests run here on the answers
+known, stand-ins for the others, and again on more answers when a call was off the plan): tests whose calls are
 planned take one run, not one per call. A call is answered only from a run whose earlier calls were exactly the ones
 the tests made (calls compared as canonical JSON: ``1``, ``1.0`` and ``True`` are different calls), so a program
 with state answers each call as a live session would have.
@@ -26,10 +27,13 @@ from typing import Callable
 
 from tasks.sandbox import Evaluation, Events, SandboxLimits
 from tasks.sandbox_grading import CallOutcome
+from tasks.sandbox_plan import Guess
 
 Evaluate = Callable[[str, list[list], SandboxLimits, int], Evaluation]
 MAX_PLAN_MISSES = 8
 """Dropped runs after which the session stops planning (each one costs the program a run)."""
+MAX_REPLANS = 8
+"""Times the tests are planned again on the answers so far (each runs them all here, on stand-ins)."""
 
 
 @dataclass(frozen=True)
@@ -65,12 +69,32 @@ class ReplaySession:
         self.asked: list[list] = []
         self.asked_keys: list[str] = []
         self.history: list[ReplayRun] = []
-        self.dropped_seconds, self.misses = 0.0, 0
+        self.dropped_seconds, self.misses, self.replans = 0.0, 0, 0
+        self.planner: Callable[[Guess], list[list]] | None = None
         self._plan([])
 
-    def expect(self, plan: Callable[[], list[list]]) -> None:
-        """``plan()``: the calls the tests will probably make, in order."""
-        self._plan(plan())
+    def expect(self, plan: Callable[[Guess], list[list]]) -> None:
+        """``plan(guess)``: the calls the tests will probably make, in order, given the answers ``guess`` knows
+        (none yet; later, :meth:`_replan`)."""
+        self.planner = plan
+        self._plan(plan(lambda call: None))
+
+    def _guess(self) -> Guess:
+        """What the runs so far answered to each call, wherever they asked it (a guess for a program with state)."""
+        known = {run.keys[index]: outcome for run in self.history for index, outcome in run.events.outcomes.items()}
+        return lambda call: known.get(call_key(call))
+
+    def _replan(self) -> bool:
+        """Plan the calls after the ones made so far again, on the answers the runs gave (at most :data:`MAX_REPLANS`
+        times); whether the new plan starts with the calls the tests made."""
+        if self.planner is None or self.replans >= MAX_REPLANS:
+            return False
+        self.replans += 1
+        calls = self.planner(self._guess())
+        if [call_key(call) for call in calls[:len(self.asked)]] != self.asked_keys:
+            return False
+        self._plan(calls[len(self.asked):])
+        return True
 
     def _plan(self, calls: list[list]) -> None:
         self.plan, self.plan_keys, self.planned_from = list(calls), [call_key(call) for call in calls], 0
@@ -146,9 +170,9 @@ class ReplaySession:
                 cut_before_it = last.evaluation.truncated and index >= last.made  # its answer may come in a run
                 if (asked_there and not cut_before_it) or not last.clean or self._spent() >= self.limits.wall_seconds:
                     return None
-            # a call off the plan (a loop's computed one) is asked alone: the rest of the plan would be asked
-            # again by every such call
-            self._run(with_plan=on_plan or not self.history)
+            # a call off the plan (one needing an earlier answer) is asked with a new plan made on the answers so
+            # far, or alone: the rest of the old plan would be asked again by every such call
+            self._run(with_plan=on_plan or not self.history or self._replan())
 
     def close(self) -> list[tuple[Evaluation, Events]]:
         if not self.history or self._unplanned_failure():

@@ -57,6 +57,26 @@ def test_a_check_function_and_loops_over_computed_inputs_take_one_request(servic
     assert (nested.status, nested.rounds) == ("passed", 2)  # the outer call needs the inner one's answer first
 
 
+ROUND_TRIP = ("import random\nfor _ in range(40):\n    text = ''.join(random.choice('abcdef') for _ in range(9))\n"
+              "    assert decode(encode(text)) == text")
+CODEC = "def encode(text):\n    return text[1:] + text[:1]\n"
+
+
+def test_a_loop_of_calls_needing_earlier_answers_takes_a_second_request_not_one_each(service):
+    """HumanEval/38's round trip: each ``decode`` needs ``encode``'s answer; the first request answers every
+    ``encode``, the tests are planned again on those answers and the second answers every ``decode`` (one request
+    per call before, 41 in all, and the wall clock ran out)."""
+    sandbox = HttpSandbox(service.url)
+    right = run_tests(CODEC + "def decode(text):\n    return text[-1:] + text[:-1]\n", [ROUND_TRIP], sandbox, LIMITS)
+    assert (right.status, right.passed, right.rounds) == ("passed", 1, 2) and len(service.requests) == 2
+    wrong = run_tests(CODEC + "def decode(text):\n    return text\n", [ROUND_TRIP], sandbox, LIMITS)
+    assert (wrong.status, wrong.passed) == ("failed", 0)
+    stateful = "calls = [0]\ndef decode(text):\n    calls[0] += 1\n    return text[-1:] + text[:-1] if calls[0] < 30 else ''\n"
+    live = run_tests(CODEC + stateful, [ROUND_TRIP], make_sandbox({"backend": "process"})[0], LIMITS)
+    replayed = run_tests(CODEC + stateful, [ROUND_TRIP], sandbox, LIMITS)
+    assert (replayed.status, replayed.passed) == (live.status, live.passed) == ("failed", 0)
+
+
 COUNTER = "count = [0]\ndef tick(x):\n    count[0] += 1\n    return count[0]\n"
 COUNTER_TESTS = ["for _ in range(2):\n    assert tick(7) >= 1", "assert tick(9) == 3"]
 HANGS_ON_99 = "def add(a, b):\n    while a == 99:\n        pass\n    return a + b\n"
