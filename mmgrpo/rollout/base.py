@@ -96,6 +96,9 @@ class RolloutEngine(Protocol):
     needs_loaded_media: ClassVar[bool]
     """True when the engine takes the loaded media themselves (vLLM) rather than the processor's tensors:
     its prompts cannot come from the preprocessing cache."""
+    lockstep: bool
+    """True when each ``generate`` that decodes is a collective across ranks (an in-process engine over ZeRO-3 or FSDP2
+    weights): every rank must make as many such calls, in the same order."""
 
     def encode(self, samples: Sequence[Sample]) -> PromptBatch | None:
         """``samples`` as the engine's batch builder encodes them, those it cannot take left out with the reason
@@ -138,6 +141,7 @@ class EncodesNothing:
     nothing to encode, nothing to take from the preprocessing cache."""
 
     needs_loaded_media: ClassVar[bool] = True
+    lockstep: ClassVar[bool] = False
 
     def encode(self, samples: Sequence[Sample]) -> None:
         return None

@@ -153,6 +153,11 @@ class HFEngine:
             self.model.load_state_dict(model_or_state_dict)
 
     @property
+    def lockstep(self) -> bool:
+        """Decoding is synced across ranks (their forward passes are collectives)."""
+        return self.all_ranks_done is not None
+
+    @property
     def _device(self) -> torch.device:
         return next(self.model.parameters()).device
 

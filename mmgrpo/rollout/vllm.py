@@ -132,6 +132,7 @@ class VLLMSampling:
     how requests reach vLLM (:meth:`_sample`) and how weights do (``update_weights``)."""
 
     needs_loaded_media = True  # vLLM takes the loaded media, not our processor's tensors
+    lockstep = False  # each rank's engine samples on its own
 
     def __init__(
         self, model: torch.nn.Module, processor: ProcessorMixin, *, budgets: MediaBudgets | None,

@@ -168,7 +168,7 @@ def _run_stages(
     def evaluate(tag: str) -> HeldOut:
         backend = trainer.backend if trainer is not None else None
         return _evaluate(config, model, processor, test_set, benches, paths.root / "eval" / tag, ledger, backend,
-                         write=main)
+                         ranks)
 
     def evaluate_stage(tag: str, label: str) -> None:
         """The evaluation ``label`` ("before GRPO"), kept in ``evaluations`` (its benchmarks under their own label)."""
@@ -296,20 +296,21 @@ class HeldOut:
 
 def _evaluate(  # noqa: ANN001
     config: Config, model, processor, test_set: SampleSet, benches: list[BenchmarkSet], out_dir: Path,
-    ledger: SkipLedger, backend: TrainingBackend | None, *, write: bool,
+    ledger: SkipLedger, backend: TrainingBackend | None, ranks: Ranks,
 ) -> HeldOut:
-    """The held-out evaluation of the live policy on data.test and the benchmarks (on every rank, each the
-    whole set: under ZeRO-3 and FSDP2 a forward pass needs every rank); ``write``: this process writes its
-    files (the benchmarks' under ``out_dir/benchmarks``)."""
+    """The held-out evaluation of the live policy on data.test and the benchmarks, data-parallel: each rank
+    generates for its block of the items and every rank gets the whole result (under ZeRO-3 and FSDP2, whose
+    forward passes need every rank, the ranks decode in lockstep: :func:`~eval.runner.evaluate_policy`); the main
+    process writes the files (the benchmarks' under ``out_dir/benchmarks``)."""
     engine = build_engine(config, model, processor, backend)
     options = eval_options(config)
     result = evaluate_policy(
         engine, test_set.samples, test_set.tasks, options, skipped=test_set.skipped,
-        reward_policy=reward_policy(config.task), label="data.test",
+        reward_policy=reward_policy(config.task), ranks=ranks, label="data.test",
     )
-    parts = evaluate_benchmarks(benches, engine, options, max_new_tokens=config.eval.max_new_tokens)
+    parts = evaluate_benchmarks(benches, engine, options, max_new_tokens=config.eval.max_new_tokens, ranks=ranks)
     benchmarks = EvalResult.merged(parts) if parts else None
-    if write:
+    if ranks.is_main_process:
         result.write(out_dir, model_name=out_dir.name)
         if benchmarks is not None:
             benchmarks.write(out_dir / "benchmarks", model_name=out_dir.name)

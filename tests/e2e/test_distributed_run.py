@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,12 +64,13 @@ def one_in_answer(completions, answer, **_):
                    "algo.advantage_estimator=optimal_token_baseline",
                    "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"], 1, True,
                   marks=NEEDS_DEEPSPEED, id="zero3"),
-     # FSDP2 with held-out evaluations before, during and after (forward passes on every rank), its two
-     # ranks on two torchrun nodes meeting through a c10d rendezvous (as two machines would); its stopped
-     # run also continues on one rank (FSDP2 checkpoints hold the whole optimizer state). Clip-Cov draws its
+     # FSDP2 with held-out evaluations before, during and after, data-parallel (5 items in batches of 2: blocks
+     # of 3 and 2, so the second rank decodes a discarded item in lockstep to keep each FSDP2 forward collective
+     # matched), its two ranks on two torchrun nodes meeting through a c10d rendezvous (as two machines would); its
+     # stopped run also continues on one rank (FSDP2 checkpoints hold the whole optimizer state). Clip-Cov draws its
      # detached tokens from each rank's generator (restored exactly on resume); GDPO whitens over both ranks
      pytest.param(["train.backend=fsdp2", "eval.before=true", "eval.after=true", "eval.every_n_steps=2",
-                   "eval.limit=4", "algo.policy_loss=clip_cov", "algo.clip_cov_ratio=0.1", "algo.clip_cov_lb=-100",
+                   "eval.limit=5", "eval.batch_size=2", "algo.policy_loss=clip_cov", "algo.clip_cov_ratio=0.1", "algo.clip_cov_lb=-100",
                    "algo.clip_cov_ub=100", "algo.advantage_estimator=gdpo"], 2, True, id="fsdp2-two-nodes")],
 )
 def test_two_ranks_train_stop_resume_exactly_and_export(
@@ -125,6 +128,20 @@ def test_two_ranks_train_stop_resume_exactly_and_export(
         evaluations = json.loads((whole / "evaluations.json").read_text())
         assert set(evaluations) == {"before GRPO", "after GRPO"}
         assert "eval/accuracy" in read_metrics(whole / "metrics.jsonl")[1]  # the eval after step 2
+        _sharded_eval_equals_one_process(recipe, whole, tmp_path / "one-process")
+
+
+def _sharded_eval_equals_one_process(recipe: Path, run: Path, out: Path) -> None:
+    """The evaluation after GRPO, each rank its block of the items under FSDP2, gives what one process gives on the
+    exported final weights: the same items, the same greedy completions."""
+    done = subprocess.run([sys.executable, "-m", "mmgrpo", "eval", "--recipe", str(recipe), "--model",
+                           str(run / "checkpoints" / f"step-{STEPS}"), "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    sharded = read_metrics(run / "eval" / "after" / "samples.jsonl")
+    whole = read_metrics(next(out.rglob("samples.jsonl")))
+    assert len(sharded) == 5 and [row["prompt_id"] for row in sharded] == [row["prompt_id"] for row in whole]
+    assert [row["completion"] for row in sharded] == [row["completion"] for row in whole]
 
 
 def _continues_on_one_rank(recipe: Path, run: Path, backend: str) -> None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from types import SimpleNamespace
 
 import pytest
 
 from data_recipes.loading import SkippedRow
 from eval import EvalOptions, EvalResult, comparison_table, evaluate_policy
+from mmgrpo.distributed import Ranks
 from mmgrpo.models.batch import PROMPT_TOO_LONG
 from mmgrpo.rollout.base import EncodesNothing, SamplingParams
 from mmgrpo.types import Completion, Sample
@@ -186,3 +188,44 @@ def test_a_video_window_is_labelled_with_its_window():
 
     assert media_label(VideoSpan("/data/a.mp4", 1, 2.5)) == "/data/a.mp4#t=1.0,2.5"
     assert media_label(VideoSpan("/data/a.mp4", 0, 1)) != media_label(VideoSpan("/data/a.mp4", 1, 2))
+
+
+class LockstepEngine(ScriptedEngine):
+    """A scripted engine whose decoding is a collective (ZeRO-3, FSDP2): it encodes (leaving out ``dropped``), and
+    records in ``decoded`` the samples of each ``generate`` that decoded anything."""
+
+    lockstep = True
+
+    def __init__(self, dropped: Sequence[str] = ()) -> None:
+        super().__init__(dropped)
+        self.decoded: list[list[str]] = []
+
+    def encode(self, samples):
+        return SimpleNamespace(kept=[i for i, sample in enumerate(samples) if sample.id not in self.dropped], dropped=[])
+
+    def generate(self, samples, params, group_sizes=None, prompts=None) -> list[list[Completion]]:
+        if any(sample.id not in self.dropped for sample in samples):
+            self.decoded.append([sample.id for sample in samples])
+        return super().generate(samples, params, group_sizes)
+
+
+class AloneRanks(Ranks):
+    """Rank ``rank`` of two, each evaluated in this process on its own (its gathers hold its own part only)."""
+
+    def gather(self, value):
+        return [value]
+
+
+@pytest.mark.parametrize("dropped", [(), ("q2",)], ids=["smaller-block", "batch-left-out"])
+def test_ranks_decoding_in_lockstep_make_as_many_decoding_calls(samples, tasks, dropped):
+    """Under ZeRO-3 or FSDP2 each decoding step is a collective: a rank with a smaller block (here 1 item against 2)
+    or a batch its engine could take none of would stop decoding while the other waits in a collective. It decodes
+    the first item it can take instead, its outcome discarded."""
+    options = EvalOptions(samples=1, temperature=0.0, batch_size=1, max_new_tokens=8, seed=7, progress=False)
+    engines = [LockstepEngine(dropped), LockstepEngine(dropped)]
+    results = [evaluate_policy(engine, samples[:3], tasks, options, ranks=AloneRanks(rank, 2))
+               for rank, engine in enumerate(engines)]
+    assert [len(engine.decoded) for engine in engines] == [2, 2]
+    assert [[record.sample_id for record in result.items] for result in results] == \
+        [["q0", "q1"], [] if dropped else ["q2"]]  # the filler's outcome is not among the results
+    assert engines[1].decoded[-1] == ["q0"]  # the first item every rank can take
