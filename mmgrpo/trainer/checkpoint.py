@@ -141,10 +141,13 @@ def save_checkpoint(
     return final
 
 
-def save_model(folder: Path, model: torch.nn.Module, processor: Any) -> Path:
-    """``save_pretrained`` of the model (and processor) into ``folder``, atomically."""
+def save_model(
+    folder: Path, model: torch.nn.Module, processor: Any, weights: dict[str, torch.Tensor] | None = None
+) -> Path:
+    """``save_pretrained`` of the model (and processor) into ``folder``, atomically (``weights``: the whole model's
+    state when ``model`` itself holds only shards of it)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    return _write_atomically(folder, lambda staging: _save_model(staging, model, processor))
+    return _write_atomically(folder, lambda staging: _save_model(staging, model, processor, weights))
 
 
 def _save_model(

@@ -15,6 +15,7 @@ rank (replicated, so that ZeRO-3 and FSDP2 forward passes, which need every rank
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -41,7 +42,7 @@ from mmgrpo.reports.html import refresh_report
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.checkpoint import checkpoint_step, save_model
 from mmgrpo.trainer.grpo import GRPOTrainer
-from mmgrpo.trainer.backends import TrainingBackend
+from mmgrpo.trainer.backends import TrainingBackend, build_backend
 from mmgrpo.trainer.metrics import MetricsLogger, SilentMetricsLogger
 from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.report import write_report
@@ -51,7 +52,7 @@ from mmgrpo.inputs import (
     SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, reward_policy, task_model_info,
 )
 from mmgrpo.trainer.setup import build_engine, load_policy
-from mmgrpo.trainer.sft import run_sft, sft_examples
+from mmgrpo.trainer.sft import run_sft, sft_examples, sft_optimizer_spec
 from processors import MODALITIES
 
 logger = logging.getLogger(__name__)
@@ -183,6 +184,9 @@ def _run_stages(
     with_sft = config.sft.enabled and config.sft.steps > 0
     if with_sft and not resume.past_sft:
         _cold_start(config, model, processor, train_set, paths.root, ledger, resume.sft_checkpoint, ranks)
+        if ranks.world_size > 1:  # SFT's back end changed the module: GRPO starts from its saved result
+            model, processor, _ = load_run_policy(config, checkpoint=paths.root / SFT_MODEL)
+            _dummy_media_on_ranks(model, (train_set, test_set), ranks)
     if config.eval.before and resume.grpo is None and "before GRPO" not in evaluations:
         evaluate_stage("before", "before GRPO")
 
@@ -251,8 +255,8 @@ def _cold_start(  # noqa: ANN001
 
     The result is saved as ``sft/model`` (where GRPO starts, and its KL reference); a stopped
     SFT leaves a checkpoint under ``sft/checkpoints`` that ``resume_from`` continues. On several
-    ranks every rank runs the same SFT in one process (not yet sharded), then takes the main
-    process's weights; only the main process writes.
+    ranks SFT trains through the run's back end (``train.backend``, with ``sft.micro_batch_size``), each rank on its
+    share of every batch; only the main process writes.
     """
     main = ranks.is_main_process
     examples = sft_examples([spec.path for spec in config.sft.data], train_set)
@@ -260,19 +264,29 @@ def _cold_start(  # noqa: ANN001
     sft_log = MetricsLogger(
         run_dir / "sft", tensorboard=config.log.tensorboard, resume_step=resume_step
     ) if main else SilentMetricsLogger()
+    sharded = ranks.world_size > 1
+    backend = build_backend(model, sft_optimizer_spec(config.sft),
+                            dataclasses.replace(config.train, micro_batch_size=config.sft.micro_batch_size)) \
+        if sharded else None
+    if sharded:
+        logger.info("SFT on %d ranks through train.backend=%s: each rank trains on %d of the %d examples of a step",
+                    ranks.world_size, config.train.backend, config.sft.batch_size // ranks.world_size,
+                    config.sft.batch_size)
     try:
         run_sft(
             model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
             metrics=sft_log, progress_bar=config.log.progress_bar and main, max_prompt_len=config.data.max_prompt_tokens,
-            skip_ledger=ledger, checkpoints=run_dir / SFT_CHECKPOINTS if main else None, resume_from=resume_from,
-            cache=open_prompt_cache(config),
+            skip_ledger=ledger, checkpoints=run_dir / SFT_CHECKPOINTS if main or sharded else None,
+            resume_from=resume_from, cache=open_prompt_cache(config), backend=backend,
         )
     finally:
         sft_log.close()
-    ranks.share_main_weights(model)
+    weights = backend.full_state_dict() if backend is not None and backend.shards_weights else None
     if main:
-        save_model(run_dir / SFT_MODEL, model, processor)
+        save_model(run_dir / SFT_MODEL, model, processor, weights)
         shutil.rmtree(run_dir / SFT_CHECKPOINTS, ignore_errors=True)  # superseded by sft/model
+    if backend is not None:
+        backend.release()
     ranks.barrier()  # sft/model is in place (a KL reference loads from it on resume)
 
 

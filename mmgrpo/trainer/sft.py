@@ -37,7 +37,8 @@ from mmgrpo.trainer.interrupts import signals_deferred
 from mmgrpo.trainer.metrics import MetricsLogger
 from mmgrpo.trainer.nonfinite import blamed_on, naming_rows, require_finite
 from mmgrpo.skipped_rows import SkipLedger, SkippedRow, describe_skipped
-from mmgrpo.trainer.backends import OptimizerSpec, SingleProcessBackend
+from mmgrpo.distributed import Ranks
+from mmgrpo.trainer.backends import OptimizerSpec, SingleProcessBackend, TrainingBackend
 from mmgrpo.types import Sample
 from tasks.base import Task
 
@@ -110,6 +111,7 @@ def run_sft(
     checkpoints: Path | None = None,
     resume_from: Path | None = None,
     cache: PromptCache | None = None,
+    backend: TrainingBackend | None = None,
 ) -> list[dict[str, float]]:
     """Train for ``config.steps`` optimizer steps of ``config.batch_size`` examples; returns per-step metrics.
 
@@ -119,40 +121,53 @@ def run_sft(
     the last finished step there as ``step-N``, then propagates. ``resume_from`` is such a
     checkpoint, whose weights ``model`` already holds: training continues from it exactly.
     ``cache`` is the preprocessing cache prompts are read from and stored in.
+
+    ``backend``: the training back end prepared around ``model`` with :func:`sft_optimizer_spec` (default: one
+    process). On several ranks every rank draws the same batch and trains on its contiguous share, the back end
+    summing the ranks' gradients, so a step is the one-process step; every rank runs as many micro-batches as the
+    busiest (under ZeRO-3 and FSDP2 each forward is a collective): a rank with fewer repeats one at weight zero. Every
+    rank calls it with the same ``checkpoints`` (the main process writes); after an error on one rank no rank saves.
     """
     if not examples:
         raise ValueError("SFT needs at least one example")
-    backend = SingleProcessBackend(model, _optimizer_spec(config))
-    optimizer, scheduler = backend.optimizer, backend.scheduler
+    backend = backend or SingleProcessBackend(model, sft_optimizer_spec(config))
+    ranks, scheduler = backend.ranks, backend.scheduler
     order = _ExampleOrder(len(examples), seed)
-    done = _restore_sft(resume_from, optimizer, scheduler, order) if resume_from is not None else 0
+    done = _restore_sft(resume_from, backend, order) if resume_from is not None else 0
     progress = _SFTProgress(done, scheduler.last_epoch, order.state_dict(), capture_rng_state())
     family = unwrap_model(model).config.model_type
     history = []
-    model.train()
-    with checkpoint_on_failure(_save_last_sft_step(checkpoints, model, processor, optimizer, scheduler, progress)):
+    backend.model.train()
+    with checkpoint_on_failure(_save_last_sft_step(checkpoints, backend, processor, progress)):
         steps = range(done + 1, config.steps + 1)
         for step in tqdm(steps, desc="SFT", initial=done, total=config.steps, disable=not progress_bar, dynamic_ncols=True):
             cache_before = cache.stats.snapshot() if cache is not None else None
             indices = order.take(config.batch_size)
-            batch = [examples[i] for i in indices]
+            share = len(indices) // ranks.world_size
+            batch = [examples[i] for i in indices[ranks.rank * share:(ranks.rank + 1) * share]]
             targets = completion_token_ids(processor, model, [example.completion for example in batch])
             parts, skipped = _encode_micro_batches(
                 processor, batch, targets, config.micro_batch_size, budgets, family=family,
                 max_prompt_len=max_prompt_len, cache=cache,
             )
+            skipped = [row for rows in ranks.gather(skipped) for row in rows]  # every rank's, so orders stay alike
             if skipped:
                 skipped_ids = {row.row_id for row in skipped}
-                order.exclude(i for i, example in zip(indices, batch) if example.sample.id in skipped_ids)
+                order.exclude(i for i in indices if examples[i].sample.id in skipped_ids)
                 if skip_ledger is not None:
                     skip_ledger.add(skipped, split="train", stage="sft")
                 logger.warning("SFT step %d: skipped %d example(s): %s", step, len(skipped), describe_skipped(skipped))
-            if not parts:
+            passes = _Passes.agreed(parts, ranks)
+            if not passes.total_tokens:
                 logger.warning("SFT step %d: every example was skipped; no update this step", step)
                 progress.finish(step, scheduler.last_epoch, order)
                 continue
+            if not parts:  # others train: this rank takes part at weight zero
+                parts = _stand_in_part(processor, model, [examples[i] for i in indices], budgets, family=family,
+                                       max_prompt_len=max_prompt_len, cache=cache)
             with naming_rows([example.sample for example in batch], stage="SFT", step=step):
-                loss, lr = _backward_parts(model, backend, parts, config.micro_batch_size), scheduler.get_last_lr()[0]
+                loss_here = _backward_parts(backend, parts, passes, config.micro_batch_size)
+                loss, lr = sum(ranks.gather(loss_here)) / passes.total_tokens, scheduler.get_last_lr()[0]
                 with signals_deferred(), blamed_on([i for prompts, _ in parts for i in prompts.sample_ids]):
                     row = {"sft/loss": loss, "sft/grad_norm": backend.step(), "sft/lr": lr}  # update + record: one
                     row |= {f"sft/{key}": value for key, value in backend.precision_metrics().items()}
@@ -162,31 +177,65 @@ def run_sft(
                     history.append(row)
                     if metrics is not None:
                         metrics.log(step, row)
-    model.eval()
+    backend.model.eval()
     return history
 
 
+@dataclass(frozen=True)
+class _Passes:
+    """What the ranks agree on for one step: the micro-batches each runs (the busiest's count) and the completion
+    tokens of the whole step (every rank's loss is a share of their token mean); ``own``: this rank's parts."""
+
+    count: int
+    total_tokens: int
+    own: int
+
+    @classmethod
+    def agreed(cls, parts: Sequence[tuple[PromptBatch, list[list[int]]]], ranks: Ranks) -> _Passes:
+        tokens = sum(len(target) for _, targets in parts for target in targets)
+        everyone = ranks.gather((len(parts), tokens))
+        return cls(max(count for count, _ in everyone), sum(tokens for _, tokens in everyone), len(parts))
+
+
+def _stand_in_part(
+    processor: Any, model: torch.nn.Module, batch: Sequence[SFTExample], budgets: MediaBudgets, *, family: str,
+    max_prompt_len: int | None, cache: PromptCache | None,
+) -> list[tuple[PromptBatch, list[list[int]]]]:
+    """One micro-batch of the first example of the step's batch that encodes (another rank's), for a rank whose own
+    examples were all left out: it runs the collectives the others run, at weight zero."""
+    for example in batch:
+        prompts = build_prompt_batch(processor, [example.sample], budgets, family=family, max_prompt_len=max_prompt_len,
+                                     cache=cache)
+        if prompts.kept:
+            return [(prompts, completion_token_ids(processor, model, [example.completion]))]
+    raise ValueError("no example of the step's batch encodes, yet the ranks counted tokens")  # cannot happen
+
+
 def _backward_parts(
-    model: torch.nn.Module, backend: SingleProcessBackend, parts: Sequence[tuple[PromptBatch, list[list[int]]]],
+    backend: TrainingBackend, parts: Sequence[tuple[PromptBatch, list[list[int]]]], passes: _Passes,
     micro_batch_size: int,
 ) -> float:
-    """Backward the completion-only loss (token mean over every part) of each part; returns the loss.
-    A part whose loss is not finite stops the step before its backward, naming its rows."""
+    """Backward the completion-only loss (token mean over every rank's parts) of each part, then repeat the first at
+    weight zero up to the agreed count; returns this rank's summed token loss. A part whose loss is not finite stops
+    the step before its backward, naming its rows."""
+    model = backend.model
     device = next(model.parameters()).device
-    total_tokens = sum(len(target) for _, part_targets in parts for target in part_targets)
     loss_sum = 0.0
-    for prompts, part_targets in parts:
+    for index in range(passes.count):
+        prompts, part_targets = parts[index] if index < len(parts) else parts[0]
+        weight = 1.0 if index < passes.own else 0.0
         logp, _ = completion_logprobs(
             model, prompts.to(device), part_targets, [1] * len(part_targets), micro_batch_size=micro_batch_size,
         )  # [n, Tc]
         _, mask = pad_completions(part_targets, pad_token_id=0)  # [n, Tc]
         token_nll = -(logp * mask.to(device)).sum()
-        loss_sum += require_finite("loss", float(token_nll.detach()), prompts.sample_ids)
-        backend.backward(token_nll / total_tokens)
-    return loss_sum / total_tokens
+        loss_sum += weight * require_finite("loss", float(token_nll.detach()), prompts.sample_ids)
+        backend.backward(token_nll * (weight / passes.total_tokens))
+    return loss_sum
 
 
-def _optimizer_spec(config: SFTConfig) -> OptimizerSpec:
+def sft_optimizer_spec(config: SFTConfig) -> OptimizerSpec:
+    """SFT's AdamW and schedule (its own learning rate and steps)."""
     return OptimizerSpec(
         lr=config.lr, weight_decay=config.weight_decay, total_steps=config.steps, schedule=config.lr_schedule,
         warmup_ratio=config.warmup_ratio, max_grad_norm=config.max_grad_norm, samples_per_step=config.batch_size,
@@ -207,39 +256,41 @@ class _SFTProgress:
 
 
 def _save_last_sft_step(
-    checkpoints: Path | None, model: torch.nn.Module, processor: Any, optimizer: torch.optim.Optimizer,
-    scheduler: Any, progress: _SFTProgress,
+    checkpoints: Path | None, backend: TrainingBackend, processor: Any, progress: _SFTProgress,
 ) -> Callable[[BaseException], None]:
-    """The emergency save of SFT's last finished step (none without a checkpoint folder)."""
+    """The emergency save of SFT's last finished step (none without a checkpoint folder; on several ranks only on a
+    stop request, which every rank gets: after an error on one the others are elsewhere)."""
 
     def save_last(failure: BaseException) -> None:
         if checkpoints is None:
             return
+        if backend.ranks.world_size > 1 and not isinstance(failure, KeyboardInterrupt):
+            logger.error("rank %d failed during SFT step %d: no emergency checkpoint with %d ranks",
+                         backend.ranks.rank, progress.step + 1, backend.ranks.world_size)
+            return
 
         def save() -> Path:
-            optimizer.zero_grad(set_to_none=True)
-            state = TrainerState(
-                step=progress.step, optimizer=optimizer.state_dict(), scheduler=scheduler.state_dict(),
-                data=progress.order,
-            )
-            return save_checkpoint(checkpoints, model, processor, state, keep_last=1, rng=progress.rng)
+            backend.zero_grad()
+            state = TrainerState(step=progress.step, scheduler=backend.scheduler.state_dict(), data=progress.order)
+            return save_checkpoint(checkpoints, backend.model, processor, state, keep_last=1, rng=progress.rng,
+                                   backend=backend)
 
         save_last_finished(
-            failure, progress.step, save, weights_intact=scheduler.last_epoch == progress.optimizer_steps,
+            failure, progress.step, save, weights_intact=backend.scheduler.last_epoch == progress.optimizer_steps,
             phase="SFT step",
         )
 
     return save_last
 
 
-def _restore_sft(checkpoint: Path, optimizer: torch.optim.Optimizer, scheduler: Any, order: _ExampleOrder) -> int:
-    """Load an SFT checkpoint's optimizer, schedule, example order and RNG (its weights are already
+def _restore_sft(checkpoint: Path, backend: TrainingBackend, order: _ExampleOrder) -> int:
+    """Load an SFT checkpoint's optimizer, schedule, example order and this rank's RNG (its weights are already
     loaded); returns its step."""
     state = load_trainer_state(checkpoint)
-    optimizer.load_state_dict(state.optimizer)
-    scheduler.load_state_dict(state.scheduler)
+    backend.load_optimizer(checkpoint, state.optimizer)
+    backend.scheduler.load_state_dict(state.scheduler)
     order.load_state_dict(state.data)
-    restore_rng_state(state.rng)
+    restore_rng_state(state.rng_of(backend.ranks.rank, backend.ranks.world_size))
     logger.info("SFT resumed from %s after step %d", checkpoint, state.step)
     return state.step
 

@@ -1,6 +1,6 @@
 """``mmgrpo train`` as one rank under torchrun, optionally stopped during step K's rollout by a
-SIGTERM on every rank (as torchrun passes a scheduler's SIGTERM to each of them), or with
-the last rank hanging there (``--hang-in-step K``)::
+SIGTERM on every rank (as torchrun passes a scheduler's SIGTERM to each of them), or in SFT step K
+(``--stop-in-sft-step K``), or with the last rank hanging there (``--hang-in-step K``)::
 
     torchrun --standalone --nproc-per-node 2 tests/e2e/distributed_train.py [--stop-in-step K] ARGS...
 
@@ -16,7 +16,7 @@ import time
 from typing import Callable
 
 from mmgrpo.cli import main
-from mmgrpo.trainer import grpo
+from mmgrpo.trainer import grpo, sft
 
 
 HANG_SECONDS = 600
@@ -35,6 +35,19 @@ def in_step(step: int, action: Callable[[], None]) -> None:
     grpo.collect_rollouts = collect_after_action
 
 
+def in_sft_step(step: int, action: Callable[[], None]) -> None:
+    """Run ``action`` when SFT step ``step`` starts (as it reads its batch's completions)."""
+    real_targets, calls = sft.completion_token_ids, []
+
+    def targets_after_action(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(1)
+        if len(calls) == step:
+            action()
+        return real_targets(*args, **kwargs)
+
+    sft.completion_token_ids = targets_after_action
+
+
 def last_rank_hangs() -> None:
     if int(os.environ["RANK"]) == int(os.environ["WORLD_SIZE"]) - 1:
         time.sleep(HANG_SECONDS)
@@ -42,8 +55,11 @@ def last_rank_hangs() -> None:
 
 if __name__ == "__main__":
     arguments = sys.argv[1:]
-    faults = {"--stop-in-step": lambda: os.kill(os.getpid(), signal.SIGTERM), "--hang-in-step": last_rank_hangs}
+    stop = lambda: os.kill(os.getpid(), signal.SIGTERM)  # noqa: E731
+    faults = {"--stop-in-step": (in_step, stop), "--hang-in-step": (in_step, last_rank_hangs),
+              "--stop-in-sft-step": (in_sft_step, stop)}
     if arguments[:1] and arguments[0] in faults:
-        in_step(int(arguments[1]), faults[arguments[0]])
+        when, action = faults[arguments[0]]
+        when(int(arguments[1]), action)
         arguments = arguments[2:]
     sys.exit(main(["train", *arguments]))

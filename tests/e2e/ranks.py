@@ -24,10 +24,12 @@ STEPS = 3
 
 
 def torchrun_train(
-    *arguments: str, stop_in_step: int | None = None, hang_in_step: int | None = None, ranks: int = 2, nodes: int = 1
+    *arguments: str, stop_in_step: int | None = None, hang_in_step: int | None = None, stop_in_sft_step: int | None = None,
+    ranks: int = 2, nodes: int = 1,
 ) -> subprocess.CompletedProcess:
     stop = ["--stop-in-step", str(stop_in_step)] if stop_in_step else []
     stop += ["--hang-in-step", str(hang_in_step)] if hang_in_step else []
+    stop += ["--stop-in-sft-step", str(stop_in_sft_step)] if stop_in_sft_step else []
     extensions = os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE))
     return torchrun(ranks, [distributed_train.__file__, *stop, *arguments], env={"TORCH_EXTENSIONS_DIR": extensions},
                     nodes=nodes)

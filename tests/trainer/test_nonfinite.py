@@ -190,6 +190,7 @@ def test_train_command_prints_one_line_naming_the_rows_and_keeps_the_traceback_i
                           "sft.micro_batch_size=2", "eval.before=false", "eval.after=false")
     recipe = tmp_path / "recipe.yaml"
     config.save_yaml(recipe)
+    capsys.readouterr()  # the poisoning's own loading and writing bars (shown unless an earlier test hid them)
 
     code = main(["train", str(recipe)])
 

@@ -132,6 +132,11 @@ class TrainingBackend(Protocol):
         """Called on every rank on resume: restore what :meth:`save_optimizer` saved."""
         ...
 
+    def release(self) -> None:
+        """Free what the back end holds beyond the module (its optimizer state, its hooks' buffers) once its phase is
+        over (SFT before GRPO's own back end); the module, which it changed, is not used again."""
+        ...
+
 
 BackendFactory = type[TrainingBackend]
 BACKENDS: Registry[BackendFactory] = Registry("training back end")

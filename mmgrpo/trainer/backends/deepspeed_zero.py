@@ -112,6 +112,9 @@ class DeepSpeedBackend:
         grad_norm = float(self.engine.get_global_grad_norm())
         return grad_norm if self.engine.fp16_enabled() else require_finite("gradient norm", grad_norm)
 
+    def release(self) -> None:
+        self.engine.destroy()
+
     def zero_grad(self) -> None:
         self.engine.zero_grad()
 

@@ -78,6 +78,9 @@ class FSDP2Backend:
         self.zero_grad()
         return grad_norm
 
+    def release(self) -> None:
+        self.optimizer.state.clear()
+
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
 

@@ -54,6 +54,9 @@ class SingleProcessBackend:
     def precision_metrics(self) -> dict[str, float]:
         return self.loss_scaler.metrics()
 
+    def release(self) -> None:
+        self.optimizer.state.clear()
+
     def zero_grad(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
 

@@ -1,0 +1,57 @@
+"""The cold-start SFT of ``mmgrpo train`` on 2 ranks (torchrun, gloo on CPU) through the run's back end: each rank
+trains on its share of every batch, the result is one process's SFT, and a run stopped by SIGTERM in an SFT step
+resumes to the uninterrupted run's model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from mmgrpo.run_files import read_metrics
+from tests.e2e.ranks import NEEDS_DEEPSPEED, stopped_after_step_one, succeeded, torchrun_train
+
+pytestmark = pytest.mark.distributed
+SHARDED_TOLERANCE = 2e-5
+"""fp32 on CPU: the ranks' gradients are summed in another order than one process sums its micro-batches'."""
+RESUME_TOLERANCE = 1e-6
+
+
+@pytest.mark.parametrize("backend", [
+    pytest.param(["train.backend=fsdp2"], id="fsdp2"),
+    pytest.param(["train.backend=deepspeed", "train.zero_stage=3"], marks=NEEDS_DEEPSPEED, id="zero3"),
+])
+def test_sft_on_two_ranks_is_one_process_sft_and_resumes_exactly(backend, small_config, tiny_qwen25vl, tmp_path):
+    config_overrides = ["sft.enabled=true", "sft.steps=3", "sft.batch_size=4", "sft.micro_batch_size=1", "sft.lr=1e-3",
+                        "train.steps=1", "eval.before=false", "eval.after=false", *backend]
+    config = small_config(*config_overrides)
+    recipe = tmp_path / "recipe.yaml"
+    config.save_yaml(recipe)
+    runs = Path(config.log.output_dir)
+
+    succeeded(torchrun_train(str(recipe), "log.run_name=whole"))
+    stopped_after_step_one(torchrun_train(str(recipe), "log.run_name=cut", stop_in_sft_step=2),
+                           runs / "cut" / "sft" / "checkpoints")
+    if "train.zero_stage=3" in backend:  # the back end's own checkpoint: each rank's optimizer shard
+        assert len(list((runs / "cut" / "sft" / "checkpoints" / "step-1" / "zero").rglob("*optim_states.pt"))) == 2
+    succeeded(torchrun_train(str(recipe), "log.run_name=cut", "--resume"))
+    one_process = small_config(*(override for override in config_overrides
+                                 if not override.startswith(("train.backend", "train.zero_stage"))))
+    one_process.save_yaml(tmp_path / "one.yaml")
+    succeeded(torchrun_train(str(tmp_path / "one.yaml"), "log.run_name=one", ranks=1))
+
+    assert "each rank trains on 2 of the 4 examples of a step" in (runs / "whole" / "train.log").read_text()
+
+    def sft_model(run: str) -> dict:
+        return load_file(str(runs / run / "sft" / "model" / "model.safetensors"))
+
+    initial, whole, cut, one = load_file(str(tiny_qwen25vl / "model.safetensors")), *map(sft_model, ("whole", "cut", "one"))
+    assert whole.keys() == cut.keys() == one.keys()
+    assert max(float((whole[name] - cut[name]).abs().max()) for name in whole) <= RESUME_TOLERANCE
+    assert max(float((whole[name] - one[name]).abs().max()) for name in whole) <= SHARDED_TOLERANCE
+    assert max(float((whole[name] - initial[name]).abs().max()) for name in initial if name in whole) > 1e-3  # it trained
+    losses = {run: [row["sft/loss"] for row in read_metrics(runs / run / "sft" / "metrics.jsonl")]
+              for run in ("whole", "cut", "one")}
+    assert losses["whole"] == pytest.approx(losses["one"], rel=1e-4) and len(losses["whole"]) == 3
+    assert losses["cut"] == pytest.approx(losses["whole"], rel=1e-6)  # step 1 before the stop, 2 and 3 resumed
