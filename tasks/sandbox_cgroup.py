@@ -65,13 +65,34 @@ class Hierarchy:
     def oom_file(self) -> str:
         return "memory.events" if self.version == 2 else "memory.oom_control"
 
+    def unthrottled(self, devices: tuple[str, ...]) -> list[tuple[str, str]]:
+        """The (file, value) writes that remove the read limits of :meth:`settings`."""
+        if not self.io:
+            return []
+        if self.version == 2:
+            return [("io.max", f"{device} rbps=max riops=max") for device in devices]
+        return [(name, f"{device} 0") for device in devices
+                for name in ("blkio.throttle.read_bps_device", "blkio.throttle.read_iops_device")]
+
 
 @dataclass(frozen=True)
 class RunCgroup:
-    """One run's cgroups (one per hierarchy) and the file counting its OOM kills ('' when memory has none)."""
+    """One run's cgroups (one per hierarchy), the file counting its OOM kills ('' when memory has none) and the
+    (file, unthrottled value) writes that lift its I/O throttle."""
 
     paths: tuple[str, ...]
     oom_file: str = ""
+    unthrottle: tuple[tuple[str, str], ...] = ()
+
+    def lift_io(self) -> None:
+        """Lift the read throttle, so that reads the run queued behind it finish at once (before its last processes
+        are killed: a read the kernel is serving cannot be interrupted, and would keep them alive until served)."""
+        for path, value in self.unthrottle:
+            try:
+                with open(path, "w") as limit:
+                    limit.write(value)
+            except OSError:
+                pass
 
     @property
     def procs(self) -> list[str]:
@@ -106,8 +127,10 @@ def create(memory_bytes: int, read_bytes: int, read_ops: int, bound: tuple[str, 
     ``read_bytes`` and ``read_ops`` per second; None where this host allows none (``OSError`` if a limit cannot be
     set on a cgroup made for it)."""
     devices, name = block_devices(bound), f"{_PREFIX}{os.getpid()}-{next(_RUNS)}"
+    if not devices and any(found.io for found in hierarchies()):
+        _no_disk_found(bound)
     made: list[str] = []
-    oom_file = ""
+    oom_file, unthrottle = "", []
     try:
         for found in hierarchies():
             path = os.path.join(found.parent, name)
@@ -122,11 +145,12 @@ def create(memory_bytes: int, read_bytes: int, read_ops: int, bound: tuple[str, 
                     limit.write(value)
             if found.memory:
                 oom_file = os.path.join(path, found.oom_file)
+            unthrottle += [(os.path.join(path, setting), value) for setting, value in found.unthrottled(devices)]
     except OSError:
         for path in made:
             _remove(path)
         raise
-    return RunCgroup(tuple(made), oom_file) if made else None
+    return RunCgroup(tuple(made), oom_file, tuple(unthrottle)) if made else None
 
 
 @functools.cache
@@ -151,14 +175,37 @@ def hierarchies() -> tuple[Hierarchy, ...]:
 
 def sweep(parent: str) -> None:
     """Remove the runs' cgroups left under ``parent`` by trainers that were killed mid-run (their process is gone;
-    their runs, which die with them, too)."""
+    their runs, which die with them, too: a read throttle left on one is lifted, so its reads end at once)."""
     for name in os.listdir(parent):
         owner = name.split("-")[2] if name.startswith(_PREFIX) and name.count("-") == 3 else ""
         if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
+            path = os.path.join(parent, name)
+            _lift_left_throttles(path)
             try:
-                os.rmdir(os.path.join(parent, name))
+                os.rmdir(path)
             except OSError:
                 pass
+
+
+def _lift_left_throttles(path: str) -> None:
+    """Remove every read limit a left cgroup still has (v1 ``blkio``, v2 ``io``)."""
+    for setting in ("blkio.throttle.read_bps_device", "blkio.throttle.read_iops_device", "io.max"):
+        for line in _lines(os.path.join(path, setting)):
+            device = line.split()[0] if line.split() else ""
+            value = f"{device} rbps=max riops=max" if setting == "io.max" else f"{device} 0"
+            try:
+                with open(os.path.join(path, setting), "w") as limit:
+                    limit.write(value)
+            except OSError:
+                pass
+
+
+def _lines(path: str) -> list[str]:
+    try:
+        with open(path) as file:
+            return file.read().splitlines()
+    except OSError:
+        return []
 
 
 def _find() -> tuple[Hierarchy, ...]:
@@ -221,6 +268,12 @@ def block_devices(folders: tuple[str, ...]) -> tuple[str, ...]:
         numbers.update(number for point, number in points if _under(point, folder))
     disks = {_whole_disk(number) for number in numbers}
     return tuple(sorted(disk for disk in disks if disk))
+
+
+@functools.cache
+def _no_disk_found(bound: tuple[str, ...]) -> None:
+    log.info("sandbox runs' disk reads are not throttled: no block device found behind %s (btrfs, ZFS, overlay and "
+             "network file systems show none in the mount table)", ", ".join(bound))
 
 
 def _under(path: str, folder: str) -> bool:

@@ -117,7 +117,7 @@ class Guard:
 
 def encode(value, depth: int = 0):
     """``value`` as JSON-safe data that keeps its kind (tuple, set, dict with any keys, bytes, and the standard
-    library's ``OrderedDict``, ``Counter``, ``deque``, ``Fraction`` and ``Decimal``)."""
+    library's ``OrderedDict``, ``Counter``, ``deque`` and ``Fraction``)."""
     if depth > _MAX_DEPTH:
         raise ValueError("the value is nested too deeply to return")
     inner = depth + 1
@@ -170,16 +170,16 @@ def decode(data, depth: int = 0):
         kind = getattr(__import__(module), name)
         if tag == "q":
             return kind(*(decode(item, inner) for item in body))
-        if tag == "m":
-            return kind(body)
         return kind(decode(item, inner) for item in body) if tag == "dq" else \
             kind({decode(key, inner): decode(item, inner) for key, item in body})
     return bytes.fromhex(body) if tag == "b" else complex(*body)
 
 
 _LIBRARY_TAGS = {"od": ("collections", "OrderedDict"), "ct": ("collections", "Counter"),
-                 "dq": ("collections", "deque"), "q": ("fractions", "Fraction"), "m": ("decimal", "Decimal")}
-"""Standard-library kinds a value keeps (``Counter`` and ``OrderedDict`` compare, and have methods, unlike a dict)."""
+                 "dq": ("collections", "deque"), "q": ("fractions", "Fraction")}
+"""Standard-library kinds a value keeps (``Counter`` and ``OrderedDict`` compare, and have methods, unlike a dict).
+Not ``Decimal``: comparing one with a wide int converts the int, quadratic in its digits, and one answer holding
+both (they share a hash) held the trainer's GIL for 20 s."""
 
 
 def _library_tag(value):
@@ -195,8 +195,6 @@ def _library_tag(value):
 def _library_body(tag: str, value, inner: int):
     if tag == "q":
         return [encode(value.numerator, inner), encode(value.denominator, inner)]
-    if tag == "m":
-        return str(value)
     if tag == "dq":
         return [encode(item, inner) for item in value]
     return [[encode(key, inner), encode(item, inner)] for key, item in value.items()]
@@ -223,12 +221,13 @@ def _lower_limits(limits: dict) -> None:
 def _show_cpus(processes: int) -> None:
     """Leave the code as many CPUs as a default thread pool (``ThreadPoolExecutor``: CPUs + 4 threads) can start threads
     for under ``processes`` (this thread and a spare counted), so innocent code does not fail on a many-core host;
-    where the code sees the host's count from elsewhere (the ``process`` back end's ``/sys``) it is only a placement."""
+    where the code sees the host's count from elsewhere (the ``process`` back end's ``/sys``) it is only a placement.
+    Runs start at a random CPU (spread over the host's); the exec seal then refuses ``sched_setaffinity``."""
     try:
         cpus = sorted(os.sched_getaffinity(0))
         room = max(1, processes - POOL_EXTRA_THREADS - 2)
         if len(cpus) > room:
-            start = os.getpid() % len(cpus)
+            start = int.from_bytes(os.urandom(4), "little") % len(cpus)  # a run's pid is always 1 in its namespace
             os.sched_setaffinity(0, (cpus + cpus)[start:start + room])
     except (AttributeError, OSError):  # no affinity here (not Linux), or a service that forbids it
         pass

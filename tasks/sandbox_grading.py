@@ -21,7 +21,6 @@ from __future__ import annotations
 import ast
 import builtins
 import collections
-import decimal
 import fractions
 import importlib
 import random
@@ -43,7 +42,6 @@ ITERATION_ENDS = (StopIteration, StopAsyncIteration)
 _TAGS = {"t": tuple, "s": set, "fs": frozenset}
 _PAIRS_TAGS = {"od": collections.OrderedDict, "ct": collections.Counter}
 MAX_FRACTION_BITS = 1 << 16
-MAX_DECIMAL_DIGITS = 10_000
 _HASH_MODULUS = sys.hash_info.modulus
 
 
@@ -120,9 +118,7 @@ def _decode(data: Any, depth: int, seen: dict[int, list]) -> Any:
             return collections.deque(_decode(item, inner, seen) for item in body)
         if tag == "q" and type(body) is list and len(body) == 2:
             return _checked(_fraction(*(_decode(part, inner, seen) for part in body)), seen)
-        if tag == "m" and type(body) is str:
-            return _checked(_decimal(body), seen)
-    except (TypeError, ValueError, decimal.InvalidOperation) as error:  # an unhashable key, bad hex, a pair that is not a pair
+    except (TypeError, ValueError) as error:  # an unhashable key, bad hex, a pair that is not a pair
         raise ValueError(f"malformed {tag!r} value: {error}") from None
     raise ValueError(f"unknown tag {tag!r}")
 
@@ -134,17 +130,6 @@ def _fraction(numerator: Any, denominator: Any) -> fractions.Fraction:
     if max(numerator.bit_length(), denominator.bit_length()) > MAX_FRACTION_BITS:
         raise ValueError(f"a fraction's parts are at most {MAX_FRACTION_BITS} bits")
     return fractions.Fraction(numerator, denominator)
-
-
-def _decimal(text: str) -> decimal.Decimal:
-    """A ``Decimal`` of at most :data:`MAX_DECIMAL_DIGITS` digits and an exponent of at most as many (``int()`` of
-    ``Decimal('1e1000000')`` takes half a minute)."""
-    value = decimal.Decimal(text)
-    if value.is_finite():
-        _, digits, exponent = value.as_tuple()
-        if len(digits) > MAX_DECIMAL_DIGITS or abs(exponent) > MAX_DECIMAL_DIGITS:
-            raise ValueError(f"a decimal has at most {MAX_DECIMAL_DIGITS} digits and exponent")
-    return value
 
 
 def _checked(value: Any, seen: dict[int, list]) -> Any:

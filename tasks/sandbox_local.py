@@ -184,6 +184,8 @@ class LocalSession:
             self.deadline = min(self.deadline, time.monotonic() + _EXIT_SECONDS)
             self._pump(lambda: False)
             self.killed_by_us, self.timed_out = self.timed_out, False
+        if self.cgroup is not None:
+            self.cgroup.lift_io()
         _kill_group(self.process)
         if self.cgroup is not None:
             self.out_of_memory = self.cgroup.remove()

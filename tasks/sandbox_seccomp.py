@@ -30,14 +30,16 @@ What it does, on x86-64 and AArch64:
   (``SO_SNDBUF``, ``SO_RCVBUF`` and their ``FORCE`` forms: socket buffers are kernel memory past ``memory_mb``),
   and to ``splice``, ``tee``, ``vmsplice``, ``sendfile`` and ``copy_file_range`` (each can hold a pipe's lock while
   it waits, and the trainer's read of that pipe would sleep past any wall clock), and to ``fadvise64`` (dropping a
-  bound host file's pages from the host's cache);
+  bound host file's pages from the host's cache), to ``readahead``, and to ``O_DIRECT`` in ``open``, ``openat`` and
+  ``fcntl(F_SETFL)`` (:data:`O_DIRECT`);
   and to ``prctl(PR_SET_PDEATHSIG)`` (bubblewrap's ``--die-with-parent`` is that signal: cleared, the code would
   outlive a killed trainer);
-  ``ENOSYS`` to ``clone3`` (whose flags a filter cannot read: the C library falls back to ``clone``);
+  ``ENOSYS`` to ``clone3`` and ``openat2`` (whose flags a filter cannot read: the C library falls back to ``clone``
+  and ``openat``);
 - kills a process of any other architecture (32-bit or x32 system calls) outright.
 
 A second filter (:func:`build_exec_seal`), installed by the child program before the code runs, kills the process on
-``execve`` and ``execveat``.
+``execve`` and ``execveat`` and refuses ``sched_setaffinity``.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ KILLED = (
     "io_setup", "io_submit", "io_getevents", "io_pgetevents", "io_destroy", "io_cancel",
 )
 REFUSED = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat", "sysinfo",
-           "splice", "tee", "vmsplice", "sendfile", "copy_file_range", "fadvise64")
+           "splice", "tee", "vmsplice", "sendfile", "copy_file_range", "fadvise64", "readahead")
 """Answered EPERM rather than killed: innocent library code tries them and handles the refusal (``sysinfo`` would
 tell the host's process count and memory: the C library's ``sysconf`` reports the refusal as unknown; ``shutil``
 falls back to read and write when ``sendfile`` or ``copy_file_range`` is refused). ``splice``, ``tee``, ``vmsplice``,
@@ -90,7 +92,13 @@ falls back to read and write when ``sendfile`` or ``copy_file_range`` is refused
 of stdout, stderr or the events pipe (or its write to stdin) would then sleep uninterruptibly, past its wall clock.
 (``sendfile64`` is the same call, ``sendfile``, on x86-64 and AArch64.) ``fadvise64`` with ``POSIX_FADV_DONTNEED`` on
 a host file bound read-only into the sandbox (the trainer's Python installation) drops its pages from the host's
-cache."""
+cache. ``readahead`` queues reads of a bound host file behind the run's I/O throttle while their pages stay locked:
+the host's readers of that file wait behind them."""
+O_DIRECT = {"x86_64": 0o40000, "aarch64": 0o200000}
+"""``O_DIRECT`` (it differs by architecture): refused in ``open``, ``openat`` and ``fcntl(F_SETFL)``. A direct read
+waits for its disk I/O uninterruptibly, and behind the run's I/O throttle (:mod:`tasks.sandbox_cgroup`) a thread's
+2 GB read kept the process alive, unkillable, minutes after its run; buffered reads wait killably."""
+F_SETFL = 4
 
 # name -> (x86-64, AArch64); None where the architecture has no such call
 NUMBERS = {
@@ -121,9 +129,11 @@ NUMBERS = {
     "io_setup": (206, 0), "io_submit": (209, 2), "io_getevents": (208, 4), "io_pgetevents": (333, 292),
     "io_destroy": (207, 1), "io_cancel": (210, 3),
     "splice": (275, 76), "tee": (276, 77), "vmsplice": (278, 75), "sendfile": (40, 71), "copy_file_range": (326, 285),
-    "fadvise64": (221, 223), "prctl": (157, 167),
+    "fadvise64": (221, 223), "prctl": (157, 167), "readahead": (187, 213), "open": (2, None), "openat": (257, 56),
+    "openat2": (437, 437),
 }
 EXEC_NUMBERS = {"execve": (59, 221), "execveat": (322, 281)}
+SCHED_SETAFFINITY = (203, 122)
 _ARCHES = {"x86_64": (0, 0xC000003E), "aarch64": (1, 0xC00000B7)}  # column in NUMBERS, AUDIT_ARCH_*
 
 
@@ -166,11 +176,31 @@ def _socket_buffers_refused() -> list[bytes]:
     ]
 
 
+def _flag_refused(offset: int, flag: int) -> list[bytes]:
+    """EPERM when the 32-bit argument at ``offset`` has ``flag`` set, else allowed."""
+    return [_op(_LD_W_ABS, offset), _op(_JSET_K, flag, jt=1), _op(_RET_K, RET_ALLOW), _op(_RET_K, EPERM)]
+
+
+def _fcntl_refused(o_direct: int) -> list[bytes]:
+    """``fcntl``: EPERM to ``F_SETLEASE``, ``F_NOTIFY`` and ``F_SETFL`` with ``O_DIRECT``, else allowed."""
+    return [
+        _op(_LD_W_ABS, _OFFSET_ARG1),
+        _op(_JEQ_K, F_SETLEASE, jt=5),
+        _op(_JEQ_K, F_NOTIFY, jt=4),
+        _op(_JEQ_K, F_SETFL, jf=2),
+        _op(_LD_W_ABS, _OFFSET_ARG2),
+        _op(_JSET_K, o_direct, jt=1),
+        _op(_RET_K, RET_ALLOW),
+        _op(_RET_K, EPERM),
+    ]
+
+
 def build_exec_seal(machine: str | None = None) -> bytes:
     """A second filter, which the child installs once it has started, before the code runs: ``execve`` and
     ``execveat`` kill the process. A thread's exec would take the process over without bubblewrap's parent-death
     signal (a new thread has none), and the code would outlive a killed trainer; code that may not fork has no
-    use for exec (bubblewrap needs it to start the interpreter, hence not in :func:`build_filter`)."""
+    use for exec (bubblewrap needs it to start the interpreter, hence not in :func:`build_filter`). It also answers
+    ``EPERM`` to ``sched_setaffinity``: the child has chosen the CPUs the code sees."""
     machine = machine or platform.machine()
     if machine not in _ARCHES:
         raise RuntimeError(f"no seccomp filter for the {machine} architecture (known: {', '.join(_ARCHES)})")
@@ -180,6 +210,8 @@ def build_exec_seal(machine: str | None = None) -> bytes:
         _op(_JEQ_K, audit_arch, jt=1),
         _op(_RET_K, RET_KILL_PROCESS),
         _op(_LD_W_ABS, _OFFSET_NR),
+        _op(_JEQ_K, SCHED_SETAFFINITY[column], jf=1),
+        _op(_RET_K, EPERM),
         *_match(_OFFSET_NR, tuple(EXEC_NUMBERS[name][column] for name in EXEC_NUMBERS), hit=RET_KILL_PROCESS,
                 miss=RET_ALLOW),
     ])
@@ -210,12 +242,16 @@ def build_filter(machine: str | None = None) -> bytes:
             program += [_op(_JEQ_K, number[name], jf=1), _op(_RET_K, RET_KILL_PROCESS)]
     for name in REFUSED:
         program += [_op(_JEQ_K, number[name], jf=1), _op(_RET_K, EPERM)]
-    program += [_op(_JEQ_K, number["clone3"], jf=1), _op(_RET_K, RET_ERRNO | errno.ENOSYS)]
+    for name in ("clone3", "openat2"):  # their flags are in a struct a filter cannot read: the C library falls back
+        program += [_op(_JEQ_K, number[name], jf=1), _op(_RET_K, RET_ERRNO | errno.ENOSYS)]
+    if "open" in number:
+        program += _on(number["open"], _flag_refused(_OFFSET_ARG1, O_DIRECT[machine]))
+    program += _on(number["openat"], _flag_refused(_OFFSET_ARG2, O_DIRECT[machine]))
     program += _on(number["clone"], _thread_clone_only())
     for name in ("socket", "socketpair"):
         program += _on(number[name], _match(_OFFSET_ARG0, (AF_UNIX,), hit=RET_ALLOW, miss=RET_KILL_PROCESS))
     program += _on(number["prlimit64"], _match(_OFFSET_ARG0, (0,), hit=RET_ALLOW, miss=RET_KILL_PROCESS))
-    program += _on(number["fcntl"], _match(_OFFSET_ARG1, (F_SETLEASE, F_NOTIFY), hit=EPERM, miss=RET_ALLOW))
+    program += _on(number["fcntl"], _fcntl_refused(O_DIRECT[machine]))
     program += _on(number["setsockopt"], _socket_buffers_refused())
     program += _on(number["prctl"], _match(_OFFSET_ARG0, (PR_SET_PDEATHSIG,), hit=EPERM, miss=RET_ALLOW))
     program += [_op(_RET_K, RET_ALLOW)]

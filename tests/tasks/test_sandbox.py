@@ -118,8 +118,8 @@ def test_calls_that_need_answers_take_another_round_and_exceptions_keep_their_ty
 
 
 def test_standard_library_values_keep_their_kind_both_ways(limits, sandbox):
-    """A Counter keeps its methods, an OrderedDict its order in comparisons; a deque, Fraction or Decimal comes back
-    at all (they failed as "not plain data" before); and each travels into a call as an argument too."""
+    """A Counter keeps its methods, an OrderedDict its order in comparisons; a deque or a Fraction comes back at all
+    (they failed as "not plain data" before); and each travels into a call as an argument too. Not a Decimal."""
     source = ("import collections, fractions, decimal\ndef tally(text):\n    return collections.Counter(text)\n"
               "def ordered(pairs):\n    return collections.OrderedDict(pairs)\ndef window(items):\n"
               "    return collections.deque(items, maxlen=2)\ndef half(value):\n    return value / 2\n"
@@ -128,21 +128,22 @@ def test_standard_library_values_keep_their_kind_both_ways(limits, sandbox):
              "from collections import OrderedDict\nassert ordered([(2, 1), (1, 2)]) != OrderedDict([(1, 2), (2, 1)])",
              "from collections import deque\nassert window([1, 2, 3]) == deque([2, 3])",
              "from fractions import Fraction\nassert half(Fraction(1, 3)) == Fraction(1, 6)",
-             "from decimal import Decimal\nassert str(price('1.50')) == '1.50' and price('0.1') * 3 == Decimal('0.3')",
              "from collections import Counter, OrderedDict, deque\nfrom fractions import Fraction\n"
-             "from decimal import Decimal\nassert [kind(v) for v in (Counter('a'), OrderedDict(), deque(), "
-             "Fraction(1), Decimal(1))] == ['Counter', 'OrderedDict', 'deque', 'Fraction', 'Decimal']"]
+             "assert [kind(v) for v in (Counter('a'), OrderedDict(), deque(), Fraction(1))] == "
+             "['Counter', 'OrderedDict', 'deque', 'Fraction']",
+             "price('1.5')"]
     result = run_tests(source, tests, sandbox, limits)
-    assert (result.status, result.passed) == ("passed", len(tests)), result
+    assert (result.status, result.passed) == ("failed", len(tests) - 1), result
+    assert "test 5: TypeError: a value of type Decimal cannot be returned" in result.error
 
 
 @pytest.mark.parametrize("encoded, error", [
     ({"q": [1, 0]}, "not zero"), ({"q": [1.5, 2]}, "two ints"), ({"q": [{"n": "1" * 20_000}, 3]}, "bits"),
-    ({"m": "1e100000"}, "digits"), ({"m": "1" * 10_001}, "digits"), ({"m": "one"}, "malformed"),
-    ({"ct": [[[1], 2]]}, "unhashable"),
+    ({"ct": [[[1], 2]]}, "unhashable"), ({"m": "1"}, "unknown tag"),
 ])
 def test_library_values_the_trainer_could_not_use_cheaply_are_refused(encoded, error):
-    """``int()`` of ``Decimal('1e1000000')`` takes half a minute, a fraction of 4-million-bit parts seconds to reduce."""
+    """A fraction of 4-million-bit parts takes seconds to reduce; a Decimal (``m``, never encoded) compared with a wide
+    int held the trainer's GIL for 20 s."""
     with pytest.raises(ValueError, match=error):
         decode(encoded)
 
