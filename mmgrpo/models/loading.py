@@ -60,7 +60,8 @@ def load_model_and_processor(
     trust_remote_code: bool = False,
     device: str | torch.device = "cpu",
 ) -> tuple[PreTrainedModel, ProcessorMixin]:
-    """Load the model (on ``device``, in ``dtype``) and its multimodal processor.
+    """Load the model (on ``device``, in ``dtype``; on ``meta``: its modules only, no weights read) and its multimodal
+    processor.
 
     ``attn_implementation`` is passed to transformers (None = its default, usually
     "sdpa"). ``trust_remote_code`` stays off unless the caller's config turns it on.
@@ -71,6 +72,8 @@ def load_model_and_processor(
     if dtype not in DTYPES:
         raise ModelLoadError(f"{source}: unknown dtype {dtype!r}; choose one of {sorted(DTYPES)}")
     adapter_config = Path(source) / ADAPTER_CONFIG
+    if torch.device(device).type == "meta":
+        return _empty_model(source, DTYPES[dtype], attn_implementation, trust_remote_code, adapter_config.is_file())
     if adapter_config.is_file():  # a LoRA checkpoint: its base model plus the saved adapter
         base = json.loads(adapter_config.read_text())["base_model_name_or_path"]
         model, _ = load_model_and_processor(
@@ -92,6 +95,23 @@ def load_model_and_processor(
     )
     use_original_qwen_positions(model)
     return model.to(device), processor
+
+
+def _empty_model(
+    source: str, dtype: torch.dtype, attn_implementation: str | None, trust_remote_code: bool, adapter: bool,
+) -> tuple[PreTrainedModel, ProcessorMixin]:
+    """The model of ``source`` on the meta device: its modules and shapes, no weights read (a rank that receives its
+    shards of another rank's copy, :mod:`mmgrpo.trainer.backends.fsdp2`)."""
+    if adapter:
+        raise ModelLoadError(f"{source}: a LoRA checkpoint cannot be made on the meta device (its base is read whole)")
+    processor = load_processor(source, trust_remote_code=trust_remote_code)
+    config = load_model_config(source, trust_remote_code=trust_remote_code)
+    with torch.device("meta"):
+        model = model_class_for(config, source).from_config(
+            config, dtype=dtype, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code
+        )
+    use_original_qwen_positions(model)
+    return model, processor
 
 
 def load_model_config(name_or_path: str | Path, *, trust_remote_code: bool = False) -> PretrainedConfig:

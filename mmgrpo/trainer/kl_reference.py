@@ -17,6 +17,7 @@ import torch
 
 from mmgrpo.config import Config
 from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_and_processor
+from mmgrpo.trainer.setup import loading_device
 
 REFERENCE_ADAPTER = "reference"  # the frozen SFT adapter of a LoRA run's KL reference
 
@@ -46,7 +47,7 @@ def make_reference(config: Config, model: torch.nn.Module, source: str | None, *
         frozen, _ = load_model_and_processor(
             source, dtype=config.model.dtype, attn_implementation=config.model.attn_implementation,
             trust_remote_code=config.model.trust_remote_code,
-            device="cpu" if sharded else next(model.parameters()).device,
+            device=loading_device(config, torch.device("cpu")) if sharded else next(model.parameters()).device,
         )
     frozen.eval().requires_grad_(False)
     return Reference(frozen, nullcontext)

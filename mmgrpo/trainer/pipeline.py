@@ -51,7 +51,7 @@ from mmgrpo.trainer.resume import SFT_CHECKPOINTS, SFT_MODEL, ResumePoint, plan_
 from mmgrpo.inputs import (
     SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, reward_policy, task_model_info,
 )
-from mmgrpo.trainer.setup import build_engine, load_policy
+from mmgrpo.trainer.setup import build_engine, load_policy, loading_device
 from mmgrpo.trainer.sft import run_sft, sft_examples, sft_optimizer_spec
 from processors import MODALITIES
 
@@ -104,7 +104,8 @@ def load_run_policy(config: Config, *, checkpoint: Path | None = None) -> tuple[
     prepare_process(config)
     paths = RunPaths.for_config(config)
     model, processor = load_policy(
-        config, base_model_path(config, paths), pick_device(config.train.device), checkpoint=checkpoint
+        config, base_model_path(config, paths), loading_device(config, pick_device(config.train.device)),
+        checkpoint=checkpoint,
     )
     return model, processor, paths
 
@@ -187,16 +188,15 @@ def _run_stages(
         if ranks.world_size > 1:  # SFT's back end changed the module: GRPO starts from its saved result
             model, processor, _ = load_run_policy(config, checkpoint=paths.root / SFT_MODEL)
             _dummy_media_on_ranks(model, (train_set, test_set), ranks)
-    if config.eval.before and resume.grpo is None and "before GRPO" not in evaluations:
-        evaluate_stage("before", "before GRPO")
-
-    trainer = GRPOTrainer(
+    trainer = GRPOTrainer(  # its back end holds the policy (on some ranks made without weights: sharded loading)
         config, paths.root, model, processor, train_set,
         evaluate=lambda tag: _reported(evaluate(tag).numbers(), tag, on_eval),
         resume_from=resume.grpo,
         reference_source=_initial_policy(paths.root / SFT_MODEL if with_sft else base_model_path(config, paths)),
         skip_ledger=ledger,
     )
+    if config.eval.before and resume.grpo is None and "before GRPO" not in evaluations:
+        evaluate_stage("before", "before GRPO")
     grpo_started = time.perf_counter()
     trainer.train()
     grpo_seconds = time.perf_counter() - grpo_started

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.distributed.checkpoint.state_dict import (
-    StateDictOptions, get_model_state_dict, get_optimizer_state_dict, set_optimizer_state_dict,
+    StateDictOptions, get_model_state_dict, get_optimizer_state_dict, set_model_state_dict, set_optimizer_state_dict,
 )
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 from torch.distributed.tensor import DTensor
@@ -28,6 +29,7 @@ from mmgrpo.distributed import init_process_group
 from mmgrpo.models.policy_weights import WholeTensor, streamed_plain_weights
 from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.distributed import Ranks
+from mmgrpo.inputs import pick_device
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, trainable_parameters
 from mmgrpo.trainer.nonfinite import require_finite
 
@@ -48,7 +50,7 @@ class FSDP2Backend:
 
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig) -> None:
         init_process_group(train.collective_timeout_s)
-        self.spec, self.device = spec, next(model.parameters()).device
+        self.spec, self.device = spec, pick_device(train.device)
         self.ranks = Ranks.of_process_group(self.device)
         # bf16: compute in bf16 copies of the fp32 shards, reduce gradients in fp32.
         precision = MixedPrecisionPolicy(
@@ -62,10 +64,26 @@ class FSDP2Backend:
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
         """Each unit is moved to the device whole and sharded there, one after another, so a module
-        still on the CPU never has all its weights on the device; buffers outside the units follow."""
+        still on the CPU never has all its weights on the device; buffers outside the units follow.
+
+        Sharded loading: where ``module`` is on the meta device on some rank (made there without weights,
+        :func:`~mmgrpo.trainer.setup.loading_device`), the main process holds the only whole copy, in CPU memory:
+        every rank shards its (empty) module, makes its shards on the device, and receives them from the main
+        process one tensor at a time; no other rank ever holds a whole copy."""
+        scattered = any(self.ranks.gather(any(parameter.is_meta for parameter in module.parameters())))
+        whole = _WholeCopy.of(module) if scattered and self.ranks.is_main_process else None
         for unit in sharding_units(module):
             fully_shard(unit, **self.sharding)
-        return module.to(self.device)
+        if not scattered:
+            return module.to(self.device)
+        module.to_empty(device=self.device)
+        options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+        set_model_state_dict(module, whole.weights if whole is not None else {}, options=options)
+        for name, buffer in module.named_buffers():  # the non-persistent ones (rotary frequencies) too
+            if whole is not None:
+                buffer.copy_(whole.buffers[name])
+            torch.distributed.broadcast(buffer, src=0)
+        return module
 
     def backward(self, loss: torch.Tensor) -> None:
         (loss * self.ranks.world_size).backward()  # FSDP2 averages over ranks; the ranks' losses add up
@@ -113,6 +131,19 @@ class FSDP2Backend:
         for module in self.model.modules():
             if isinstance(module, FSDPModule):
                 module.reshard()
+
+
+@dataclass(frozen=True)
+class _WholeCopy:
+    """The main process's whole module before sharding: its state dict (the loaded tensors, kept alive) and a copy
+    of every buffer (``to_empty`` clears them)."""
+
+    weights: dict[str, torch.Tensor]
+    buffers: dict[str, torch.Tensor]
+
+    @classmethod
+    def of(cls, module: torch.nn.Module) -> _WholeCopy:
+        return cls(dict(module.state_dict()), {name: buffer.clone() for name, buffer in module.named_buffers()})
 
 
 @contextmanager
