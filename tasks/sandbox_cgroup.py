@@ -13,7 +13,8 @@ Each run gets its own cgroup in each hierarchy that has one of these controllers
 process's cgroup there (so it stays within whatever caps the trainer), limited to ``memory_mb`` +
 ``disk_mb`` and to ``read_mb_per_second``/``read_ops_per_second``; the run's first process joins them
 before it starts bubblewrap (:mod:`tasks.sandbox_user`), so no untrusted code runs outside them, and
-they are removed after the run. cgroup v1 (``memory``, ``blkio``) or v2 (``memory``, ``io``; only
+they are removed after the run (one still holding a process then is removed at a later run, as are those a killed
+trainer left). cgroup v1 (``memory``, ``blkio``) or v2 (``memory``, ``io``; only
 where this process's cgroup may have children with the controller: the root, or a delegated one).
 
 Where a controller is missing (not root, a cgroup v2 leaf, a root file system on no block device)
@@ -107,6 +108,10 @@ class RunCgroup:
         return killed
 
 
+_LEFT: list[str] = []
+"""This trainer's run cgroups that could not be removed yet (a process still in them): tried again at each run."""
+
+
 def _remove(path: str) -> None:
     deadline = time.monotonic() + _REMOVE_SECONDS
     while True:
@@ -117,15 +122,31 @@ def _remove(path: str) -> None:
             return
         except OSError:
             if time.monotonic() > deadline:
-                log.warning("could not remove the sandbox's cgroup %s", path)
+                log.warning("could not remove the sandbox's cgroup %s yet (tried again at the next run)", path)
+                _LEFT.append(path)
                 return
             time.sleep(0.01)
+
+
+def _remove_left() -> None:
+    """Remove the cgroups earlier runs of this trainer, and trainers killed mid-run, left."""
+    for path in list(_LEFT):
+        try:
+            os.rmdir(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        _LEFT.remove(path)
+    for found in hierarchies():
+        sweep(found.parent)
 
 
 def create(memory_bytes: int, read_bytes: int, read_ops: int, bound: tuple[str, ...]) -> RunCgroup | None:
     """New cgroups for one run, capped at ``memory_bytes`` and, on the disks behind the ``bound`` folders, at
     ``read_bytes`` and ``read_ops`` per second; None where this host allows none (``OSError`` if a limit cannot be
     set on a cgroup made for it)."""
+    _remove_left()
     devices, name = block_devices(bound), f"{_PREFIX}{os.getpid()}-{next(_RUNS)}"
     if not devices and any(found.io for found in hierarchies()):
         _no_disk_found(bound)
@@ -168,15 +189,17 @@ def hierarchies() -> tuple[Hierarchy, ...]:
                  "bounded by rlimits only", reason)
     if not any(item.io for item in found):
         log.info("sandbox runs get no I/O cgroup of their own (%s): their disk reads are not throttled", reason)
-    for item in found:
-        sweep(item.parent)
     return found
 
 
 def sweep(parent: str) -> None:
     """Remove the runs' cgroups left under ``parent`` by trainers that were killed mid-run (their process is gone;
     their runs, which die with them, too: a read throttle left on one is lifted, so its reads end at once)."""
-    for name in os.listdir(parent):
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
         owner = name.split("-")[2] if name.startswith(_PREFIX) and name.count("-") == 3 else ""
         if owner.isdigit() and not os.path.exists(f"/proc/{owner}"):
             path = os.path.join(parent, name)

@@ -38,6 +38,8 @@ MAX_ELEMENTS = 100_000
 """Most values (containers included) one answer may hold; its line is also at most ``MAX_EVENT_BYTES``."""
 MAX_SHARED_HASH = 16
 """Most distinct numbers or tuples in one returned value that may share a hash."""
+HASH_WORK_PER_VALUE = 4
+"""Values hashed again by the hash check of nested tuples, per value of the answer (:class:`_Hashes`)."""
 ITERATION_ENDS = (StopIteration, StopAsyncIteration)
 _TAGS = {"t": tuple, "s": set, "fs": frozenset}
 _PAIRS_TAGS = {"od": collections.OrderedDict, "ct": collections.Counter}
@@ -48,6 +50,11 @@ _HASH_MODULUS = sys.hash_info.modulus
 class Unanswered(BaseException):
     """A call the sandbox did not answer: its run ended (BaseException: a test's ``except Exception`` cannot
     swallow it)."""
+
+
+class RefusedValue(ValueError):
+    """An answer refused as a whole (too large, nested too deeply, hashes chosen to collide, a malformed part): its
+    message reaches the test's failure as it is."""
 
 
 class CandidateError(Exception):
@@ -70,7 +77,47 @@ def _decode_counted(data: Any, values: int) -> Any:
     """:func:`decode`, ``data``'s values counted already (:func:`count_values`)."""
     if values > MAX_ELEMENTS:
         raise ValueError(f"more than {MAX_ELEMENTS} values")
-    return _decode(data, 0, {})
+    return _decode(data, 0, _Hashes(values))
+
+
+class _Hashes:
+    """The distinct hashable values of one decoded value, by hash, and the work of hashing its tuples.
+
+    A tuple's hash is not kept: hashing a tuple hashes everything inside it again, so a chain of 99 nested tuples
+    around 24,000 fractions (whose hash is Python code) cost 1.1 s to check, level after level. The values the
+    tuples hashed hold, summed over the tuples, may be at most :data:`HASH_WORK_PER_VALUE` times the answer's values
+    (an honest pair of pairs takes 3), the tuple past it refused."""
+
+    def __init__(self, values: int) -> None:
+        self.by_hash: dict[int, list] = {}
+        self.sizes: dict[int, int] = {}  # id of a tuple built here -> the values it holds, itself included
+        self.work, self.budget = 0, HASH_WORK_PER_VALUE * values + 1000
+
+    def tuple_of(self, items: list) -> tuple:
+        built = tuple(items)
+        size = 1 + sum(self.sizes.get(id(item), 1) for item in items)
+        self.sizes[id(built)] = size
+        self.work += size
+        if self.work > self.budget:
+            raise RefusedValue("tuples nested too deeply to check their hashes")
+        return self.checked(built)
+
+    def checked(self, value: Any) -> Any:
+        """``value``, counted among the distinct hashable values of its hash (``ValueError`` past the limit)."""
+        if value is None or isinstance(value, str):
+            return value
+        try:
+            key = hash(value)
+        except TypeError:  # a tuple holding a list
+            return value
+        same = self.by_hash.get(key)
+        if same is None:
+            self.by_hash[key] = [value]
+        elif value not in same:
+            same.append(value)
+            if len(same) > MAX_SHARED_HASH:
+                raise RefusedValue(f"more than {MAX_SHARED_HASH} distinct members share one hash")
+        return value
 
 
 def count_values(data: Any, limit: int = MAX_ELEMENTS) -> int:
@@ -85,16 +132,16 @@ def count_values(data: Any, limit: int = MAX_ELEMENTS) -> int:
     return count
 
 
-def _decode(data: Any, depth: int, seen: dict[int, list]) -> Any:
+def _decode(data: Any, depth: int, seen: _Hashes) -> Any:
     kind = type(data)
     if kind is str or kind is bool or data is None:
         return data
     if kind is int:
-        return data if -_HASH_MODULUS < data < _HASH_MODULUS else _checked(data, seen)
+        return data if -_HASH_MODULUS < data < _HASH_MODULUS else seen.checked(data)
     if kind is float:
-        return _checked(data, seen)
+        return seen.checked(data)
     if depth > _MAX_DEPTH:
-        raise ValueError("nested too deeply")
+        raise RefusedValue("nested too deeply")
     inner = depth + 1
     if kind is list:
         return [item if type(item) is str else _decode(item, inner, seen) for item in data]
@@ -103,24 +150,27 @@ def _decode(data: Any, depth: int, seen: dict[int, list]) -> Any:
     (tag, body), = data.items()
     try:
         if tag in _TAGS and type(body) is list:
-            return _checked(_TAGS[tag](_decode(item, inner, seen) for item in body), seen)
+            items = [_decode(item, inner, seen) for item in body]
+            return seen.tuple_of(items) if tag == "t" else seen.checked(_TAGS[tag](items))
         if tag == "d" and type(body) is list:
             return {_decode(key, inner, seen): _decode(item, inner, seen) for key, item in body}
         if tag == "n" and type(body) is str:
-            return _checked(int(body, 16), seen)
+            return seen.checked(int(body, 16))
         if tag == "b" and type(body) is str:
             return bytes.fromhex(body)
         if tag == "c" and type(body) is list and len(body) == 2 and all(type(x) is float for x in body):
-            return _checked(complex(*body), seen)
+            return seen.checked(complex(*body))
         if tag in _PAIRS_TAGS and type(body) is list:
             return _PAIRS_TAGS[tag]({_decode(key, inner, seen): _decode(item, inner, seen) for key, item in body})
         if tag == "dq" and type(body) is list:
             return collections.deque(_decode(item, inner, seen) for item in body)
         if tag == "q" and type(body) is list and len(body) == 2:
-            return _checked(_fraction(*(_decode(part, inner, seen) for part in body)), seen)
+            return seen.checked(_fraction(*(_decode(part, inner, seen) for part in body)))
+    except RefusedValue:
+        raise
     except (TypeError, ValueError) as error:  # an unhashable key, bad hex, a pair that is not a pair
-        raise ValueError(f"malformed {tag!r} value: {error}") from None
-    raise ValueError(f"unknown tag {tag!r}")
+        raise RefusedValue(f"malformed {tag!r} value: {error}") from None
+    raise RefusedValue(f"unknown tag {tag!r}")
 
 
 def _fraction(numerator: Any, denominator: Any) -> fractions.Fraction:
@@ -130,24 +180,6 @@ def _fraction(numerator: Any, denominator: Any) -> fractions.Fraction:
     if max(numerator.bit_length(), denominator.bit_length()) > MAX_FRACTION_BITS:
         raise ValueError(f"a fraction's parts are at most {MAX_FRACTION_BITS} bits")
     return fractions.Fraction(numerator, denominator)
-
-
-def _checked(value: Any, seen: dict[int, list]) -> Any:
-    """``value``, counted among the distinct hashable values of its hash (``ValueError`` past the limit)."""
-    if value is None or isinstance(value, str):
-        return value
-    try:
-        key = hash(value)
-    except TypeError:  # a tuple holding a list
-        return value
-    same = seen.get(key)
-    if same is None:
-        seen[key] = [value]
-    elif value not in same:
-        same.append(value)
-        if len(same) > MAX_SHARED_HASH:
-            raise ValueError(f"more than {MAX_SHARED_HASH} distinct members share one hash")
-    return value
 
 
 @dataclass
@@ -160,12 +192,14 @@ class CallOutcome:
     value: Any = field(default=None, repr=False)
     """The answer read, until its first use takes it."""
     unused: bool = False
+    values: int = 0
+    """The values the answer holds (:func:`count_values`)."""
 
     @classmethod
     def answer(cls, encoded: Any, values: int) -> CallOutcome:
         """The outcome of a call that returned ``encoded``, holding ``values`` values (:func:`count_values`);
         ``ValueError`` when it is no readable value (:func:`decode`)."""
-        return cls(encoded=encoded, value=_decode_counted(encoded, values), unused=True)
+        return cls(encoded=encoded, value=_decode_counted(encoded, values), unused=True, values=values)
 
     def result(self) -> Any:
         """The value, fresh at each use (a test may change it: the one read first, then one decoded anew from the
@@ -176,7 +210,7 @@ class CallOutcome:
             if self.unused:
                 value, self.value, self.unused = self.value, None, False
                 return value
-            return _decode(self.encoded, 0, {})
+            return _decode(self.encoded, 0, _Hashes(self.values))
         name, message = self.raised
         kind = getattr(builtins, name, None)
         if isinstance(kind, type) and issubclass(kind, Exception) and not issubclass(kind, ITERATION_ENDS):

@@ -30,8 +30,8 @@ What it does, on x86-64 and AArch64:
   (``SO_SNDBUF``, ``SO_RCVBUF`` and their ``FORCE`` forms: socket buffers are kernel memory past ``memory_mb``),
   and to ``splice``, ``tee``, ``vmsplice``, ``sendfile`` and ``copy_file_range`` (each can hold a pipe's lock while
   it waits, and the trainer's read of that pipe would sleep past any wall clock), and to ``fadvise64`` (dropping a
-  bound host file's pages from the host's cache), to ``readahead``, and to ``O_DIRECT`` in ``open``, ``openat`` and
-  ``fcntl(F_SETFL)`` (:data:`O_DIRECT`);
+  bound host file's pages from the host's cache), to ``readahead`` and ``madvise(MADV_WILLNEED)``, to ``sync`` and
+  ``syncfs``, and to ``O_DIRECT`` in ``open``, ``openat`` and ``fcntl(F_SETFL)`` (:data:`O_DIRECT`);
   and to ``prctl(PR_SET_PDEATHSIG)`` (bubblewrap's ``--die-with-parent`` is that signal: cleared, the code would
   outlive a killed trainer);
   ``ENOSYS`` to ``clone3`` and ``openat2`` (whose flags a filter cannot read: the C library falls back to ``clone``
@@ -84,7 +84,7 @@ KILLED = (
     "io_setup", "io_submit", "io_getevents", "io_pgetevents", "io_destroy", "io_cancel",
 )
 REFUSED = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat", "sysinfo",
-           "splice", "tee", "vmsplice", "sendfile", "copy_file_range", "fadvise64", "readahead")
+           "splice", "tee", "vmsplice", "sendfile", "copy_file_range", "fadvise64", "readahead", "sync", "syncfs")
 """Answered EPERM rather than killed: innocent library code tries them and handles the refusal (``sysinfo`` would
 tell the host's process count and memory: the C library's ``sysconf`` reports the refusal as unknown; ``shutil``
 falls back to read and write when ``sendfile`` or ``copy_file_range`` is refused). ``splice``, ``tee``, ``vmsplice``,
@@ -92,8 +92,11 @@ falls back to read and write when ``sendfile`` or ``copy_file_range`` is refused
 of stdout, stderr or the events pipe (or its write to stdin) would then sleep uninterruptibly, past its wall clock.
 (``sendfile64`` is the same call, ``sendfile``, on x86-64 and AArch64.) ``fadvise64`` with ``POSIX_FADV_DONTNEED`` on
 a host file bound read-only into the sandbox (the trainer's Python installation) drops its pages from the host's
-cache. ``readahead`` queues reads of a bound host file behind the run's I/O throttle while their pages stay locked:
-the host's readers of that file wait behind them."""
+cache. ``readahead`` (and ``madvise(MADV_WILLNEED)``, refused on its own) queues reads of a bound host file behind
+the run's I/O throttle while their pages stay locked: the host's readers of that file wait behind them. ``sync`` and
+``syncfs`` wait, uninterruptibly, for the host's whole write-back (a twelfth round's ``sync`` loop kept the process
+alive 10 s past its run, and past a killed trainer, while the host flushed 150 MB to slow storage)."""
+MADV_WILLNEED = 3
 O_DIRECT = {"x86_64": 0o40000, "aarch64": 0o200000}
 """``O_DIRECT`` (it differs by architecture): refused in ``open``, ``openat`` and ``fcntl(F_SETFL)``. A direct read
 waits for its disk I/O uninterruptibly, and behind the run's I/O throttle (:mod:`tasks.sandbox_cgroup`) a thread's
@@ -130,7 +133,7 @@ NUMBERS = {
     "io_destroy": (207, 1), "io_cancel": (210, 3),
     "splice": (275, 76), "tee": (276, 77), "vmsplice": (278, 75), "sendfile": (40, 71), "copy_file_range": (326, 285),
     "fadvise64": (221, 223), "prctl": (157, 167), "readahead": (187, 213), "open": (2, None), "openat": (257, 56),
-    "openat2": (437, 437),
+    "openat2": (437, 437), "sync": (162, 81), "syncfs": (306, 267), "madvise": (28, 233),
 }
 EXEC_NUMBERS = {"execve": (59, 221), "execveat": (322, 281)}
 SCHED_SETAFFINITY = (203, 122)
@@ -252,6 +255,7 @@ def build_filter(machine: str | None = None) -> bytes:
         program += _on(number[name], _match(_OFFSET_ARG0, (AF_UNIX,), hit=RET_ALLOW, miss=RET_KILL_PROCESS))
     program += _on(number["prlimit64"], _match(_OFFSET_ARG0, (0,), hit=RET_ALLOW, miss=RET_KILL_PROCESS))
     program += _on(number["fcntl"], _fcntl_refused(O_DIRECT[machine]))
+    program += _on(number["madvise"], _match(_OFFSET_ARG2, (MADV_WILLNEED,), hit=EPERM, miss=RET_ALLOW))
     program += _on(number["setsockopt"], _socket_buffers_refused())
     program += _on(number["prctl"], _match(_OFFSET_ARG0, (PR_SET_PDEATHSIG,), hit=EPERM, miss=RET_ALLOW))
     program += [_op(_RET_K, RET_ALLOW)]
