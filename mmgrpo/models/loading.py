@@ -23,6 +23,7 @@ from transformers import (
     AutoModelForImageTextToText,
     AutoModelForMultimodalLM,
     AutoProcessor,
+    GenerationConfig,
     PretrainedConfig,
     PreTrainedModel,
     ProcessorMixin,
@@ -110,6 +111,10 @@ def _empty_model(
         model = model_class_for(config, source).from_config(
             config, dtype=dtype, attn_implementation=attn_implementation, trust_remote_code=trust_remote_code
         )
+    try:  # as from_pretrained reads it (stop tokens beyond config.json's, sampling defaults)
+        model.generation_config = GenerationConfig.from_pretrained(source)
+    except OSError:  # none saved: the one made from the config
+        pass
     use_original_qwen_positions(model)
     return model, processor
 

@@ -39,6 +39,23 @@ def test_loads_in_the_requested_dtype_and_attention(tiny_qwen25vl: Path) -> None
     assert processor.chat_template
 
 
+def test_on_the_meta_device_the_model_is_made_without_weights_as_loading_would_make_it(
+    tiny_qwen25vl: Path, tmp_path: Path
+) -> None:
+    """What a rank receiving its shards makes (sharded loading under FSDP2): the same modules, shapes and dtype, the
+    generation config read as from_pretrained reads it (its stop tokens decide where completions end)."""
+    source = tmp_path / "model"
+    shutil.copytree(tiny_qwen25vl, source)
+    generation = json.loads((source / "generation_config.json").read_text())
+    (source / "generation_config.json").write_text(json.dumps({**generation, "eos_token_id": [5, 7]}))
+    empty, processor = load_model_and_processor(source, device="meta", dtype="bfloat16")
+    loaded, _ = load_model_and_processor(source, dtype="bfloat16")
+    assert all(parameter.is_meta for parameter in empty.parameters()) and processor.chat_template
+    assert {name: (p.shape, p.dtype) for name, p in empty.named_parameters()} == \
+        {name: (p.shape, p.dtype) for name, p in loaded.named_parameters()}
+    assert empty.generation_config.eos_token_id == loaded.generation_config.eos_token_id == [5, 7]
+
+
 def test_unknown_dtype_is_refused(tiny_qwen25vl: Path) -> None:
     with pytest.raises(ModelLoadError, match="unknown dtype 'fp8'"):
         load_model_and_processor(tiny_qwen25vl, dtype="fp8")
