@@ -22,30 +22,27 @@ from mmgrpo.trainer import grpo, sft
 HANG_SECONDS = 600
 
 
-def in_step(step: int, action: Callable[[], None]) -> None:
-    """Run ``action`` when step ``step`` starts collecting rollouts."""
-    real_collect, calls = grpo.collect_rollouts, []
+def on_call(module: object, name: str, step: int, action: Callable[[], None]) -> None:
+    """Run ``action`` at the ``step``-th call of ``module.name``, just before it."""
+    real, calls = getattr(module, name), []
 
-    def collect_after_action(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def call_after_action(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         calls.append(1)
         if len(calls) == step:
             action()
-        return real_collect(*args, **kwargs)
+        return real(*args, **kwargs)
 
-    grpo.collect_rollouts = collect_after_action
+    setattr(module, name, call_after_action)
+
+
+def in_step(step: int, action: Callable[[], None]) -> None:
+    """Run ``action`` when step ``step`` starts collecting rollouts."""
+    on_call(grpo, "collect_rollouts", step, action)
 
 
 def in_sft_step(step: int, action: Callable[[], None]) -> None:
     """Run ``action`` when SFT step ``step`` starts (as it reads its batch's completions)."""
-    real_targets, calls = sft.completion_token_ids, []
-
-    def targets_after_action(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        calls.append(1)
-        if len(calls) == step:
-            action()
-        return real_targets(*args, **kwargs)
-
-    sft.completion_token_ids = targets_after_action
+    on_call(sft, "completion_token_ids", step, action)
 
 
 def last_rank_hangs() -> None:
