@@ -30,7 +30,8 @@ What it does, on x86-64 and AArch64:
   (``SO_SNDBUF``, ``SO_RCVBUF`` and their ``FORCE`` forms: socket buffers are kernel memory past ``memory_mb``),
   and to ``splice``, ``tee``, ``vmsplice``, ``sendfile`` and ``copy_file_range`` (each can hold a pipe's lock while
   it waits, and the trainer's read of that pipe would sleep past any wall clock), and to ``fadvise64`` (dropping a
-  bound host file's pages from the host's cache), to ``readahead`` and ``madvise(MADV_WILLNEED)``, to ``sync`` and
+  bound host file's pages from the host's cache), to ``readahead``, ``madvise(MADV_WILLNEED)`` and ``preadv2`` with
+  ``RWF_NOWAIT`` (each queues reads of a bound host file behind the run's read throttle and returns), to ``sync`` and
   ``syncfs``, and to ``O_DIRECT`` in ``open``, ``openat`` and ``fcntl(F_SETFL)`` (:data:`O_DIRECT`);
   and to ``prctl(PR_SET_PDEATHSIG)`` (bubblewrap's ``--die-with-parent`` is that signal: cleared, the code would
   outlive a killed trainer);
@@ -60,7 +61,7 @@ RET_KILL_PROCESS = 0x80000000
 RET_ERRNO = 0x00050000
 EPERM = RET_ERRNO | errno.EPERM
 # struct seccomp_data (little-endian)
-_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0, _OFFSET_ARG1, _OFFSET_ARG2 = 0, 4, 16, 24, 32
+_OFFSET_NR, _OFFSET_ARCH, _OFFSET_ARG0, _OFFSET_ARG1, _OFFSET_ARG2, _OFFSET_ARG5 = 0, 4, 16, 24, 32, 56
 _X32_BIT = 0x40000000
 CLONE_NAMESPACE_FLAGS = 0x7E020000 | 0x00000080  # NEWNS|NEWCGROUP|NEWUTS|NEWIPC|NEWUSER|NEWPID|NEWNET + NEWTIME
 CLONE_SHARED_THREAD = 0x00000100 | 0x00000400 | 0x00000800 | 0x00010000  # VM, FILES, SIGHAND, THREAD
@@ -97,6 +98,9 @@ the run's I/O throttle while their pages stay locked: the host's readers of that
 ``syncfs`` wait, uninterruptibly, for the host's whole write-back (a twelfth round's ``sync`` loop kept the process
 alive 10 s past its run, and past a killed trainer, while the host flushed 150 MB to slow storage)."""
 MADV_WILLNEED = 3
+RWF_NOWAIT = 0x8
+"""``preadv2``'s flag that starts the read-ahead of uncached pages and returns at once: refused as ``readahead`` is (a
+thirteenth round queued 56,000 page reads so in 0.5 s; after a killed trainer a host read of the file took 21 s)."""
 O_DIRECT = {"x86_64": 0o40000, "aarch64": 0o200000}
 """``O_DIRECT`` (it differs by architecture): refused in ``open``, ``openat`` and ``fcntl(F_SETFL)``. A direct read
 waits for its disk I/O uninterruptibly, and behind the run's I/O throttle (:mod:`tasks.sandbox_cgroup`) a thread's
@@ -133,7 +137,7 @@ NUMBERS = {
     "io_destroy": (207, 1), "io_cancel": (210, 3),
     "splice": (275, 76), "tee": (276, 77), "vmsplice": (278, 75), "sendfile": (40, 71), "copy_file_range": (326, 285),
     "fadvise64": (221, 223), "prctl": (157, 167), "readahead": (187, 213), "open": (2, None), "openat": (257, 56),
-    "openat2": (437, 437), "sync": (162, 81), "syncfs": (306, 267), "madvise": (28, 233),
+    "openat2": (437, 437), "sync": (162, 81), "syncfs": (306, 267), "madvise": (28, 233), "preadv2": (327, 286),
 }
 EXEC_NUMBERS = {"execve": (59, 221), "execveat": (322, 281)}
 SCHED_SETAFFINITY = (203, 122)
@@ -256,6 +260,7 @@ def build_filter(machine: str | None = None) -> bytes:
     program += _on(number["prlimit64"], _match(_OFFSET_ARG0, (0,), hit=RET_ALLOW, miss=RET_KILL_PROCESS))
     program += _on(number["fcntl"], _fcntl_refused(O_DIRECT[machine]))
     program += _on(number["madvise"], _match(_OFFSET_ARG2, (MADV_WILLNEED,), hit=EPERM, miss=RET_ALLOW))
+    program += _on(number["preadv2"], _flag_refused(_OFFSET_ARG5, RWF_NOWAIT))
     program += _on(number["setsockopt"], _socket_buffers_refused())
     program += _on(number["prctl"], _match(_OFFSET_ARG0, (PR_SET_PDEATHSIG,), hit=EPERM, miss=RET_ALLOW))
     program += [_op(_RET_K, RET_ALLOW)]
