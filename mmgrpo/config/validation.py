@@ -169,9 +169,8 @@ def _data_parallel(config: Config) -> Iterator[str]:
         yield (f"rollout.prompts_per_step={rollout.prompts_per_step} (prompts per step, all ranks together) "
                f"does not divide across {ranks} ranks")
     sft = config.sft
-    if sft.enabled and sft.steps > 0 and sft.batch_size % (ranks * sft.micro_batch_size):
-        yield (f"sft.batch_size={sft.batch_size} (examples per SFT step, all ranks together) does not divide into "
-               f"{ranks} ranks x sft.micro_batch_size={sft.micro_batch_size}")
+    if sft.enabled and sft.steps > 0 and sft.batch_size % ranks:
+        yield f"sft.batch_size={sft.batch_size} (examples per SFT step, all ranks together) does not divide across {ranks} ranks"
     step_size = train.mini_batch_size or rollout.prompts_per_step * rollout.num_generations
     if step_size % (ranks * train.micro_batch_size):
         size_key = "train.mini_batch_size" if train.mini_batch_size else "rollout.prompts_per_step x rollout.num_generations"

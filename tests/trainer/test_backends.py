@@ -220,6 +220,9 @@ def test_launched_ranks_need_a_distributed_backend_and_batches_that_split(monkey
     assert "lora" not in problems  # LoRA trains on every distributed back end
     for backend in (["train.backend=fsdp2"], ["train.backend=deepspeed", "train.zero_stage=3"]):
         assert load_config(None, [*backend, "lora.enabled=true"]).lora.enabled
+    with pytest.raises(ConfigError, match=r"sft.batch_size=5 \(examples per SFT step, all ranks together\) does not "
+                       "divide across 2 ranks"):  # each rank trains on its share of every SFT batch
+        load_config(None, ["train.backend=fsdp2", "sft.enabled=true", "sft.batch_size=5", "sft.micro_batch_size=5"])
     split = load_config(None, ["train.backend=fsdp2", "rollout.prompts_per_step=6", "train.micro_batch_size=8"])
     assert split.rollout.prompts_per_step == 6  # 3 per rank, 48 completions = 2 ranks x 3 micro-batches of 8
     monkeypatch.setenv("WORLD_SIZE", "4")
@@ -301,7 +304,7 @@ def test_a_sharded_backends_reference_loads_on_the_cpu_never_as_a_copy_on_the_de
     loads = []
 
     def recording_load(source, **options):
-        loads.append(options["device"])
+        loads.append(str(options["device"]))
         return load_model_and_processor(source, **options)
 
     monkeypatch.setattr(kl_reference, "load_model_and_processor", recording_load)
