@@ -30,7 +30,8 @@ What it does, on x86-64 and AArch64:
   (``SO_SNDBUF``, ``SO_RCVBUF`` and their ``FORCE`` forms: socket buffers are kernel memory past ``memory_mb``),
   and to ``splice``, ``tee``, ``vmsplice``, ``sendfile`` and ``copy_file_range`` (each can hold a pipe's lock while
   it waits, and the trainer's read of that pipe would sleep past any wall clock), and to ``fadvise64`` (dropping a
-  bound host file's pages from the host's cache), to ``readahead``, ``madvise(MADV_WILLNEED)`` and ``preadv2`` with
+  bound host file's pages from the host's cache), to ``readahead``, ``madvise(MADV_WILLNEED)``, ``process_madvise`` and
+  ``preadv2`` with
   ``RWF_NOWAIT`` (each queues reads of a bound host file behind the run's read throttle and returns), to ``sync`` and
   ``syncfs``, and to ``O_DIRECT`` in ``open``, ``openat`` and ``fcntl(F_SETFL)`` (:data:`O_DIRECT`);
   and to ``prctl(PR_SET_PDEATHSIG)`` (bubblewrap's ``--die-with-parent`` is that signal: cleared, the code would
@@ -85,7 +86,8 @@ KILLED = (
     "io_setup", "io_submit", "io_getevents", "io_pgetevents", "io_destroy", "io_cancel",
 )
 REFUSED = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat", "sysinfo",
-           "splice", "tee", "vmsplice", "sendfile", "copy_file_range", "fadvise64", "readahead", "sync", "syncfs")
+           "splice", "tee", "vmsplice", "sendfile", "copy_file_range", "fadvise64", "readahead", "sync", "syncfs",
+           "process_madvise")
 """Answered EPERM rather than killed: innocent library code tries them and handles the refusal (``sysinfo`` would
 tell the host's process count and memory: the C library's ``sysconf`` reports the refusal as unknown; ``shutil``
 falls back to read and write when ``sendfile`` or ``copy_file_range`` is refused). ``splice``, ``tee``, ``vmsplice``,
@@ -93,7 +95,8 @@ falls back to read and write when ``sendfile`` or ``copy_file_range`` is refused
 of stdout, stderr or the events pipe (or its write to stdin) would then sleep uninterruptibly, past its wall clock.
 (``sendfile64`` is the same call, ``sendfile``, on x86-64 and AArch64.) ``fadvise64`` with ``POSIX_FADV_DONTNEED`` on
 a host file bound read-only into the sandbox (the trainer's Python installation) drops its pages from the host's
-cache. ``readahead`` (and ``madvise(MADV_WILLNEED)``, refused on its own) queues reads of a bound host file behind
+cache. ``readahead`` (and ``madvise(MADV_WILLNEED)``, refused on its own, and ``process_madvise``, which gives any
+advice to the calling thread's own memory through a sentinel pidfd) queues reads of a bound host file behind
 the run's I/O throttle while their pages stay locked: the host's readers of that file wait behind them. ``sync`` and
 ``syncfs`` wait, uninterruptibly, for the host's whole write-back (a twelfth round's ``sync`` loop kept the process
 alive 10 s past its run, and past a killed trainer, while the host flushed 150 MB to slow storage)."""
@@ -138,6 +141,7 @@ NUMBERS = {
     "splice": (275, 76), "tee": (276, 77), "vmsplice": (278, 75), "sendfile": (40, 71), "copy_file_range": (326, 285),
     "fadvise64": (221, 223), "prctl": (157, 167), "readahead": (187, 213), "open": (2, None), "openat": (257, 56),
     "openat2": (437, 437), "sync": (162, 81), "syncfs": (306, 267), "madvise": (28, 233), "preadv2": (327, 286),
+    "process_madvise": (440, 440),
 }
 EXEC_NUMBERS = {"execve": (59, 221), "execveat": (322, 281)}
 SCHED_SETAFFINITY = (203, 122)
