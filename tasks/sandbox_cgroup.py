@@ -50,14 +50,15 @@ class Hierarchy:
     io: bool = False
 
     def settings(self, memory_bytes: int, read_bytes: int, read_ops: int, devices: tuple[str, ...]) -> list[tuple]:
-        """The (file, value) writes that set a run's limits, in order (one per device for the I/O limits)."""
+        """The (file, value) writes that set a run's limits, in order (one per device for the I/O limits; a limit of
+        0 is none)."""
         writes: list[tuple[str, str]] = []
         if self.memory:
             writes.append(("memory.max" if self.version == 2 else "memory.limit_in_bytes", str(memory_bytes)))
         for device in devices if self.io else ():
             if self.version == 2:
-                writes.append(("io.max", f"{device} rbps={read_bytes} riops={read_ops}"))
-            else:
+                writes.append(("io.max", f"{device} rbps={read_bytes or 'max'} riops={read_ops or 'max'}"))
+            else:  # 0 removes a v1 rule
                 writes += [("blkio.throttle.read_bps_device", f"{device} {read_bytes}"),
                            ("blkio.throttle.read_iops_device", f"{device} {read_ops}")]
         return writes
@@ -147,13 +148,16 @@ def create(memory_bytes: int, read_bytes: int, read_ops: int, bound: tuple[str, 
     ``read_bytes`` and ``read_ops`` per second; None where this host allows none (``OSError`` if a limit cannot be
     set on a cgroup made for it)."""
     _remove_left()
-    devices, name = block_devices(bound), f"{_PREFIX}{os.getpid()}-{next(_RUNS)}"
-    if not devices and any(found.io for found in hierarchies()):
+    throttled = bool(read_bytes or read_ops)
+    devices, name = block_devices(bound) if throttled else (), f"{_PREFIX}{os.getpid()}-{next(_RUNS)}"
+    if throttled and not devices and any(found.io for found in hierarchies()):
         _no_disk_found(bound)
     made: list[str] = []
     oom_file, unthrottle = "", []
     try:
         for found in hierarchies():
+            if not found.memory and not throttled:
+                continue
             path = os.path.join(found.parent, name)
             try:
                 os.mkdir(path, 0o700)

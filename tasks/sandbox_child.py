@@ -130,13 +130,17 @@ def encode(value, depth: int = 0):
         return float(value)
     if isinstance(value, str):
         return str(value)
-    if isinstance(value, (bytes, bytearray)):
+    if isinstance(value, bytearray):
+        return {"ba": bytes(value).hex()}
+    if isinstance(value, bytes):
         return {"b": bytes(value).hex()}
     if isinstance(value, complex):
         return {"c": [value.real, value.imag]}
     if isinstance(value, list):
         return [encode(item, inner) for item in value]
     tag = _library_tag(value)
+    if tag == "dq" and value.maxlen is not None:
+        return {"dqm": [int(value.maxlen), _library_body(tag, value, inner)]}
     if tag is not None:
         return {tag: _library_body(tag, value, inner)}
     if isinstance(value, tuple):
@@ -165,6 +169,10 @@ def decode(data, depth: int = 0):
         return {decode(key, inner): decode(item, inner) for key, item in body}
     if tag == "n":
         return int(body, 16)
+    if tag == "ba":
+        return bytearray.fromhex(body)
+    if tag == "dqm":
+        return __import__("collections").deque((decode(item, inner) for item in body[1]), maxlen=body[0])
     if tag in _LIBRARY_TAGS:
         module, name = _LIBRARY_TAGS[tag]
         kind = getattr(__import__(module), name)

@@ -164,6 +164,10 @@ def _decode(data: Any, depth: int, seen: _Hashes) -> Any:
             return _PAIRS_TAGS[tag]({_decode(key, inner, seen): _decode(item, inner, seen) for key, item in body})
         if tag == "dq" and type(body) is list:
             return collections.deque(_decode(item, inner, seen) for item in body)
+        if tag == "dqm" and type(body) is list and len(body) == 2 and type(body[0]) is int and type(body[1]) is list:
+            return collections.deque((_decode(item, inner, seen) for item in body[1]), maxlen=body[0])
+        if tag == "ba" and type(body) is str:
+            return bytearray.fromhex(body)
         if tag == "q" and type(body) is list and len(body) == 2:
             return seen.checked(_fraction(*(_decode(part, inner, seen) for part in body)))
     except RefusedValue:

@@ -68,7 +68,7 @@ CLONE_NAMESPACE_FLAGS = 0x7E020000 | 0x00000080  # NEWNS|NEWCGROUP|NEWUTS|NEWIPC
 CLONE_SHARED_THREAD = 0x00000100 | 0x00000400 | 0x00000800 | 0x00010000  # VM, FILES, SIGHAND, THREAD
 AF_UNIX = 1
 PR_SET_PDEATHSIG = 1
-F_SETLEASE, F_NOTIFY = 1024, 1026
+F_SETLEASE, F_NOTIFY, F_SETPIPE_SZ = 1024, 1026, 1031
 SOL_SOCKET = 1
 SOCKET_BUFFER_OPTIONS = (7, 8, 32, 33)  # SO_SNDBUF, SO_RCVBUF, SO_SNDBUFFORCE, SO_RCVBUFFORCE
 
@@ -193,11 +193,13 @@ def _flag_refused(offset: int, flag: int) -> list[bytes]:
 
 
 def _fcntl_refused(o_direct: int) -> list[bytes]:
-    """``fcntl``: EPERM to ``F_SETLEASE``, ``F_NOTIFY`` and ``F_SETFL`` with ``O_DIRECT``, else allowed."""
+    """``fcntl``: EPERM to ``F_SETLEASE``, ``F_NOTIFY``, ``F_SETPIPE_SZ`` (a larger stdout pipe lets one write hold the
+    pipe's lock, and the trainer's read, over more page faults) and ``F_SETFL`` with ``O_DIRECT``, else allowed."""
     return [
         _op(_LD_W_ABS, _OFFSET_ARG1),
-        _op(_JEQ_K, F_SETLEASE, jt=5),
-        _op(_JEQ_K, F_NOTIFY, jt=4),
+        _op(_JEQ_K, F_SETLEASE, jt=6),
+        _op(_JEQ_K, F_NOTIFY, jt=5),
+        _op(_JEQ_K, F_SETPIPE_SZ, jt=4),
         _op(_JEQ_K, F_SETFL, jf=2),
         _op(_LD_W_ABS, _OFFSET_ARG2),
         _op(_JSET_K, o_direct, jt=1),

@@ -123,10 +123,12 @@ def test_standard_library_values_keep_their_kind_both_ways(limits, sandbox):
     source = ("import collections, fractions, decimal\ndef tally(text):\n    return collections.Counter(text)\n"
               "def ordered(pairs):\n    return collections.OrderedDict(pairs)\ndef window(items):\n"
               "    return collections.deque(items, maxlen=2)\ndef half(value):\n    return value / 2\n"
-              "def price(text):\n    return decimal.Decimal(text)\ndef kind(value):\n    return type(value).__name__\n")
+              "def price(text):\n    return decimal.Decimal(text)\ndef kind(value):\n    return type(value).__name__\n"
+              "def echo(value):\n    assert type(value) in (bytes, bytearray)\n    return value\n")
     tests = ["assert tally('abca').most_common(1) == [('a', 2)]",
              "from collections import OrderedDict\nassert ordered([(2, 1), (1, 2)]) != OrderedDict([(1, 2), (2, 1)])",
-             "from collections import deque\nassert window([1, 2, 3]) == deque([2, 3])",
+             "from collections import deque\nassert window([1, 2, 3]) == deque([2, 3]) and window([]).maxlen == 2",
+             "assert type(echo(bytearray(b'ab'))) is bytearray and echo(b'ab') == b'ab'",
              "from fractions import Fraction\nassert half(Fraction(1, 3)) == Fraction(1, 6)",
              "from collections import Counter, OrderedDict, deque\nfrom fractions import Fraction\n"
              "assert [kind(v) for v in (Counter('a'), OrderedDict(), deque(), Fraction(1))] == "
@@ -134,7 +136,7 @@ def test_standard_library_values_keep_their_kind_both_ways(limits, sandbox):
              "price('1.5')"]
     result = run_tests(source, tests, sandbox, limits)
     assert (result.status, result.passed) == ("failed", len(tests) - 1), result
-    assert "test 5: TypeError: a value of type Decimal cannot be returned" in result.error
+    assert "test 6: TypeError: a value of type Decimal cannot be returned" in result.error
 
 
 @pytest.mark.parametrize("encoded, error", [
