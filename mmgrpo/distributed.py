@@ -83,6 +83,13 @@ class Ranks:
         if self.world_size > 1:
             torch.distributed.barrier()
 
+    def leave(self) -> None:
+        """Destroy the process group of a finished run on several ranks (its threads joined before the interpreter
+        exits: left to the exit, a rank now and then aborted there, "terminate called without an active exception")."""
+        if self.world_size > 1 and torch.distributed.is_initialized():
+            torch.distributed.barrier()
+            torch.distributed.destroy_process_group()
+
     @contextmanager
     def main_process_first(self) -> Iterator[None]:
         """The main process runs the block first (e.g. builds a shared cache), then the others."""

@@ -135,7 +135,9 @@ def run_training(
         (paths.root / FAILURE_FILE).unlink(missing_ok=True)  # an earlier attempt's, now being resumed
     with _logging_to(paths.root / "train.log") if main else nullcontext():
         try:
-            return _run_stages(config, ranks, paths, resume, started, on_eval)
+            summary = _run_stages(config, ranks, paths, resume, started, on_eval)
+            ranks.leave()
+            return summary
         except RunFailure as failure:
             logger.error("the run stopped: %s", failure, exc_info=failure)  # the traceback, in train.log only
             if main:
