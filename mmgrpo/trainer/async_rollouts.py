@@ -3,8 +3,9 @@
 ``rollout.mode: async`` keeps up to ``rollout.max_staleness + 1`` rollout batches requested
 from a :class:`~mmgrpo.trainer.rollout_worker.RolloutWorker` ahead of training. Requests are
 only ever made right after a weight update (or at the start), so a batch requested while the
-trainer's policy is version v is sampled by version v or later, and trained on by step
-v + max_staleness at the latest: no group is ever older than the bound, none is dropped.
+trainer's policy is version v is sampled by version v (the worker never takes a later one, so a
+run's staleness does not depend on timing), and trained on by step v + max_staleness at the
+latest: no group is ever older than the bound, none is dropped.
 ``max_staleness: 0`` is the synchronous schedule run through the worker (same prompts, same
 seeds, same completions as ``rollout.mode: sync``); ``1`` is one-step-off-policy (verl's,
 OpenRLHF's): the worker samples batch s + 1 while the trainer trains on batch s.

@@ -10,8 +10,12 @@ traceback and the worker serves the next.
 
 Weights travel through shared memory (:class:`SharedWeights`): after each optimizer step
 the trainer copies its weights into one shared buffer under a lock and bumps the version;
-before each request the worker copies the buffer into its model if the version moved. Each
-side holds the lock only for one copy of the weights, so neither waits on the other's work.
+before each request the worker copies the buffer into its model if the version moved. A request
+is sampled by the version the trainer's policy had when it was submitted, never a later one: the
+trainer publishes the next version only once the worker has taken the weights for every request
+submitted before (a worker running behind would otherwise pick up newer weights as its timing
+allows, and a run's staleness, and its resume, would differ from run to run). The trainer waits
+there only while the worker still has older requests to sample, and the worker never waits.
 (Measured alternatives on this CPU: a safetensors file per step costs a write and a read of
 the whole model; a queue of fresh shared tensors allocates a model's worth of memory per step.)
 
@@ -82,29 +86,48 @@ class RolloutWorkerError(RuntimeError):
 
 
 class SharedWeights:
-    """One copy of the policy's weights in shared memory, a lock, and the version it holds."""
+    """One copy of the policy's weights in shared memory, the version it holds, and how many requests the
+    worker has taken weights for; one condition guards all three."""
 
     def __init__(self, weights: Iterable[tuple[str, torch.Tensor]], version: int, context: Any) -> None:
         self.tensors = {name: tensor.detach().to("cpu", copy=True).share_memory_() for name, tensor in weights}
-        self.lock = context.Lock()
-        self._version = context.Value("q", version)
+        self.changed = context.Condition()
+        self._version = context.Value("q", version, lock=False)
+        self._taken = context.Value("q", 0, lock=False)
 
     @property
     def version(self) -> int:
         return int(self._version.value)
 
-    def publish(self, weights: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
+    def publish(
+        self, weights: Iterable[tuple[str, torch.Tensor]], version: int, *, after_taken: int,
+        check_worker: Callable[[], None],
+    ) -> None:
         """Copy ``weights`` (names and shapes as at construction, each copied as it comes; frozen ones may be
-        left out, they keep their first copy) in as ``version``."""
-        with self.lock:
+        left out, they keep their first copy) in as ``version``, once the worker has taken the weights for
+        ``after_taken`` requests; ``check_worker`` raises while waiting if the worker is gone."""
+        with self.changed:
+            while self._taken.value < after_taken:
+                check_worker()
+                self.changed.wait(_POLL_S)
             for name, tensor in weights:
                 self.tensors[name].copy_(tensor)
             self._version.value = version
 
     def load_into(self, model: torch.nn.Module) -> int:
         """Copy the buffer into ``model``; returns the version it held."""
-        with self.lock:
+        with self.changed:
             model.load_state_dict(self.tensors, strict=True)
+            return self.version
+
+    def take(self, model: torch.nn.Module, version: int) -> int:
+        """The weights for the worker's next request: the buffer copied into ``model`` (which holds
+        ``version``) if it holds another version; returns the version ``model`` holds now."""
+        with self.changed:
+            if self.version != version:
+                model.load_state_dict(self.tensors, strict=True)
+            self._taken.value += 1
+            self.changed.notify_all()
             return self.version
 
 
@@ -142,6 +165,7 @@ class RolloutWorker:
         """Start the worker on ``weights``, the policy's ``version`` (its step count)."""
         context = mp.get_context("spawn")  # a fresh interpreter: no inherited threads or CUDA state
         self.weights = SharedWeights(weights, version, context)
+        self._submitted = 0
         self._requests = context.Queue()
         self._results = context.Queue()
         self._stop = context.Event()
@@ -157,9 +181,12 @@ class RolloutWorker:
 
     def submit(self, request_id: int, samples: Sequence[Sample], group_sizes: Sequence[int], params: SamplingParams) -> None:
         self._requests.put((request_id, list(samples), list(group_sizes), params))
+        self._submitted += 1
 
     def publish(self, weights: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
-        self.weights.publish(weights, version)
+        """The policy's weights as ``version``, for the requests submitted from now on (see the module's docstring)."""
+        self.weights.publish(weights, version, after_taken=self._submitted,
+                             check_worker=lambda: self._check_alive("taking the weights of its requests"))
 
     def receive(self) -> WorkerResult:
         """The next finished request (in submission order); raises :class:`RolloutWorkerError` when
@@ -171,16 +198,19 @@ class RolloutWorker:
             try:
                 message = self._results.get(timeout=_POLL_S)
             except queue.Empty:
-                if not self.process.is_alive():
-                    raise RolloutWorkerError(
-                        f"the rollout worker (pid {self.process.pid}) exited with code {self.process.exitcode} "
-                        f"before {doing}; see its output above"
-                    ) from None
+                self._check_alive(doing)
                 continue
             if expected(message):
                 return message
             request_id, details = message
             raise RolloutWorkerError(f"the rollout worker failed on batch {request_id}:\n{details}")
+
+    def _check_alive(self, doing: str) -> None:
+        if not self.process.is_alive():
+            raise RolloutWorkerError(
+                f"the rollout worker (pid {self.process.pid}) exited with code {self.process.exitcode} "
+                f"before {doing}; see its output above"
+            ) from None
 
     def close(self, timeout_s: float | None = None) -> None:
         """Stop the worker after its current request (those still queued are dropped); terminate it if
@@ -236,8 +266,9 @@ def _serve(
         request_id, samples, group_sizes, params = message
         started = time.perf_counter()
         try:
-            if weights.version != version:
-                version = weights.load_into(model)
+            taken = weights.take(model, version)
+            if taken != version:
+                version = taken
                 engine.update_weights(model)
             prompts = engine.encode(samples)  # through the preprocessing cache when the engine takes one
             rollouts = sample_round(engine, prompts, samples, group_sizes, spec.scoring, params,

@@ -122,6 +122,24 @@ def test_a_resumed_run_trains_on_what_the_uninterrupted_run_did(small_config, tm
     assert all(torch.equal(a, b) for a, b in zip(full.model.state_dict().values(), resumed.model.state_dict().values()))
 
 
+def test_a_batch_is_sampled_by_the_policy_it_was_requested_under_however_late_the_worker_takes_it(small_config, tmp_path):
+    """Batch 2 is requested under version 0 and still queued behind batch 1 when version 1 is published: it
+    is sampled by version 0 all the same (a worker that took the newest weights made a run's staleness, and
+    its resume, depend on timing: the resume test above failed now and then on a faster machine)."""
+    trainer = build(small_config(*ASYNC, "rollout.max_staleness=2", "algo.is_correction=tis"), tmp_path / "run")
+    source = trainer.rollout_source
+    try:
+        versions = []
+        for step in range(3):
+            rollouts = source.next_round(step, 0)  # tops the requests up to 3 under the current version
+            versions.append({group.policy_version for group in rollouts.groups})
+            source.publish_weights()  # the worker is sampling the next batch, and the one after waits
+        versions += [{group.policy_version for group in source.next_round(3, 0).groups}]
+    finally:
+        source.close()
+    assert versions == [{0}, {0}, {0}, {1}]
+
+
 def test_worker_skips_a_bad_image_and_counts_it(small_config, tmp_path, bad_images):
     config = small_config("data.shuffle=false", "train.steps=2", *ASYNC)
     run_dir = tmp_path / "run"
