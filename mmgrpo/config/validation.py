@@ -179,7 +179,7 @@ def _data_parallel(config: Config) -> Iterator[str]:
 
 
 def _rollout_engine(config: Config) -> Iterator[str]:
-    """The vllm engine needs vLLM installed and the whole policy on each rank; found before any model loads."""
+    """Engine options that cannot work together, and a vllm engine without vLLM; found before any model loads."""
     if config.rollout.logprobs_source == "engine" and config.rollout.temperature != 1.0:
         yield (f"rollout.logprobs_source=engine needs rollout.temperature=1 (got {config.rollout.temperature}): "
                "engines report log-probs at temperature 1, the loss uses rollout.temperature")
@@ -197,10 +197,6 @@ def _rollout_engine(config: Config) -> Iterator[str]:
     if importlib.util.find_spec("vllm") is None:
         yield ("rollout.engine=vllm but vLLM is not installed here: pip install -e '.[vllm]' on a GPU machine, "
                "scripts/vllm_cpu_env.sh for a CPU environment, or rollout.engine=hf")
-    train = config.train
-    if train.shards_weights:
-        yield (f"rollout.engine=vllm needs the whole policy on each rank; train.backend={train.backend} "
-               f"(zero_stage={train.zero_stage}) shards it: use ZeRO-2 or rollout.engine=hf")
 
 
 def _async_rollout(config: Config) -> Iterator[str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,7 @@ from transformers.core_model_loading import revert_weight_conversion
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import MediaBudgets, PreparedPrompt, PromptBatch, build_prompt_batch
 from mmgrpo.models.compat import names_in_files
-from mmgrpo.models.policy_weights import checkpoint_dir, plain_weights
+from mmgrpo.models.policy_weights import checkpoint_dir, streamed_plain_weights
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
 from mmgrpo.rollout.base import ENGINES, SamplingParams, WeightSource, resolve_group_sizes
 from mmgrpo.rollout.hf import generation_eos_ids
@@ -102,7 +102,9 @@ def shared_llm(spec: EngineSpec, *, in_process: bool, cpu_kv_cache_gib: float) -
 
 
 def close_shared_engines() -> None:
-    """Shut down every engine :func:`shared_llm` built (their processes and workers), e.g. before exit."""
+    """Shut down every engine :func:`shared_llm` built (their processes and workers), e.g. before exit. An
+    engine in this process also destroys the process groups of the run's ranks (vLLM's own groups are made
+    within them)."""
     while _SHARED_LLMS:
         _, llm = _SHARED_LLMS.popitem()
         llm.llm_engine.engine_core.shutdown()
@@ -223,18 +225,22 @@ class VLLMEngine(VLLMSampling):
         max_prompt_len: int | None = None,
         logprobs_mode: str = "raw",
         seed: int = 0,
+        backend: WeightSource | None = None,
     ) -> None:
         """Builds (or reuses) the engine from ``model``'s checkpoint folder and loads ``model``'s
         current weights into it. ``budgets`` and ``max_prompt_len`` go to ``build_prompt_batch``,
-        as in the HF engine: a longer prompt is dropped, never truncated."""
+        as in the HF engine: a longer prompt is dropped, never truncated. Under a ``backend`` that
+        shards the weights (ZeRO-3, FSDP2), each rank has its own engine, and every weight update
+        gathers the weights one tensor at a time into each rank's engine (every rank takes part)."""
         super().__init__(
             model, processor, budgets=budgets, max_prompt_len=max_prompt_len, logprobs_mode=logprobs_mode
         )
         self.options = options
+        self.backend = backend
         self.weights_dir = Path(options.weights_dir or tempfile.mkdtemp(prefix="mmgrpo-vllm-weights-"))
         on_gpu = torch.cuda.is_available()
         spec = EngineSpec(
-            model_dir=str(checkpoint_dir(model, processor, self.weights_dir)),
+            model_dir=str(engine_model_dir(checkpoint_dir(model, processor, self.weights_dir), self.weights_dir / "model")),
             dtype=options.dtype or str(next(model.parameters()).dtype).removeprefix("torch."),
             max_model_len=max_model_len,
             gpu_memory_utilization=options.gpu_memory_utilization,
@@ -257,22 +263,23 @@ class VLLMEngine(VLLMSampling):
         cls, config: Config, model: torch.nn.Module, processor: ProcessorMixin, budgets: MediaBudgets,
         backend: WeightSource | None = None,
     ) -> VLLMEngine:
-        """The engine ``config.rollout.vllm`` describes, around ``model`` (config validation has refused
-        back ends that shard the weights)."""
+        """The engine ``config.rollout.vllm`` describes, around ``model`` (its weights gathered from ``backend``'s
+        shards where it shards them)."""
         options = config.rollout.vllm
         return cls(
             model, processor, options=options, budgets=budgets, max_prompt_len=config.data.max_prompt_tokens,
             max_model_len=options.max_model_len or config.data.max_prompt_tokens + config.rollout.max_new_tokens,
-            seed=config.seed,
+            seed=config.seed, backend=backend,
         )
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Load the policy's current weights into the engine, then reset its encoder and prefix caches."""
         self._wake("weights")  # the KV cache stays asleep while the weights load
         if self.options.in_process:
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": policy_weights(model_or_state_dict)})
+            weights = policy_weights(model_or_state_dict, self.backend)
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         else:
-            save_weights(model_or_state_dict, self.weights_dir)
+            save_weights(model_or_state_dict, self.weights_dir, self.backend)
             self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(self.weights_dir)})
         self.llm.llm_engine.reset_encoder_cache()
         self.llm.reset_prefix_cache()
@@ -296,6 +303,21 @@ class VLLMEngine(VLLMSampling):
         if self.sleeps and asleep:
             self.llm.wake_up(tags=asleep)
             awake.update(asleep)
+
+
+def engine_model_dir(folder: Path, scratch: Path) -> Path:
+    """``folder`` as vLLM may load it. vLLM reads every ``*.safetensors`` file of a folder without an index, so
+    a checkpoint that also holds the trainer's state (``trainer_state.safetensors``, a resumed run's policy)
+    is linked into ``scratch`` without the files that are not the model's (``model*.safetensors``)."""
+    others = {path.name for path in folder.glob("*.safetensors") if not path.name.startswith("model")}
+    if not others or (folder / "model.safetensors.index.json").is_file():
+        return folder
+    scratch.mkdir(parents=True, exist_ok=True)
+    for path in folder.iterdir():
+        link = scratch / path.name
+        if path.name not in others and not link.exists():
+            link.symlink_to(path.resolve())
+    return scratch
 
 
 def request_seed(seed: int, row: int) -> int:
@@ -352,36 +374,62 @@ def check_prompt_ids(prompts: PromptBatch, row: int, engine_ids: list[int]) -> N
     )
 
 
-def policy_weights(model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> Iterator[tuple[str, Any]]:
+def policy_weights(
+    model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor], backend: WeightSource | None = None
+) -> Iterator[tuple[str, Any]]:
     """(name, tensor) pairs of the policy under the checkpoint's names (what vLLM's loader maps; a
     transformers 5 module names some weights otherwise, e.g. Qwen2-Audio's language model); a PEFT
-    LoRA model gives its merged weights (base + scaled B @ A), the model itself left untouched. A
-    state dict is passed on as it is: it must use the checkpoint's names."""
-    if isinstance(model_or_state_dict, torch.nn.Module):
-        model_or_state_dict = checkpoint_named(unwrap_model(model_or_state_dict), plain_weights(model_or_state_dict))
-    for name, tensor in model_or_state_dict.items():
-        yield name, tensor.detach()
+    LoRA model gives its merged weights (base + scaled B @ A), the model itself left untouched. With a
+    ``backend`` that shards the weights they are gathered from its shards one tensor at a time (collective:
+    every rank draws all of them; a tensor may be freed once the next is drawn). A state dict is passed on
+    as it is: it must use the checkpoint's names."""
+    if not isinstance(model_or_state_dict, torch.nn.Module):
+        for name, tensor in model_or_state_dict.items():
+            yield name, tensor.detach()
+        return
+    sharded = backend is not None and backend.shards_weights
+    weights = backend.whole_weights() if sharded else streamed_plain_weights(model_or_state_dict)
+    yield from checkpoint_named(model_or_state_dict, weights)
 
 
-def checkpoint_named(model: torch.nn.Module, state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """``state`` (keyed as ``model`` names its weights in memory) under the names of the checkpoint
-    files ``model`` was loaded from (what vLLM loaded at start-up); transformers' reverse renaming for
-    a model without local files and for weights not in them, except a tied copy (vLLM ties it)."""
+def checkpoint_named(
+    model: torch.nn.Module, weights: Iterable[tuple[str, torch.Tensor]]
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """``weights`` (as ``model`` names them in memory, its plain names under LoRA) under the names of the
+    checkpoint files ``model`` was loaded from (what vLLM loaded at start-up), one at a time; those the files
+    lack (all of them for a model without local files) are renamed together at the end by transformers'
+    reverse renaming, less a tied copy (vLLM ties it)."""
     base = unwrap_model(model)
     to_file = names_in_files(base)
-    named = {to_file[key]: tensor for key, tensor in state.items() if key in to_file}
-    stored = {tensor.data_ptr() for tensor in named.values()}
-    rest = {key: tensor for key, tensor in state.items() if key not in to_file and tensor.data_ptr() not in stored}
-    return named | (revert_weight_conversion(base, rest) if rest else {})
+    tied = tied_copies(base)
+    rest = {}
+    for name, tensor in weights:
+        if name in to_file:
+            yield to_file[name], tensor
+        elif name not in tied:
+            rest[name] = tensor.clone()  # a gathered tensor may be freed once the next is drawn
+    if rest:
+        yield from revert_weight_conversion(base, rest).items()
 
 
-def save_weights(model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor], directory: Path) -> None:
-    """The policy's weights as safetensors in ``directory`` (read by vLLM's ``reload_weights``)."""
+def tied_copies(model: torch.nn.Module) -> frozenset[str]:
+    """Plain names of the parameters that are another parameter under a second name (tied embeddings)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    first = {name for name, _ in base.named_parameters()}
+    return frozenset(name.replace(".base_layer.", ".") for name, _ in base.named_parameters(remove_duplicate=False)
+                     if name not in first)
+
+
+def save_weights(
+    model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor], directory: Path, backend: WeightSource | None = None
+) -> None:
+    """The policy's weights (:func:`policy_weights`) as safetensors in ``directory`` (read by vLLM's
+    ``reload_weights``); every rank of a sharded ``backend`` takes part and writes its own ``directory``."""
     from safetensors.torch import save_file
 
     directory.mkdir(parents=True, exist_ok=True)
     tensors, seen = {}, set()
-    for name, tensor in policy_weights(model_or_state_dict):
+    for name, tensor in policy_weights(model_or_state_dict, backend):
         if tensor.data_ptr() not in seen:  # tied weights are stored once, as vLLM's loader expects
             seen.add(tensor.data_ptr())
             tensors[name] = tensor.contiguous().cpu()

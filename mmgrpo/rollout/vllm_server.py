@@ -42,7 +42,7 @@ from transformers import ProcessorMixin
 from mmgrpo.models.batch import MediaBudgets, PreparedPrompt
 from mmgrpo.rollout.base import ENGINES, WeightSource
 from mmgrpo.rollout.vllm import (
-    SampledPrompt, VLLMSampling, checkpoint_named, policy_weights, sampled_prompt, save_weights, vllm_prompt,
+    SampledPrompt, VLLMSampling, policy_weights, sampled_prompt, save_weights, vllm_prompt,
 )
 from mmgrpo.rollout.weight_broadcast import open_group, send_weights, weight_meta
 from processors import AudioClip, LoadedMedia, VideoClip
@@ -260,11 +260,11 @@ class VLLMServerEngine(VLLMSampling):
             raise TypeError("on several ranks the server engine gathers the weights itself: pass the policy module")
         main = self.backend.ranks.is_main_process
         gathered = {}
-        for name, tensor in self.backend.whole_weights():  # collective: every rank draws each, the main one keeps it
+        for name, tensor in policy_weights(model_or_state_dict, self.backend):  # collective: the main rank keeps each
             if main:
                 gathered[name] = tensor.to("cpu", copy=True)
         if main:
-            self._push(checkpoint_named(model_or_state_dict, gathered))
+            self._push(gathered)
         self.backend.ranks.barrier()
 
     def _push(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:

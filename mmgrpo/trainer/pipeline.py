@@ -39,6 +39,7 @@ from mmgrpo.failures import FAILURE_FILE, RunFailure
 from mmgrpo.models.dummy_media import install_dummy_media_pass
 from mmgrpo.models.prompt_cache import open_prompt_cache
 from mmgrpo.reports.html import refresh_report
+from mmgrpo.rollout.vllm import close_shared_engines
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.trainer.checkpoint import checkpoint_step, save_model
 from mmgrpo.trainer.grpo import GRPOTrainer
@@ -136,6 +137,7 @@ def run_training(
     with _logging_to(paths.root / "train.log") if main else nullcontext():
         try:
             summary = _run_stages(config, ranks, paths, resume, started, on_eval)
+            close_shared_engines()  # before the process group goes: a vLLM engine's shutdown takes its groups down
             ranks.leave()
             return summary
         except RunFailure as failure:

@@ -260,10 +260,6 @@ def test_invalid_yaml_and_non_mapping_files_name_the_file(tmp_path: Path) -> Non
             "algo.is_correction=mis weights by trainer / sampler log-probs, but rollout.logprobs_source=engine",
         ),
         (["algo.is_correction=tis", "rollout.temperature=0.7"], "algo.is_correction=tis needs rollout.temperature=1"),
-        (
-            ["rollout.engine=vllm", "train.backend=fsdp2"],
-            "rollout.engine=vllm needs the whole policy on each rank; train.backend=fsdp2",
-        ),
         (["rollout.max_staleness=2"], "rollout.max_staleness=2 is read only by rollout.mode=async"),
         (["model.min_pixels=20000"], "model.min_pixels=20000 is larger than model.max_pixels=12544"),
         (

