@@ -197,6 +197,10 @@ def _rollout_engine(config: Config) -> Iterator[str]:
     if importlib.util.find_spec("vllm") is None:
         yield ("rollout.engine=vllm but vLLM is not installed here: pip install -e '.[vllm]' on a GPU machine, "
                "scripts/vllm_cpu_env.sh for a CPU environment, or rollout.engine=hf")
+    ranks, tensor_parallel = launched_world_size(), config.rollout.vllm.tensor_parallel_size
+    if ranks > 1 and ranks % tensor_parallel:
+        yield (f"rollout.vllm.tensor_parallel_size={tensor_parallel} does not divide the {ranks} ranks launched "
+               "(each group of that many ranks shares one engine)")
 
 
 def _async_rollout(config: Config) -> Iterator[str]:

@@ -16,7 +16,10 @@ class VLLMConfig:
         0.3, "Share of GPU memory vLLM takes for weights and KV cache, beside training (TRL colocate: 0.3).",
         gt=0, le=1,
     )
-    tensor_parallel_size: int = option(1, "GPUs one engine shards the model over.", ge=1)
+    tensor_parallel_size: int = option(
+        1, "GPUs one engine shards the model over; on several ranks, each group of this many ranks shares one engine.",
+        ge=1,
+    )
     max_model_len: int | None = option(
         None, "Longest prompt + completion in tokens; None = data.max_prompt_tokens + rollout.max_new_tokens.", ge=1
     )
@@ -30,7 +33,8 @@ class VLLMConfig:
     enforce_eager: bool | None = option(None, "Skip CUDA graphs; None = eager on CPU, graphs on GPU.")
     in_process: bool = option(
         True, "Run vLLM's engine core inside the trainer process, so new weights are copied from memory; "
-        "false: its own process, new weights go through files in weights_dir (needed for tensor_parallel_size > 1).",
+        "false: its own process, new weights go through files in weights_dir (needed for tensor_parallel_size > 1 "
+        "in one process; an engine over several ranks always runs in their processes).",
     )
     weights_dir: str | None = option(
         None, "Where weights for an out-of-process engine are written each step; None = a temporary folder."

@@ -38,6 +38,7 @@ from mmgrpo.models.policy_weights import checkpoint_dir, streamed_plain_weights
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
 from mmgrpo.rollout.base import ENGINES, SamplingParams, WeightSource, resolve_group_sizes
 from mmgrpo.rollout.hf import generation_eos_ids
+from mmgrpo.rollout.vllm_ranks import EXECUTOR, group_requests, tensor_parallel_group
 from mmgrpo.types import Completion, Sample
 from processors import AudioClip, LoadedMedia, VideoClip
 
@@ -80,6 +81,7 @@ class EngineSpec:
     logprobs_mode: str
     seed: int
     enable_chunked_prefill: bool
+    distributed_executor_backend: str | None = None  # external_launcher: an engine spanning ranks
 
 
 _SHARED_LLMS: dict[tuple[EngineSpec, bool], Any] = {}
@@ -231,12 +233,17 @@ class VLLMEngine(VLLMSampling):
         current weights into it. ``budgets`` and ``max_prompt_len`` go to ``build_prompt_batch``,
         as in the HF engine: a longer prompt is dropped, never truncated. Under a ``backend`` that
         shards the weights (ZeRO-3, FSDP2), each rank has its own engine, and every weight update
-        gathers the weights one tensor at a time into each rank's engine (every rank takes part)."""
+        gathers the weights one tensor at a time into each rank's engine (every rank takes part). On
+        several ranks a ``tensor_parallel_size`` > 1 makes each group of that many ranks one engine
+        (:mod:`mmgrpo.rollout.vllm_ranks`), whose calls are collectives of the group (``lockstep``)."""
         super().__init__(
             model, processor, budgets=budgets, max_prompt_len=max_prompt_len, logprobs_mode=logprobs_mode
         )
         self.options = options
         self.backend = backend
+        spans_ranks = backend is not None and backend.ranks.world_size > 1 and options.tensor_parallel_size > 1
+        self.group = tensor_parallel_group(backend.ranks, options.tensor_parallel_size) if spans_ranks else None
+        self.lockstep = spans_ranks
         self.weights_dir = Path(options.weights_dir or tempfile.mkdtemp(prefix="mmgrpo-vllm-weights-"))
         on_gpu = torch.cuda.is_available()
         spec = EngineSpec(
@@ -253,9 +260,10 @@ class VLLMEngine(VLLMSampling):
             # On CPU a partly prefilled request rewinds its seeded generator, which CPU generators
             # cannot do ("CPU Generator does not use offset", measured with 32 prompts x 8 samples).
             enable_chunked_prefill=on_gpu,
+            distributed_executor_backend=EXECUTOR if spans_ranks else None,
         )
         self.sleeps = spec.enable_sleep_mode
-        self.llm = shared_llm(spec, in_process=options.in_process, cpu_kv_cache_gib=options.cpu_kv_cache_gib)
+        self.llm = shared_llm(spec, in_process=options.in_process or spans_ranks, cpu_kv_cache_gib=options.cpu_kv_cache_gib)
         self.update_weights(model)
 
     @classmethod
@@ -286,14 +294,17 @@ class VLLMEngine(VLLMSampling):
 
     def _sample(self, prompts: Sequence[PreparedPrompt], options: Sequence[dict[str, Any]]) -> list[SampledPrompt]:
         vllm = import_vllm()
+        requests, own = [(vllm_request(prompt), o) for prompt, o in zip(prompts, options)], slice(None)
+        if self.group is not None:  # the engine's group submits all its ranks' requests; each keeps its own
+            requests, own = group_requests(self.group, requests)
         self._wake("weights", "kv_cache")
         outputs = self.llm.generate(
-            [vllm_request(prompt) for prompt in prompts], [vllm.SamplingParams(**o) for o in options], use_tqdm=False
+            [request for request, _ in requests], [vllm.SamplingParams(**o) for _, o in requests], use_tqdm=False
         )
         if self.sleeps:  # level 1: weights offloaded to CPU memory, KV cache freed, until the next wake
             self.llm.sleep(level=1)
             _AWAKE_PARTS[id(self.llm)].clear()
-        return [sampled_prompt(output) for output in outputs]
+        return [sampled_prompt(output) for output in outputs[own]]
 
     def _wake(self, *parts: str) -> None:
         """Wake the parts (``weights``, ``kv_cache``) of a sleeping engine that are asleep; the state

@@ -357,3 +357,13 @@ def test_the_vllm_engine_without_vllm_names_the_install_and_the_alternative() ->
         load_config(None, ["rollout.engine=vllm"])
     assert "vLLM is not installed" in str(error.value)
     assert "scripts/vllm_cpu_env.sh" in str(error.value) and "rollout.engine=hf" in str(error.value)
+
+
+def test_an_engine_over_ranks_must_divide_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with pytest.raises(ConfigError, match=r"rollout.vllm.tensor_parallel_size=3 does not divide the 4 ranks launched"):
+        load_config(None, ["rollout.engine=vllm", "rollout.vllm.tensor_parallel_size=3"])
+    try:
+        load_config(None, ["rollout.engine=vllm", "rollout.vllm.tensor_parallel_size=2"])
+    except ConfigError as error:  # vLLM is not installed here
+        assert "tensor_parallel_size" not in str(error)

@@ -24,6 +24,8 @@ pytestmark = [
 
 @pytest.mark.parametrize("backend", [
     pytest.param(("train.backend=fsdp2",), id="fsdp2"),
+    # one engine spanning both ranks (tensor parallel, vLLM's external launcher): each call submits both ranks' requests
+    pytest.param(("train.backend=fsdp2", "rollout.vllm.tensor_parallel_size=2"), id="fsdp2-one-engine-over-2-ranks"),
     pytest.param(("train.backend=deepspeed", "train.zero_stage=3"), id="zero3", marks=NEEDS_DEEPSPEED),
 ])
 def test_sharded_ranks_sample_with_their_colocated_vllm_engines_and_resume_exactly(
