@@ -24,7 +24,8 @@ from eval.resume import Outcome, PartJournal
 from eval.results import FORMAT_REWARD, CompletionRecord, EvalOptions, EvalResult, ItemRecord, json_safe
 from eval.shards import gathered, shard, slowest
 from mmgrpo.distributed import Ranks
-from mmgrpo.rollout.base import RolloutEngine, SamplingParams, generate_or_skip
+from mmgrpo.rollout.base import RolloutEngine, generate_or_skip
+from mmgrpo.rollout.lockstep import in_lockstep
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
 from processors import VideoSpan
@@ -72,7 +73,7 @@ def evaluate_policy(
     pending = [index for index in range(len(samples)) if index not in done]
     batches = list(_batches(shard(pending, ranks), options.batch_size))
     rounds = _busiest_batches(len(pending), ranks, options.batch_size) if engine.lockstep else len(batches)
-    filler = _Filler(engine, [samples[index] for index in pending])
+    engine = in_lockstep(engine, [samples[index] for index in pending])  # a rank with no batch decodes a stand-in
     outcomes: dict[int, Outcome] = {}
     bar_label = label if ranks.world_size == 1 else f"{label} (rank 0's block of {ranks.world_size})"
     with Progress(sum(map(len, batches)), bar_label, bar=options.progress, log=ranks.is_main_process) as progress:
@@ -80,10 +81,8 @@ def evaluate_policy(
             indices = batches[batch_index] if batch_index < len(batches) else []
             batch = [samples[index] for index in indices]
             generate_started = time.perf_counter()
-            groups, left_out = generate_or_skip(engine, batch, options.sampling_params(batch_index)) if batch \
-                else ([], [])
-            if engine.lockstep and not groups:  # nothing of its own decoded: it takes part in the others' decoding
-                filler.decode(options.sampling_params(batch_index))
+            groups, left_out = generate_or_skip(engine, batch, options.sampling_params(batch_index)) \
+                if batch or engine.lockstep else ([], [])
             generation_seconds += time.perf_counter() - generate_started
             scored = _batch_outcomes(indices, batch, groups, left_out, tasks, reward_policy)
             if journal is not None:
@@ -177,26 +176,6 @@ def _busiest_batches(items: int, ranks: Ranks, batch_size: int) -> int:
     """The batches of the rank with the largest block of ``items`` (:func:`~eval.shards.shard`)."""
     largest = -(-items // ranks.world_size)
     return -(-largest // batch_size)
-
-
-class _Filler:
-    """Under lockstep, a rank without a batch of its own (a smaller block, or a batch its engine could take none of)
-    decodes one item whose outcome is discarded, so that each rank makes as many decoding ``generate`` calls: the
-    first item the engine can take (every rank finds the same one; none when it can take none, then on no rank)."""
-
-    def __init__(self, engine: RolloutEngine, samples: Sequence[Sample]) -> None:
-        self.engine, self.samples = engine, samples
-        self.found: tuple[Sample, Any] | None = None
-        self.searched = False
-
-    def decode(self, params: SamplingParams) -> None:
-        if not self.searched:
-            self.searched = True
-            encoded = ((sample, self.engine.encode([sample])) for sample in self.samples)
-            self.found = next(((sample, prompts) for sample, prompts in encoded if prompts.kept), None)
-        if self.found is not None:
-            sample, prompts = self.found
-            self.engine.generate([sample], params, prompts=prompts)
 
 
 def _batches(indices: Sequence[int], size: int) -> Iterator[list[int]]:

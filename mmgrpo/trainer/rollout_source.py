@@ -28,6 +28,7 @@ from mmgrpo.trainer.rollouts import (
     sample_round,
     with_round_seed,
 )
+from mmgrpo.rollout.lockstep import in_lockstep
 from mmgrpo.trainer.setup import build_engine, sampling_params
 from mmgrpo.types import Sample
 
@@ -89,7 +90,8 @@ class SyncRollouts:
 
     @classmethod
     def start(cls, context: SourceContext) -> SyncRollouts:
-        return cls(build_engine(context.config, context.model, context.processor, context.backend), context)
+        engine = build_engine(context.config, context.model, context.processor, context.backend)
+        return cls(in_lockstep(engine, context.drawer.samples), context)  # a rank with every prompt dropped keeps in step
 
     def next_round(self, step: int, round_index: int) -> Rollouts:
         context = self.context
