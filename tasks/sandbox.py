@@ -259,7 +259,10 @@ class Events:
         except (ValueError, RecursionError):
             return
         if type(event) is dict:
-            self._take(event)
+            try:
+                self._take(event)
+            except Exception as error:  # noqa: BLE001 - a line the trainer cannot read ends the run, never the trainer
+                self.malformed = f"an event line the trainer could not read ({type(error).__name__})"
 
     def line_budget(self) -> int:
         """The most event lines an honest child has written so far: its load report, one answer per call asked and

@@ -172,7 +172,7 @@ def _decode(data: Any, depth: int, seen: _Hashes) -> Any:
             return seen.checked(_fraction(*(_decode(part, inner, seen) for part in body)))
     except RefusedValue:
         raise
-    except (TypeError, ValueError) as error:  # an unhashable key, bad hex, a pair that is not a pair
+    except (TypeError, ValueError, OverflowError) as error:  # an unhashable key, bad hex, a maxlen past ssize_t
         raise RefusedValue(f"malformed {tag!r} value: {error}") from None
     raise RefusedValue(f"unknown tag {tag!r}")
 

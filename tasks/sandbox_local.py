@@ -1,9 +1,14 @@
-"""One local sandbox process as a session: job in on stdin, one call at a time, capped pipes out, killed at the end.
+"""One local sandbox process as a session: job in on stdin, one call at a time, capped output, killed at the end.
 
 Shared by the ``bwrap`` and ``process`` back ends. The process runs the child program
 (:mod:`tasks.sandbox_child`) for the whole grading of one program: each call goes in as a line
-on its stdin and this side waits for its answer on the event channel (a pipe it cannot swap for
+on its stdin and this side waits for its answer on the event channel (a channel it cannot swap for
 anything else: a file could be replaced by a FIFO and hang the reader) before the next is asked.
+Its stdin, stdout, stderr and event channel are Unix stream socket pairs, not pipes: a pipe's
+writer holds the pipe's lock while it copies from its own memory, page faults included, and the
+reader waits on that lock, uninterruptibly (round 16: one ``writev`` of a thousand pieces from cold
+pages of host libraries held the trainer's read 14 s past the wall clock); a socket's writer copies
+before it queues, and this side's reads and writes never wait on the other end's.
 stdout and stderr keep only their last ``captured_bytes``; one event line longer than
 :data:`MAX_EVENT_BYTES`, or more than ``file_size_mb`` of output in all, ends the run
 (``output_limit``); more event lines than an honest child writes (its load report, an answer per call asked, a few
@@ -15,11 +20,11 @@ clock, whichever comes first; then the kernel is prompted to free what the run l
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import selectors
 import signal
+import socket
 import subprocess
 import time
 from typing import Callable, Mapping, Sequence
@@ -57,20 +62,21 @@ class LocalSession:
         self.events, self.asked = Events(answer_values=answer_values), 0
         self.free_reads = _FREE_SHORT_READS
         self.total, self.exceeded, self.timed_out, self.killed_by_us = 0, None, False, False
-        events_read, events_write = os.pipe()
-        command = [part.replace("{events_fd}", str(events_write)) for part in command]
+        (self.stdin, stdin), (self.stdout, stdout), (self.stderr, stderr), (self.events_out, events) = (
+            _one_way_pair(ours_write) for ours_write in (True, False, False, False))
+        command = [part.replace("{events_fd}", str(events.fileno())) for part in command]
         self.started = time.monotonic()
         self.deadline = self.started + wall_seconds
         try:
-            self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                            stderr=subprocess.PIPE, pass_fds=(events_write, *pass_fds), env=dict(env),
-                                            cwd=cwd, start_new_session=True)
+            self.process = subprocess.Popen(command, stdin=stdin, stdout=stdout, stderr=stderr,
+                                            pass_fds=(events.fileno(), *pass_fds), env=dict(env), cwd=cwd,
+                                            start_new_session=True)
         finally:
-            os.close(events_write)
-        self.events_fd, self.stdin_fd = events_read, self.process.stdin.fileno()
-        fcntl.fcntl(self.stdin_fd, fcntl.F_SETFL, fcntl.fcntl(self.stdin_fd, fcntl.F_GETFL) | os.O_NONBLOCK)
-        self.out_fd, self.err_fd = self.process.stdout.fileno(), self.process.stderr.fileno()
-        self.buffers = {self.out_fd: bytearray(), self.err_fd: bytearray(), events_read: bytearray()}
+            for theirs in (stdin, stdout, stderr, events):
+                theirs.close()
+        self.events_fd, self.stdin_fd = self.events_out.fileno(), self.stdin.fileno()
+        self.out_fd, self.err_fd = self.stdout.fileno(), self.stderr.fileno()
+        self.buffers = {self.out_fd: bytearray(), self.err_fd: bytearray(), self.events_fd: bytearray()}
         self.pending, self.reading = bytearray(job), set(self.buffers)
         self.selector = selectors.DefaultSelector()
         for fd in self.buffers:
@@ -117,7 +123,7 @@ class LocalSession:
 
     def _write(self) -> None:
         try:
-            written = os.write(self.stdin_fd, self.pending)
+            written = self.stdin.send(self.pending, socket.MSG_DONTWAIT | socket.MSG_NOSIGNAL)
         except BlockingIOError:
             return
         except OSError:  # it closed stdin or exited: its answers, if any, say the rest
@@ -127,7 +133,12 @@ class LocalSession:
             self.selector.unregister(self.stdin_fd)
 
     def _read(self, fd: int) -> None:
-        chunk = os.read(fd, 65536)
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        except ConnectionResetError:  # it closed its end with unread data in it: an end like any other
+            chunk = b""
         if not chunk:
             self.selector.unregister(fd)
             self.reading.discard(fd)
@@ -175,36 +186,40 @@ class LocalSession:
             self.exceeded = f"an answer line longer than {MAX_EVENT_BYTES >> 20} MB"
 
     def close(self) -> list[tuple[Evaluation, Events]]:
-        """End the run (killing what is left of it): how it ended and what it reported."""
-        if not self.over:  # stdin closed, it ends on its own (flushing its prints), or it is ended here
-            if self.stdin_fd in self.selector.get_map():
-                self.selector.unregister(self.stdin_fd)
-            self.pending.clear()
-            self.process.stdin.close()
-            self.deadline = min(self.deadline, time.monotonic() + _EXIT_SECONDS)
-            self._pump(lambda: False)
-            self.killed_by_us, self.timed_out = self.timed_out, False
-        if self.cgroup is not None:
-            self.cgroup.lift_io()
-        _kill_group(self.process)
-        if self.cgroup is not None:
-            self.out_of_memory = self.cgroup.remove()
-        collect_unix_garbage()
-        drain_until = time.monotonic() + _DRAIN_SECONDS
-        while self.reading and not self.exceeded and time.monotonic() < drain_until:
-            for key, _ in self.selector.select(timeout=max(0.0, drain_until - time.monotonic())):
-                if key.fd != self.stdin_fd:
-                    self._read(key.fd)
-                else:
-                    self.selector.unregister(key.fd)
-        self.selector.close()
-        os.close(self.events_fd)
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            try:
-                stream.close()
-            except OSError:
-                pass
+        """End the run (killing what is left of it, whatever happens on the way): how it ended and what it reported."""
+        try:
+            if not self.over:  # stdin closed, it ends on its own (flushing its prints), or it is ended here
+                if self.stdin_fd in self.selector.get_map():
+                    self.selector.unregister(self.stdin_fd)
+                self.pending.clear()
+                self.stdin.close()
+                self.deadline = min(self.deadline, time.monotonic() + _EXIT_SECONDS)
+                self._pump(lambda: False)
+                self.killed_by_us, self.timed_out = self.timed_out, False
+        finally:
+            self._end()
         return [(self._evaluation(time.monotonic() - self.started), self.events)]
+
+    def _end(self) -> None:
+        """Kill the run, remove its cgroup, read what it wrote before the kill, and close every channel."""
+        try:
+            if self.cgroup is not None:
+                self.cgroup.lift_io()
+            _kill_group(self.process)
+            if self.cgroup is not None:
+                self.out_of_memory = self.cgroup.remove()
+            collect_unix_garbage()
+            drain_until = time.monotonic() + _DRAIN_SECONDS
+            while self.reading and not self.exceeded and time.monotonic() < drain_until:
+                for key, _ in self.selector.select(timeout=max(0.0, drain_until - time.monotonic())):
+                    if key.fd != self.stdin_fd:
+                        self._read(key.fd)
+                    else:
+                        self.selector.unregister(key.fd)
+        finally:
+            self.selector.close()
+            for channel in (self.stdin, self.stdout, self.stderr, self.events_out):
+                channel.close()
 
     def _evaluation(self, seconds: float) -> Evaluation:
         """Name how the run ended (a signal shows as ``-N``, or ``128 + N`` through bubblewrap)."""
@@ -225,6 +240,15 @@ class LocalSession:
         if signalled in (signal.SIGXCPU, signal.SIGKILL):
             return Evaluation("cpu_limit", error="CPU time limit reached", **common)
         return Evaluation("ok", **common)
+
+
+def _one_way_pair(ours_write: bool) -> tuple[socket.socket, socket.socket]:
+    """(our end, the child's end) of a Unix stream socket pair carrying data one way only: to the child when
+    ``ours_write``, else from it (the other direction shut down, so neither side can fill it)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.shutdown(socket.SHUT_RD if ours_write else socket.SHUT_WR)
+    ours.setblocking(False)
+    return ours, theirs
 
 
 def _children(pid: int) -> list[int]:

@@ -89,12 +89,14 @@ def test_host_files_cannot_be_read_by_path_fd_or_proc(sandbox, limits, tmp_path)
         assert "root:" not in result.stdout
 
 
-def test_it_inherits_no_file_descriptor_but_its_pipes(sandbox, limits):
-    """The launcher's handle on its mount namespace (or anything else of the trainer's) never reaches the code."""
-    source = ("import os, stat\nkinds = set()\nfor fd in range(1024):\n    try:\n"
-              "        kinds.add(stat.S_ISFIFO(os.fstat(fd).st_mode))\n    except OSError:\n        pass\n"
-              "print(kinds)\nraise SystemExit(1)")
-    assert attack(sandbox, limits, source).stdout == "{True}\n"
+def test_it_inherits_no_file_descriptor_but_its_channels(sandbox, limits):
+    """The launcher's handle on its mount namespace (or anything else of the trainer's) never reaches the code: it
+    holds its stdout, stderr and event channel (sockets) and the pipe its stdin became, nothing else."""
+    source = ("import os, stat\nkinds = set()\nfor fd in range(1024):\n    try:\n        mode = os.fstat(fd).st_mode\n"
+              "    except OSError:\n        continue\n"
+              "    kinds.add('pipe' if stat.S_ISFIFO(mode) else 'socket' if stat.S_ISSOCK(mode) else oct(mode))\n"
+              "print(sorted(kinds))\nraise SystemExit(1)")
+    assert attack(sandbox, limits, source).stdout == "['pipe', 'socket']\n"
 
 
 def test_host_files_cannot_be_written_by_fspath_tricks_dir_fd_or_symlinks(sandbox, limits, tmp_path):
