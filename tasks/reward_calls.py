@@ -26,13 +26,12 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-import threading
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Literal, Sequence
 
 from tasks.registry import REWARDS, RewardFn
+from tasks.timed_calls import abandoned_calls, call_with_timeout
 from mmgrpo.types import Span
 from tasks.steps import split_steps
 
@@ -130,7 +129,7 @@ def _run_call(fn: RewardFn, call: RewardCall, policy: RewardPolicy) -> CallResul
     everything = range(len(call.completions))
     if (hung := abandoned_calls(call.reward)) >= policy.workers:
         return _failed(call, everything, "timeout", f"not called: {hung} earlier calls still run past the timeout")
-    outcome = _call_with_timeout(
+    outcome = call_with_timeout(
         functools.partial(fn, list(call.completions), **call.fields, **call.options), policy.timeout, call.reward
     )
     if outcome.timed_out:
@@ -228,52 +227,6 @@ def _failed(call: RewardCall, indices: Sequence[int] | range, kind: str, detail:
         values=[None] * len(call.completions),
         errors=[RewardError(call.reward, call.sample_ids[i], i, kind, detail) for i in indices],
     )
-
-
-@dataclass
-class _Outcome:
-    value: Any = None
-    error: BaseException | None = None
-    timed_out: bool = False
-
-
-_abandoned_lock = threading.Lock()
-_abandoned: Counter[str] = Counter()  # reward name -> its calls past their timeout that still run
-
-
-def abandoned_calls(reward: str) -> int:
-    """How many calls of ``reward`` were abandoned at their timeout and are still running."""
-    with _abandoned_lock:
-        return _abandoned[reward]
-
-
-def _call_with_timeout(thunk: Callable[[], Any], timeout: float | None, reward: str) -> _Outcome:
-    """Run ``thunk`` on a daemon thread for at most ``timeout`` seconds (directly when None)."""
-    if timeout is None:
-        try:
-            return _Outcome(value=thunk())
-        except Exception as error:  # noqa: BLE001 - any reward failure is reported, not fatal
-            return _Outcome(error=error)
-    outcome, state = _Outcome(), {"finished": False, "abandoned": False}
-
-    def target() -> None:
-        try:
-            outcome.value = thunk()
-        except BaseException as error:  # noqa: BLE001 - even SystemExit in a reward is its failure
-            outcome.error = error
-        with _abandoned_lock:
-            state["finished"] = True
-            _abandoned[reward] -= state["abandoned"]
-
-    thread = threading.Thread(target=target, name=f"reward-call-{reward}", daemon=True)
-    thread.start()
-    thread.join(timeout)
-    with _abandoned_lock:
-        if state["finished"]:
-            return outcome
-        state["abandoned"] = True
-        _abandoned[reward] += 1
-    return _Outcome(timed_out=True)
 
 
 def _error_text(error: BaseException) -> str:

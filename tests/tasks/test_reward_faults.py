@@ -117,7 +117,8 @@ def test_reward_calls_of_a_step_run_in_parallel_across_groups() -> None:
 
 
 def test_hung_calls_are_bounded_by_the_workers_not_piled_up() -> None:
-    from tasks.reward_calls import RewardPolicy, abandoned_calls
+    from tasks.reward_calls import RewardPolicy
+    from tasks.timed_calls import abandoned_calls
     from tasks.scoring import score_batches
 
     reward = "test_fault_hangs_until_released"
