@@ -46,9 +46,18 @@ class Sample:
 
 @dataclass
 class Completion:
-    """One sampled continuation of a prompt."""
+    """One sampled continuation of a prompt; in a multi-turn rollout, the whole trajectory after the prompt: the
+    policy's turns and, between them, the tool turns the rollout inserted (``observation_spans``)."""
 
     text: str
     token_ids: list[int]
     logprobs: list[float] | None = None  # sampling-policy log-prob of each token, if the engine gives it
     truncated: bool = False  # hit max_new_tokens without EOS
+    observation_spans: list[tuple[int, int]] = field(default_factory=list)
+    """Token ranges ``[start, end)`` of ``token_ids`` that tools wrote, not the policy: no loss, KL, entropy or
+    importance weight is taken on them, and lengths do not count them (their ``logprobs`` are placeholders)."""
+
+    @property
+    def policy_token_count(self) -> int:
+        """How many of the tokens the policy sampled."""
+        return len(self.token_ids) - sum(end - start for start, end in self.observation_spans)

@@ -90,8 +90,8 @@ class Rollouts:
         return torch.tensor([math.nan if g.greedy_reward is None else g.greedy_reward for g in self.groups])
 
     def lengths(self) -> torch.Tensor:
-        """Each completion's token count ``[N]``."""
-        return torch.tensor([len(c.token_ids) for c in self.completions])
+        """Each completion's count of tokens the policy sampled ``[N]``."""
+        return torch.tensor([c.policy_token_count for c in self.completions])
 
     def reward_components(self, weights: Mapping[str, Mapping[str, float]],
                           penalties: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -193,7 +193,7 @@ class ScoringRule:
     ) -> tuple[list[float], RewardBreakdown]:
         totals = torch.tensor(breakdown.total, dtype=torch.float32)  # [G]
         if self.overlong_buffer > 0:
-            lengths = torch.tensor([len(c.token_ids) for c in completions])  # [G]
+            lengths = torch.tensor([c.policy_token_count for c in completions])  # [G]
             totals = totals + overlong_penalty(
                 lengths, self.max_new_tokens, self.overlong_buffer, self.overlong_penalty
             )

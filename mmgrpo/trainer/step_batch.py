@@ -100,7 +100,7 @@ class StepBatchBuilder:
         token_ids = [c.token_ids for c in completions]
         prompts = rollouts.prompt_batch(self.encode)
         include = [not (algo.mask_truncated and c.truncated) for c in completions]
-        loss_mask = build_loss_mask(token_ids, include, prompts.pad_token_id).to(device)
+        loss_mask = build_loss_mask(completions, include, prompts.pad_token_id).to(device)
         if algo.process_reward_weight != 0:
             process = step_advantages(  # [N, Tc]
                 rollouts, self.token_text_ends, loss_mask.shape[1], scale_std=algo.scale_std, eps=algo.advantage_eps

@@ -22,7 +22,7 @@ def rollout_metrics(rollouts: Rollouts) -> dict[str, float]:
     groups = rollouts.groups
     completions = rollouts.completions
     totals = [r for group in groups for r in group.rewards]
-    lengths = [len(c.token_ids) for c in completions]
+    lengths = [c.policy_token_count for c in completions]
     sizes = rollouts.group_sizes
     metrics: dict[str, float] = {
         "reward/total": _mean(totals),

@@ -160,9 +160,13 @@ def sampler_logprobs(completions: Sequence[Completion], like: torch.Tensor) -> t
     return logp.to(like.device)
 
 
-def build_loss_mask(completions: Sequence[TokenIds], include: Sequence[bool], pad_token_id: int) -> torch.Tensor:
-    """``[N, Tc]`` completion-token mask with rows where ``include`` is False zeroed."""
-    _, mask = pad_completions(completions, pad_token_id=pad_token_id)  # [N, Tc]
+def build_loss_mask(completions: Sequence[Completion], include: Sequence[bool], pad_token_id: int) -> torch.Tensor:
+    """``[N, Tc]`` mask of the tokens the policy sampled (not padding, not a tool's observation), with rows where
+    ``include`` is False zeroed."""
+    _, mask = pad_completions([c.token_ids for c in completions], pad_token_id=pad_token_id)  # [N, Tc]
+    for row, completion in enumerate(completions):
+        for start, end in completion.observation_spans:
+            mask[row, start:end] = 0
     return mask * torch.tensor(include, dtype=mask.dtype).unsqueeze(1)
 
 

@@ -39,7 +39,7 @@ from mmgrpo.inputs import media_budgets
 from mmgrpo.trainer.update import (
     LossSettings, StepBatch, UpdateSettings, batch_logprobs, build_loss_mask, policy_update,
 )
-from mmgrpo.types import Sample
+from mmgrpo.types import Completion, Sample
 from tests.rollout.test_families import AUDIO_FAMILIES, media_part
 
 PROMPTS, GROUP_SIZE = 4, 4  # 16 completions, split by whole groups across ranks
@@ -71,7 +71,7 @@ def fixed_batch(processor, family: str) -> StepBatch:
     prompts = build_prompt_batch(processor, samples, media_budgets(ModelConfig(), processor), family=family)
     total = PROMPTS * GROUP_SIZE
     completions = [rng.integers(10, 200, int(rng.integers(1, 7))).tolist() for _ in range(total)]
-    loss_mask = build_loss_mask(completions, [True] * total, prompts.pad_token_id)  # [N, Tc]
+    loss_mask = build_loss_mask([Completion('', ids) for ids in completions], [True] * total, prompts.pad_token_id)
     return StepBatch(
         prompts=prompts,
         completions=completions,
