@@ -56,6 +56,8 @@ class Completion:
     observation_spans: list[tuple[int, int]] = field(default_factory=list)
     """Token ranges ``[start, end)`` of ``token_ids`` that tools wrote, not the policy: no loss, KL, entropy or
     importance weight is taken on them, and lengths do not count them (their ``logprobs`` are placeholders)."""
+    tool_outcomes: list[str] = field(default_factory=list)
+    """How each tool call of the trajectory went (:data:`tasks.tools.OUTCOMES`), in order."""
 
     @property
     def policy_token_count(self) -> int:

@@ -276,6 +276,13 @@ class RolloutConfig:
     top_p: float = option(1.0, "Nucleus sampling mass; 1.0 = off (TRL default, DAPO).", gt=0, le=1)
     top_k: int = option(0, "Keep the k most likely tokens; 0 = off (overrides transformers' default of 50).", ge=0)
     max_new_tokens: int = option(6, "Most tokens per completion; longer ones are truncated and flagged.", ge=1)
+    tools: list[str] = option(
+        [], "Tools the policy may call (registered: zoom_in, calculator, python, and task plugins'); needs max_turns > 1."
+    )
+    max_turns: int = option(
+        1, "Policy turns per trajectory: a turn ending in a tool call gets the tool's result and another turn, up to "
+        "this many (each at most max_new_tokens). 1 = single-turn.", ge=1,
+    )
     mode: Literal["sync", "async"] = option(
         "sync", "sync: sample, then train, in turn. async: a worker process per rank samples the next batches (its "
         "own engine and whole copy of the policy) while the trainer trains; see rollout.max_staleness and "

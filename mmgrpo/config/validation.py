@@ -190,6 +190,7 @@ def _rollout_engine(config: Config) -> Iterator[str]:
     if correction != "none" and config.rollout.temperature != 1.0:
         yield (f"algo.is_correction={correction} needs rollout.temperature=1 (got {config.rollout.temperature}): "
                "engines report log-probs at temperature 1")
+    yield from _tools(config)
     if config.rollout.engine == "vllm_server" and not config.rollout.server_url:
         yield "rollout.engine=vllm_server needs rollout.server_url (where `mmgrpo rollout-serve` listens)"
     if config.rollout.engine != "vllm":
@@ -201,6 +202,21 @@ def _rollout_engine(config: Config) -> Iterator[str]:
     if ranks > 1 and ranks % tensor_parallel:
         yield (f"rollout.vllm.tensor_parallel_size={tensor_parallel} does not divide the {ranks} ranks launched "
                "(each group of that many ranks shares one engine)")
+
+
+def _tools(config: Config) -> Iterator[str]:
+    """Tool turns need more than one turn, and (for now) the HF engine on unsharded weights."""
+    rollout = config.rollout
+    if bool(rollout.tools) != (rollout.max_turns > 1):
+        yield (f"rollout.tools={rollout.tools} with rollout.max_turns={rollout.max_turns}: tools need max_turns > 1, "
+               "and more turns need tools")
+    if not rollout.tools:
+        return  # the names are checked when the engine is built: task plugins register tools of their own
+    if rollout.engine != "hf":
+        yield f"rollout.tools needs rollout.engine=hf for now (got {rollout.engine})"
+    if config.train.shards_weights:
+        yield (f"rollout.tools is not yet supported with train.backend={config.train.backend} sharding the weights "
+               "(ranks would decode different numbers of turns)")
 
 
 def _async_rollout(config: Config) -> Iterator[str]:

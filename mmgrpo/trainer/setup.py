@@ -6,6 +6,7 @@ What eval needs as well (model paths, budgets, samples) lives in :mod:`mmgrpo.in
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +19,15 @@ from mmgrpo.inputs import media_budgets, reward_policy
 from mmgrpo.models.budget_limits import require_budgets_fit
 from mmgrpo.models.compat import enable_activation_checkpointing
 from mmgrpo.models.freezing import FrozenParts, freeze, frozen_parts, lora_excluded_modules, parameter_counts
+from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
+from mmgrpo.rollout.tool_turns import ToolTurns
 from mmgrpo.trainer.rollouts import ScoringRule
-from tasks.base import Task
+from mmgrpo.types import Sample
+from tasks.base import ModelInfo, Task
+from tasks.grounding import FAMILY_COORDINATES, OTHER_FAMILIES_COORDINATES
+from tasks.tools import TOOLS, ToolContext
 
 if TYPE_CHECKING:
     from mmgrpo.trainer.backends import TrainingBackend
@@ -98,10 +104,16 @@ def build_engine(
     config: Config, model: torch.nn.Module, processor: Any, backend: TrainingBackend | None = None
 ) -> RolloutEngine:
     """The configured rollout engine around ``model`` (as ``backend`` prepared it: decoding is synced
-    across ranks when its forward passes are collective)."""
-    return ENGINES.get(config.rollout.engine).from_config(
-        config, model, processor, media_budgets(config.model, processor), backend
-    )
+    across ranks when its forward passes are collective), taking tool turns when ``rollout.tools`` names any."""
+    budgets = media_budgets(config.model, processor)
+    engine = ENGINES.get(config.rollout.engine).from_config(config, model, processor, budgets, backend)
+    if not config.rollout.tools:
+        return engine
+    family = unwrap_model(model).config.model_type
+    context = ToolContext(Sample("", "", []), ModelInfo(family, budgets["image"], budgets["video"]),
+                          FAMILY_COORDINATES.get(family, OTHER_FAMILIES_COORDINATES))
+    tools = {name: TOOLS.get(name) for name in config.rollout.tools}
+    return ToolTurns(engine, processor, tools, config.rollout.max_turns, lambda sample: replace(context, sample=sample))
 
 
 def sampling_params(config: Config, seed: int) -> SamplingParams:

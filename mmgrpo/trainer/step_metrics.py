@@ -52,6 +52,10 @@ def rollout_metrics(rollouts: Rollouts) -> dict[str, float]:
     if greedy:  # ReMax's baselines: the greedy completions' reward, and how many groups had one
         metrics["reward/greedy"] = _mean(greedy)
         metrics["reward/greedy_frac"] = len(greedy) / len(groups)
+    outcomes = [outcome for completion in completions for outcome in completion.tool_outcomes]
+    if outcomes:  # tool turns: calls per trajectory and how they went
+        metrics["tools/calls_per_completion"] = len(outcomes) / len(completions)
+        metrics |= {f"tools/{outcome}_frac": count / len(outcomes) for outcome, count in Counter(outcomes).items()}
     steps = rollouts.step_rewards()
     if steps is not None:  # process rewards: steps found and their (weighted) scores
         scores = [score for spans in steps for _, _, score in spans]
