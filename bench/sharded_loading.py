@@ -1,12 +1,14 @@
-"""Start-up memory per rank under FSDP2: every rank reading the whole policy, against sharded loading (the main
-process reads it into CPU memory, every other rank makes it on the meta device and receives its shards).
+"""Start-up memory per rank under FSDP2 and ZeRO-3: every rank reading the whole policy, against sharded loading (the
+main process reads it into CPU memory, every other rank makes it on the meta device and receives its part).
 
 A Qwen2.5-VL of a few hundred million random parameters (the tiny model's files, widened: ``--hidden``,
 ``--layers``) is saved once; then 2 ranks (torchrun, gloo) each load it as ``mmgrpo train`` does and build the
-FSDP2 back end, and report their peak resident memory (``ru_maxrss``) and the time to a sharded model::
+back end, and report their peak resident memory (``ru_maxrss``) and the time to a sharded model; then each loads a
+frozen copy as the KL reference is and the back end prepares it (``prepare_frozen``): its rise in the peak is loading
+alone, where the policy's peak also holds the optimizer's set-up (ZeRO-3's fp32 partitions, in host memory here)::
 
-    python3 bench/sharded_loading.py                      # 2 ranks, hidden 1024, 16 layers (~330 M parameters)
-    python3 bench/sharded_loading.py --hidden 1536 --layers 20
+    DS_ACCELERATOR=cpu python3 bench/sharded_loading.py   # 2 ranks, hidden 1024, 16 layers (~250 M parameters)
+    python3 bench/sharded_loading.py --backends fsdp2 --hidden 1536 --layers 20
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import time
 from pathlib import Path
 
 MIB = 1 << 20
+BACKENDS = {"fsdp2": {"backend": "fsdp2"}, "zero3": {"backend": "deepspeed", "zero_stage": 3}}
 
 
 def build_model(folder: Path, hidden: int, layers: int) -> int:
@@ -45,31 +48,46 @@ def build_model(folder: Path, hidden: int, layers: int) -> int:
     return sum(parameter.numel() for parameter in model.parameters())
 
 
-def rank_main(model_path: str, sharded: bool) -> None:
-    """One rank: load as ``mmgrpo train`` does (``sharded``: the sharded-loading placement), build the FSDP2 back end."""
+def rank_main(model_path: str, backend_name: str, sharded: bool) -> None:
+    """One rank: load as ``mmgrpo train`` does (``sharded``: the sharded-loading placement), build the back end, then
+    load and prepare a frozen copy as the KL reference is (no optimizer state: its rise in peak is loading alone)."""
     import torch
 
     from mmgrpo.config import Config
     from mmgrpo.distributed import init_process_group
+    from mmgrpo.models.loading import load_model_and_processor
     from mmgrpo.trainer.backends import build_backend
     from mmgrpo.trainer.backends.base import OptimizerSpec
     from mmgrpo.trainer.setup import load_policy, loading_device
 
-    config = Config.from_dict({"model": {"name_or_path": model_path, "dtype": "float32"}, "train": {"backend": "fsdp2"}})
+    config = Config.from_dict({"model": {"name_or_path": model_path, "dtype": "float32"},
+                               "train": BACKENDS[backend_name]})
     init_process_group(600)
-    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MIB  # torch and transformers imported
+    baseline = _peak_mib()  # torch and transformers imported
     started = time.perf_counter()
     device = loading_device(config, torch.device("cpu")) if sharded else torch.device("cpu")
     model, _ = load_policy(config, model_path, device)
-    loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MIB
+    loaded = _peak_mib()
     backend = build_backend(model, OptimizerSpec(lr=1e-5, weight_decay=0.0, total_steps=1), config.train)
-    shard = sum(p.to_local().numel() for p in backend.model.parameters()) * 4 / MIB
+    seconds, peak = time.perf_counter() - started, _peak_mib()
+    shard = sum(_own_elements(parameter) for parameter in backend.model.parameters()) * 4 / MIB
+    reference, _ = load_model_and_processor(model_path, dtype="float32", device=device)
+    backend.prepare_frozen(reference)
     report = {"rank": torch.distributed.get_rank(), "device": str(device), "baseline_mib": round(baseline),
-              "peak_after_load_mib": round(loaded),
-              "peak_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MIB),
-              "shard_mib": round(shard), "seconds": round(time.perf_counter() - started, 1)}
+              "peak_after_load_mib": round(loaded), "peak_mib": round(peak), "shard_mib": round(shard),
+              "seconds": round(seconds, 1), "reference_rise_mib": round(_peak_mib() - peak)}
     Path(os.environ["SHARDED_LOADING_RESULTS"], f"rank-{report['rank']}.json").write_text(json.dumps(report))
     torch.distributed.destroy_process_group()
+
+
+def _peak_mib() -> float:
+    """This process's peak resident memory so far."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MIB
+
+
+def _own_elements(parameter: object) -> int:
+    """How many of ``parameter``'s elements this rank holds: its ZeRO-3 partition or its FSDP2 shard."""
+    return parameter.ds_tensor.numel() if hasattr(parameter, "ds_tensor") else parameter.to_local().numel()
 
 
 def main() -> None:
@@ -77,32 +95,37 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=16)
     parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--rank-main", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--backends", nargs="+", choices=sorted(BACKENDS), default=sorted(BACKENDS))
+    parser.add_argument("--rank-main", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank_main:
-        rank_main(args.rank_main[0], args.rank_main[1] == "sharded")
+        rank_main(args.rank_main[0], args.rank_main[1], args.rank_main[2] == "sharded")
         return
     with tempfile.TemporaryDirectory(prefix="mmgrpo-sharded-loading-") as folder:
         parameters = build_model(Path(folder), args.hidden, args.layers)
         whole = parameters * 4 / MIB
         print(f"model: {parameters / 1e6:.0f} M parameters, {whole:.0f} MiB in fp32; {args.ranks} ranks (gloo, CPU)")
-        print(f"{'loading':<10}{'rank':>5}{'reads to':>9}{'before':>10}{'after load':>12}{'peak':>10}{'peak - before':>15}"
-              f"{'own shard':>11}{'time':>7}")
-        for mode in ("whole", "sharded"):
-            command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.ranks}",
-                       __file__, "--rank-main", str(Path(folder) / "model"), mode]
-            results = Path(folder) / mode
-            results.mkdir()
-            done = subprocess.run(command, capture_output=True, text=True,
-                                  env={**os.environ, "OMP_NUM_THREADS": "1", "SHARDED_LOADING_RESULTS": str(results)})
-            if done.returncode:
-                sys.exit(f"{mode} failed:\n{done.stderr[-3000:]}")
-            rows = sorted((json.loads(path.read_text()) for path in results.glob("rank-*.json")),
-                          key=lambda row: row["rank"])
-            for row in rows:
-                print(f"{mode:<10}{row['rank']:>5}{row['device']:>9}{row['baseline_mib']:>6} MiB"
+        print(f"{'back end':<9}{'loading':<10}{'rank':>5}{'reads to':>9}{'before':>10}{'after load':>12}{'peak':>10}"
+              f"{'peak - before':>15}{'own shard':>11}{'time':>7}{'reference':>11}")
+        for backend, mode in ((backend, mode) for backend in args.backends for mode in ("whole", "sharded")):
+            for row in _launch(Path(folder), backend, mode, args.ranks):
+                print(f"{backend:<9}{mode:<10}{row['rank']:>5}{row['device']:>9}{row['baseline_mib']:>6} MiB"
                       f"{row['peak_after_load_mib']:>8} MiB{row['peak_mib']:>6} MiB"
-                      f"{row['peak_mib'] - row['baseline_mib']:>11} MiB{row['shard_mib']:>7} MiB{row['seconds']:>6}s")
+                      f"{row['peak_mib'] - row['baseline_mib']:>11} MiB{row['shard_mib']:>7} MiB{row['seconds']:>6}s"
+                      f"{row['reference_rise_mib']:>7} MiB")
+
+
+def _launch(folder: Path, backend: str, mode: str, ranks: int) -> list[dict]:
+    """Every rank's report of one torchrun launch loading ``folder``'s model under ``backend``, ``mode``ly."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
+               __file__, "--rank-main", str(folder / "model"), backend, mode]
+    results = folder / f"{backend}-{mode}"
+    results.mkdir()
+    done = subprocess.run(command, capture_output=True, text=True,
+                          env={**os.environ, "OMP_NUM_THREADS": "1", "SHARDED_LOADING_RESULTS": str(results)})
+    if done.returncode:
+        sys.exit(f"{backend} {mode} failed:\n{done.stderr[-3000:]}")
+    return sorted((json.loads(path.read_text()) for path in results.glob("rank-*.json")), key=lambda row: row["rank"])
 
 
 if __name__ == "__main__":

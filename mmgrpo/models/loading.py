@@ -102,7 +102,7 @@ def _empty_model(
     source: str, dtype: torch.dtype, attn_implementation: str | None, trust_remote_code: bool, adapter: bool,
 ) -> tuple[PreTrainedModel, ProcessorMixin]:
     """The model of ``source`` on the meta device: its modules and shapes, no weights read (a rank that receives its
-    shards of another rank's copy, :mod:`mmgrpo.trainer.backends.fsdp2`)."""
+    shards of another rank's copy, :mod:`mmgrpo.trainer.backends.sharded_loading`)."""
     if adapter:
         raise ModelLoadError(f"{source}: a LoRA checkpoint cannot be made on the meta device (its base is read whole)")
     processor = load_processor(source, trust_remote_code=trust_remote_code)

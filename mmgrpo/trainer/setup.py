@@ -67,12 +67,13 @@ def load_policy(
 
 
 def loading_device(config: Config, device: torch.device) -> torch.device:
-    """Where this process reads the policy's weights to (and its KL reference's): ``device``, except under FSDP2 on
-    several ranks with full fine-tuning, where the main process reads them into CPU memory and every other rank makes
-    the model on the meta device, without weights: the back end shards it and scatters the main process's copy
-    (:meth:`~mmgrpo.trainer.backends.fsdp2.FSDP2Backend.prepare_frozen`), so no other rank holds a whole copy."""
+    """Where this process reads the policy's weights to (and its KL reference's): ``device``, except under a back end
+    that shards the weights (FSDP2, ZeRO-3) on several ranks with full fine-tuning, where the main process reads them
+    into CPU memory and every other rank makes the model on the meta device, without weights: the back end shards it
+    and scatters the main process's copy (:mod:`mmgrpo.trainer.backends.sharded_loading`), so no other rank holds a
+    whole copy. LoRA loads whole (a PEFT model is not made on the meta device)."""
     distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    if not distributed or torch.distributed.get_world_size() == 1 or config.train.backend != "fsdp2" \
+    if not distributed or torch.distributed.get_world_size() == 1 or not config.train.shards_weights \
             or config.lora.enabled:
         return device
     return torch.device("cpu") if torch.distributed.get_rank() == 0 else torch.device("meta")

@@ -42,8 +42,8 @@ def test_loads_in_the_requested_dtype_and_attention(tiny_qwen25vl: Path) -> None
 def test_on_the_meta_device_the_model_is_made_without_weights_as_loading_would_make_it(
     tiny_qwen25vl: Path, tmp_path: Path
 ) -> None:
-    """What a rank receiving its shards makes (sharded loading under FSDP2): the same modules, shapes and dtype, the
-    generation config read as from_pretrained reads it (its stop tokens decide where completions end)."""
+    """What a rank receiving its shards makes (sharded loading under FSDP2 and ZeRO-3): the same modules, shapes and
+    dtype, the generation config read as from_pretrained reads it (its stop tokens decide where completions end)."""
     source = tmp_path / "model"
     shutil.copytree(tiny_qwen25vl, source)
     generation = json.loads((source / "generation_config.json").read_text())

@@ -30,6 +30,7 @@ from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.distributed import Ranks
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec
 from mmgrpo.trainer.backends.deepspeed_config import implied_settings, merged_config, read_user_config
+from mmgrpo.trainer.backends.sharded_loading import partition_from_main_process
 from mmgrpo.trainer.optim import parameter_groups
 from mmgrpo.trainer.nonfinite import require_finite
 
@@ -64,10 +65,13 @@ class DeepSpeedBackend:
             implied_settings(train, spec, world_size), read_user_config(train.deepspeed_config),
             train.deepspeed_config or "the DeepSpeed config",
         )
+        self.shards_weights = self.traits.shards_weights(train)
         if train.offload_optimizer:  # DeepSpeed builds its CPU Adam from config["optimizer"]
             optimizer: dict[str, Any] = {"model_parameters": parameter_groups(model, spec.weight_decay)}
         else:
             optimizer = {"optimizer": spec.optimizer_for(model)}
+        if self.shards_weights:  # after the optimizer's groups: they tell matrices from vectors by whole shapes
+            partition_from_main_process(deepspeed, model, self.config, _local_device(deepspeed), self._weight_dtype())
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=model,
             **optimizer,
@@ -79,13 +83,13 @@ class DeepSpeedBackend:
         self.device = self.engine.device
         self.ranks = Ranks.of_process_group(self.device)
         self.zero_stage = train.zero_stage
-        self.shards_weights = self.traits.shards_weights(train)
 
     def prepare_frozen(self, module: torch.nn.Module) -> torch.nn.Module:
-        """Under ZeRO-3 an inference engine partitions ``module``'s weights like the policy's: a module
-        still on the CPU is partitioned one parameter at a time as it moves to the device, so the device
-        never holds all of it. Under ZeRO-2 (weights replicated anyway) it is kept whole on the device,
-        in bf16 when the policy's weights are."""
+        """Under ZeRO-3 an inference engine partitions ``module``'s weights like the policy's, one module's
+        parameters at a time as they move to the device, so the device never holds all of them; where ``module``
+        is on the meta device on some rank (sharded loading), the main process's copy is the only whole one
+        (:func:`~mmgrpo.trainer.backends.sharded_loading.partition_from_main_process`). Under ZeRO-2 (weights
+        replicated anyway) it is kept whole on the device, in bf16 when the policy's weights are."""
         if not self.shards_weights:
             module = module.to(self.device)
             return module.to(torch.bfloat16) if self.config["bf16"]["enabled"] else module
@@ -94,9 +98,16 @@ class DeepSpeedBackend:
             key: value for key, value in frozen["zero_optimization"].items() if key != "offload_optimizer"
         }
         # Without this, initialize() would move the whole module to the device before partitioning it.
-        self._deepspeed.zero.Init(module=module, config_dict_or_path=frozen)
+        partition_from_main_process(self._deepspeed, module, frozen, self.device, None)
         engine, *_ = self._deepspeed.initialize(model=module, config=frozen)
         return engine.module
+
+    def _weight_dtype(self) -> torch.dtype | None:
+        """The policy's partitions' dtype, as DeepSpeed casts a model it partitions itself: fp16 or bf16 as the
+        config says, else None (the loaded dtype)."""
+        if self.config["fp16"]["enabled"]:
+            return torch.float16
+        return torch.bfloat16 if self.config["bf16"]["enabled"] else None
 
     def backward(self, loss: torch.Tensor) -> None:
         # The trainer calls the policy's submodules, never engine.forward, which is where DeepSpeed
@@ -180,6 +191,11 @@ class DeepSpeedBackend:
                         folder / ZERO_CHECKPOINT_TAG, universal, self.ranks.world_size)
         self.ranks.barrier()
         return UNIVERSAL_CHECKPOINT_TAG
+
+
+def _local_device(deepspeed: Any) -> torch.device:
+    """This rank's accelerator device, as ``zero.Init`` and the engine pick it (LOCAL_RANK)."""
+    return torch.device(deepspeed.get_accelerator().device_name(int(os.environ["LOCAL_RANK"])))
 
 
 def _data(tensor: torch.Tensor) -> torch.Tensor:

@@ -31,6 +31,7 @@ from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.distributed import Ranks
 from mmgrpo.inputs import pick_device
 from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, trainable_parameters
+from mmgrpo.trainer.backends.sharded_loading import broadcast_buffers
 from mmgrpo.trainer.nonfinite import require_finite
 
 if TYPE_CHECKING:
@@ -79,10 +80,7 @@ class FSDP2Backend:
         module.to_empty(device=self.device)
         options = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
         set_model_state_dict(module, whole.weights if whole is not None else {}, options=options)
-        for name, buffer in module.named_buffers():  # the non-persistent ones (rotary frequencies) too
-            if whole is not None:
-                buffer.copy_(whole.buffers[name])
-            torch.distributed.broadcast(buffer, src=0)
+        broadcast_buffers(module, self.device, whole.buffers if whole is not None else None)
         return module
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -143,7 +141,8 @@ class _WholeCopy:
 
     @classmethod
     def of(cls, module: torch.nn.Module) -> _WholeCopy:
-        return cls(dict(module.state_dict()), {name: buffer.clone() for name, buffer in module.named_buffers()})
+        buffers = module.named_buffers(remove_duplicate=False)
+        return cls(dict(module.state_dict()), {name: buffer.clone() for name, buffer in buffers})
 
 
 @contextmanager

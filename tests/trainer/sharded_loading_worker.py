@@ -1,0 +1,66 @@
+"""Sharded loading on 2 ranks, as ``mmgrpo train`` loads: the policy and its KL reference, read by the main process
+and made on the meta device elsewhere, prepared by a back end that shards the weights. Launched by
+``test_sharded_loading.py`` (rank 0 saves the result to ``--out``)::
+
+    DS_ACCELERATOR=cpu torchrun --nproc-per-node 2 tests/trainer/sharded_loading_worker.py \\
+        --model-dir D --out result.pt zero3 zero3-bf16 fsdp2
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from mmgrpo.config import Config
+from mmgrpo.distributed import init_process_group
+from mmgrpo.trainer.backends import OptimizerSpec, build_backend
+from mmgrpo.trainer.kl_reference import make_reference
+from mmgrpo.trainer.setup import load_policy, loading_device
+
+BACKENDS = {"zero3": {"backend": "deepspeed", "zero_stage": 3}, "fsdp2": {"backend": "fsdp2"},
+            # the policy's partitions are made in bf16 (as DeepSpeed casts a policy it partitions itself)
+            "zero3-bf16": {"backend": "deepspeed", "zero_stage": 3, "precision": "bf16"}}
+TOKENS = torch.tensor([[5, 17, 42, 7, 99, 3]])  # [1, T]: a text-only forward
+
+
+def prepared(model_dir: Path, train: dict[str, Any]) -> dict[str, Any]:
+    """Every rank's view: whether it made the policy and the reference on the meta device, and both prepared modules'
+    logits on ``TOKENS`` (the rotary frequencies, a non-persistent buffer, received too); the policy's whole weights
+    (rank 0's entry)."""
+    config = Config.from_dict({"model": {"name_or_path": str(model_dir), "dtype": "float32"}, "train": train,
+                               "algo": {"beta": 0.04}})
+    model, _ = load_policy(config, str(model_dir), loading_device(config, torch.device("cpu")))
+    reference = make_reference(config, model, str(model_dir), fresh=True)
+    on_meta = [all(parameter.is_meta for parameter in part.parameters()) for part in (model, reference.module)]
+    backend = build_backend(model, OptimizerSpec(lr=1e-5, weight_decay=0.0, total_steps=1), config.train)
+    frozen = backend.prepare_frozen(reference.module)
+    with torch.no_grad():
+        logits = [part(input_ids=TOKENS.to(backend.device)).logits.float().cpu() for part in (backend.model, frozen)]
+    return {"on_meta": on_meta, "logits": logits, "weights": backend.full_state_dict()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-dir", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("backends", nargs="+", choices=sorted(BACKENDS))
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    init_process_group(600)
+    result = {}
+    for name in args.backends:
+        mine = prepared(args.model_dir, BACKENDS[name])
+        ranks = [None] * torch.distributed.get_world_size()
+        torch.distributed.all_gather_object(ranks, {key: mine[key] for key in ("on_meta", "logits")})
+        result[name] = {"ranks": ranks, "weights": mine["weights"]}
+    if torch.distributed.get_rank() == 0:
+        torch.save(result, args.out)
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
