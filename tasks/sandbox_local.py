@@ -44,6 +44,11 @@ _REAP_SECONDS = 0.5
 _TRICKLE_BYTES, _TRICKLE_SECONDS = 4096, 0.002
 """A read shorter than this that completes no tagged event line is followed by this pause, so that output written a
 byte at a time wakes this side at most a few hundred times a second (each wake-up costs CPU with the GIL held)..."""
+_CHILD_SEND_BUFFER = 16384
+"""The child's send buffer on its output channels (the kernel doubles it): each send is its own buffer in a Unix
+socket, so a flood of one-byte sends (a seventeenth round: 150,000 a second) costs this side the kernel's work on each
+it reads; a small buffer makes the sender wait for the reads instead, and large writes still go through at once."""
+_SO_PASSRIGHTS = 83  # linux/socket.h, Linux 6.16: 0 = the socket refuses file descriptors sent to it
 _FREE_SHORT_READS = 8
 """...except this many such reads per call asked (and before the load report): an honest program's own prints around
 each answer (a line on stderr, a flushed one on stdout) cost no pause, so a chatty one is not slowed by a few ms a
@@ -244,10 +249,18 @@ class LocalSession:
 
 def _one_way_pair(ours_write: bool) -> tuple[socket.socket, socket.socket]:
     """(our end, the child's end) of a Unix stream socket pair carrying data one way only: to the child when
-    ``ours_write``, else from it (the other direction shut down, so neither side can fill it)."""
+    ``ours_write``, else from it (the other direction shut down, so neither side can fill it). Our end takes no
+    file descriptors where the kernel can refuse them (the child's seccomp filter refuses sending any); the
+    child's send buffer is :data:`_CHILD_SEND_BUFFER` (it cannot change it: refused too)."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     ours.shutdown(socket.SHUT_RD if ours_write else socket.SHUT_WR)
     ours.setblocking(False)
+    try:
+        ours.setsockopt(socket.SOL_SOCKET, _SO_PASSRIGHTS, 0)
+    except OSError:  # a kernel before 6.16
+        pass
+    if not ours_write:
+        theirs.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _CHILD_SEND_BUFFER)
     return ours, theirs
 
 

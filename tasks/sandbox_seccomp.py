@@ -87,7 +87,7 @@ KILLED = (
 )
 REFUSED = ("setxattr", "lsetxattr", "fsetxattr", "setxattrat", "sysinfo",
            "splice", "tee", "vmsplice", "sendfile", "copy_file_range", "fadvise64", "readahead", "sync", "syncfs",
-           "process_madvise")
+           "process_madvise", "sendmsg", "sendmmsg")
 """Answered EPERM rather than killed: innocent library code tries them and handles the refusal (``sysinfo`` would
 tell the host's process count and memory: the C library's ``sysconf`` reports the refusal as unknown; ``shutil``
 falls back to read and write when ``sendfile`` or ``copy_file_range`` is refused). ``splice``, ``tee``, ``vmsplice``,
@@ -99,7 +99,10 @@ cache. ``readahead`` (and ``madvise(MADV_WILLNEED)``, refused on its own, and ``
 advice to the calling thread's own memory through a sentinel pidfd) queues reads of a bound host file behind
 the run's I/O throttle while their pages stay locked: the host's readers of that file wait behind them. ``sync`` and
 ``syncfs`` wait, uninterruptibly, for the host's whole write-back (a twelfth round's ``sync`` loop kept the process
-alive 10 s past its run, and past a killed trainer, while the host flushed 150 MB to slow storage)."""
+alive 10 s past its run, and past a killed trainer, while the host flushed 150 MB to slow storage). ``sendmsg`` and
+``sendmmsg`` are the only calls that pass file descriptors (``SCM_RIGHTS``): a seventeenth round sent the read end of a
+pipe whose lock its writer held over cold page faults down its stdout socket, and the trainer's read, dropping the
+last reference to it, waited on that lock 10-40 s past the wall clock (``send`` and ``sendall`` are ``sendto``)."""
 MADV_WILLNEED = 3
 RWF_NOWAIT = 0x8
 """``preadv2``'s flag that starts the read-ahead of uncached pages and returns at once: refused as ``readahead`` is (a
@@ -141,7 +144,7 @@ NUMBERS = {
     "splice": (275, 76), "tee": (276, 77), "vmsplice": (278, 75), "sendfile": (40, 71), "copy_file_range": (326, 285),
     "fadvise64": (221, 223), "prctl": (157, 167), "readahead": (187, 213), "open": (2, None), "openat": (257, 56),
     "openat2": (437, 437), "sync": (162, 81), "syncfs": (306, 267), "madvise": (28, 233), "preadv2": (327, 286),
-    "process_madvise": (440, 440),
+    "process_madvise": (440, 440), "sendmsg": (46, 211), "sendmmsg": (307, 269),
 }
 EXEC_NUMBERS = {"execve": (59, 221), "execveat": (322, 281)}
 SCHED_SETAFFINITY = (203, 122)
