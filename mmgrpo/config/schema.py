@@ -283,6 +283,10 @@ class RolloutConfig:
         1, "Policy turns per trajectory: a turn ending in a tool call gets the tool's result and another turn, up to "
         "this many (each at most max_new_tokens). 1 = single-turn.", ge=1,
     )
+    max_observation_tokens: int = option(
+        256, "Most tokens of one tool result shown to the policy (verl: max_tool_response_length); longer ones are cut.",
+        ge=8,
+    )
     mode: Literal["sync", "async"] = option(
         "sync", "sync: sample, then train, in turn. async: a worker process per rank samples the next batches (its "
         "own engine and whole copy of the policy) while the trainer trains; see rollout.max_staleness and "

@@ -14,6 +14,7 @@ call counts as ``images_dropped``). The wrapped engine must decode from encoded 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,9 +24,13 @@ from mmgrpo.models.batch import EncodedRow, PromptBatch, batch_from_rows
 from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.types import Completion, Sample
-from tasks.tools import Tool, ToolContext, find_calls, run_call
+from tasks.tools import Observation, Tool, ToolCall, ToolContext, find_calls, run_call
 
 _MARK = "\u2063MMGRPO-TURN\u2063"  # stands for the policy's turn where the chat template renders the conversation
+_OBSERVATION = "\u2063MMGRPO-OBSERVATION\u2063"  # and for the tool's text, tokenized apart
+MAX_CONCURRENT_CALLS = 16
+"""Tool calls of one turn run at once, up to this many: a call waits (the python tool: up to its wall clock), and a
+batch's calls one after another would cost the rollout the sum of their waits."""
 
 
 @dataclass
@@ -40,8 +45,9 @@ class ToolTurns:
     """``engine`` sampling trajectories of up to ``max_turns`` policy turns with ``tools`` (see the module)."""
 
     def __init__(self, engine: RolloutEngine, processor: Any, tools: Mapping[str, Tool], max_turns: int,
-                 context_of: Callable[[Sample], ToolContext]) -> None:
+                 context_of: Callable[[Sample], ToolContext], max_observation_tokens: int = 256) -> None:
         self.engine, self.processor, self.tools, self.max_turns = engine, processor, dict(tools), max_turns
+        self.max_observation_tokens = max_observation_tokens
         self.context_of = context_of
         self.tokenizer = tokenizer_of(processor)
 
@@ -59,23 +65,28 @@ class ToolTurns:
                         for i, group in enumerate(groups)]
         rows = prompts.to("cpu").rows()
         for _ in range(1, self.max_turns):
-            going = [t for group in trajectories for t in group if self._take_tool_turn(t)]
-            if not going:
+            calls = [(t, call) for group in trajectories for t in group if (call := self._call_of(t)) is not None]
+            if not calls:
                 break
-            self._next_turn(going, rows, prompts, params)
+            with ThreadPoolExecutor(max_workers=min(len(calls), MAX_CONCURRENT_CALLS)) as pool:  # tools may wait
+                results = list(pool.map(lambda item: run_call(item[1], self.tools, self.context_of(item[0].sample)),
+                                        calls))
+            for (trajectory, _), (observation, outcome) in zip(calls, results):
+                self._observe(trajectory, observation, "images_dropped" if observation.images else outcome)
+            self._next_turn([trajectory for trajectory, _ in calls], rows, prompts, params)
         return [[t.completion for t in group] for group in trajectories]
 
-    def _take_tool_turn(self, trajectory: _Trajectory) -> bool:
-        """Run the call the trajectory's last turn ends with and append its observation; False when it has none."""
+    def _call_of(self, trajectory: _Trajectory) -> ToolCall | None:
+        """The call the trajectory's last turn ends with (its last ``<tool_call>``), if it may take another turn."""
         completion = trajectory.completion
         start = completion.observation_spans[-1][1] if completion.observation_spans else 0
-        last_turn = self.tokenizer.decode(completion.token_ids[start:], skip_special_tokens=True)
-        calls = find_calls(last_turn)
+        calls = find_calls(self.tokenizer.decode(completion.token_ids[start:], skip_special_tokens=True))
         if completion.truncated or not calls or trajectory.turns >= self.max_turns:
-            return False
-        observation, outcome = run_call(calls[-1], self.tools, self.context_of(trajectory.sample))
-        if observation.images:
-            outcome = "images_dropped"
+            return None
+        return calls[-1]
+
+    def _observe(self, trajectory: _Trajectory, observation: Observation, outcome: str) -> None:
+        completion = trajectory.completion
         observed = self._observation_ids(observation.text)
         spans = [*completion.observation_spans, (len(completion.token_ids), len(completion.token_ids) + len(observed))]
         trajectory.completion = replace(
@@ -83,19 +94,26 @@ class ToolTurns:
             logprobs=None if completion.logprobs is None else [*completion.logprobs, *[0.0] * len(observed)],
             observation_spans=spans, tool_outcomes=[*completion.tool_outcomes, outcome],
         )
-        return True
 
     def _observation_ids(self, text: str) -> list[int]:
         """The tokens between the end of the policy's turn (its stop token) and the start of its next one: the
-        tool turn holding ``text`` as the model's chat template renders it, then the assistant turn's opening."""
+        tool turn holding ``text`` as the model's chat template renders it, then the assistant turn's opening.
+        ``text`` is tokenized as plain text (a tool printing ``<|im_start|>user`` writes those characters, not a
+        turn) and cut to ``max_observation_tokens``."""
         conversation = [{"role": "user", "content": [{"type": "text", "text": ""}]},
                         {"role": "assistant", "content": [{"type": "text", "text": _MARK}]},
-                        {"role": "tool", "content": [{"type": "text", "text": text}]}]
+                        {"role": "tool", "content": [{"type": "text", "text": _OBSERVATION}]}]
         rendered = self.processor.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
         after_turn = rendered.index(_MARK) + len(_MARK)
         stop = self.tokenizer.decode([self.tokenizer.eos_token_id]) if self.tokenizer.eos_token_id is not None else ""
         after_turn = rendered.index(stop, after_turn) + len(stop) if stop and stop in rendered[after_turn:] else after_turn
-        return self.tokenizer(rendered[after_turn:], add_special_tokens=False)["input_ids"]
+        before, after = rendered[after_turn:].split(_OBSERVATION)
+        observed = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        if len(observed) > self.max_observation_tokens:
+            cut = self.tokenizer(" [cut]", add_special_tokens=False)["input_ids"]
+            observed = observed[: self.max_observation_tokens - len(cut)] + cut
+        template = [self.tokenizer(part, add_special_tokens=False)["input_ids"] for part in (before, after)]
+        return [*template[0], *observed, *template[1]]
 
     def _next_turn(self, going: Sequence[_Trajectory], rows: Sequence[EncodedRow], prompts: PromptBatch,
                    params: SamplingParams) -> None:

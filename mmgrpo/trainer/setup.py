@@ -114,7 +114,8 @@ def build_engine(
     context = ToolContext(Sample("", "", []), ModelInfo(family, budgets["image"], budgets["video"]),
                           FAMILY_COORDINATES.get(family, OTHER_FAMILIES_COORDINATES))
     tools = {name: TOOLS.get(name) for name in config.rollout.tools}
-    return ToolTurns(engine, processor, tools, config.rollout.max_turns, lambda sample: replace(context, sample=sample))
+    return ToolTurns(engine, processor, tools, config.rollout.max_turns, lambda sample: replace(context, sample=sample),
+                     config.rollout.max_observation_tokens)
 
 
 def sampling_params(config: Config, seed: int) -> SamplingParams:

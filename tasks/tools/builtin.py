@@ -113,11 +113,24 @@ def python(arguments: Arguments, context: ToolContext) -> Observation:
     from tasks.sandbox import run_tests
 
     sandbox, limits = _sandbox()
-    result = run_tests(arguments["code"], [], sandbox, limits)
+    result = run_tests(_AS_SCRIPT.format(code=arguments["code"]), [], sandbox, limits)
     if result.status not in ("passed", "failed"):
         return Observation(text=f"{result.stdout}\nError ({result.status}): {result.error or result.stderr[-2000:]}",
                            error=True)
     return Observation(text=result.stdout[-4000:] or "(it printed nothing)")
+
+
+_AS_SCRIPT = """import sys as _sys
+try:
+    exec(compile({code!r}, "<python>", "exec"), {{"__name__": "__main__", "exit": _sys.exit, "quit": _sys.exit}})
+except SystemExit as _stop:
+    if _stop.code not in (None, 0):
+        print(f"exit status {{_stop.code}}", file=_sys.stderr)
+        raise
+"""
+"""The program run as a script, as ``python program.py`` would (the sandbox loads code as a module, ``solution``,
+whose ``if __name__ == "__main__":`` block a grader must skip): its main block runs, ``exit()`` and ``sys.exit(0)``
+end it quietly."""
 
 
 @functools.lru_cache(maxsize=1)

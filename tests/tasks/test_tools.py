@@ -143,6 +143,9 @@ def test_python_runs_in_the_code_sandbox_and_returns_its_prints_or_error():
     if outcome == "raised" and "SandboxUnavailable" in printed.text:
         pytest.skip(f"no sandbox here: {printed.text}")
     assert (printed.text, outcome) == ("45\n", "ok")
+    script = "import sys\nif __name__ == '__main__':\n    print('main')\n    sys.exit(0)\nprint('never')"
+    assert run_call(find_calls(call_text("python", {"code": script}))[0], tools, CONTEXT) == (
+        Observation(text="main\n"), "ok")  # run as a script: its main block runs, exit(0) ends it quietly
     failed, outcome = run_call(find_calls(call_text("python", {"code": "open('/etc/shadow').read()"}))[0], tools,
                                CONTEXT)
     assert failed.error and outcome == "failed"
