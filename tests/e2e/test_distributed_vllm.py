@@ -77,6 +77,6 @@ def trained_in_step(recipe: Path, run: Path) -> list[dict]:
     succeeded(torchrun_train(str(recipe), f"log.run_name={run.name}"))
     rows = read_metrics(run / "metrics.jsonl")
     assert [row["step"] for row in rows] == list(range(1, STEPS + 1))
-    assert any(row["grad_norm"] > 0 for row in rows[:-1])  # the policy moved before later steps sampled: the push counts
+    assert any(row["kl"] > 0 for row in rows[1:])  # the policy moved before later steps sampled: the pushes count
     assert max(row["rollout/logprob_gap_max"] for row in rows) < 1e-4, "an engine's log-probs differ from the trainer's"
     return rows
