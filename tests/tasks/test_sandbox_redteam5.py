@@ -92,13 +92,14 @@ def shmem_mb() -> int:
         return next(int(line.split()[1]) >> 10 for line in meminfo if line.startswith("Shmem:"))
 
 
-def test_a_runs_tmpfs_kept_in_a_unix_socket_cycle_is_freed_after_the_run(sandbox, limits):
-    """Unprompted, the cycle lasts until another process on the host passes a descriptor (at random: three tries)."""
+def test_a_runs_tmpfs_cannot_be_kept_in_a_unix_socket_cycle(sandbox, limits):
+    """Such a cycle lasted, unprompted, until another process on the host passed a descriptor; since round 17 no
+    descriptor can be sent at all (``sendmsg`` is refused), and the run's tmpfs goes with it (three tries)."""
     for _ in range(3):
         before = shmem_mb()
         result = run_tests(TMPFS_CYCLE + CORRECT_ADD, ADD_TESTS, sandbox,
                            dataclasses.replace(limits, disk_mb=16, file_size_mb=16))
-        assert result.status == "passed", result
+        assert result.status == "error" and "PermissionError" in str(result.error), result
         deadline = time.monotonic() + 2
         while shmem_mb() - before >= 8 and time.monotonic() < deadline:
             time.sleep(0.1)
