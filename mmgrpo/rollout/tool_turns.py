@@ -13,6 +13,7 @@ call counts as ``images_dropped``). The wrapped engine must decode from encoded 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -63,11 +64,12 @@ class ToolTurns:
         row_of = {index: row for row, index in enumerate(prompts.kept)}
         trajectories = [[_Trajectory(samples[i], row_of[i], completion) for completion in group] if group else []
                         for i, group in enumerate(groups)]
-        rows = prompts.to("cpu").rows()
+        rows: list[EncodedRow] = []  # each prompt on its own, made when a first call needs a next turn
         for _ in range(1, self.max_turns):
             calls = [(t, call) for group in trajectories for t in group if (call := self._call_of(t)) is not None]
             if not calls:
                 break
+            rows = rows or prompts.to("cpu").rows()
             with ThreadPoolExecutor(max_workers=min(len(calls), MAX_CONCURRENT_CALLS)) as pool:  # tools may wait
                 results = list(pool.map(lambda item: run_call(item[1], self.tools, self.context_of(item[0].sample)),
                                         calls))
@@ -100,20 +102,26 @@ class ToolTurns:
         tool turn holding ``text`` as the model's chat template renders it, then the assistant turn's opening.
         ``text`` is tokenized as plain text (a tool printing ``<|im_start|>user`` writes those characters, not a
         turn) and cut to ``max_observation_tokens``."""
+        observed = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        if len(observed) > self.max_observation_tokens:
+            cut = self.tokenizer(" [cut]", add_special_tokens=False)["input_ids"]
+            observed = observed[: self.max_observation_tokens - len(cut)] + cut
+        before, after = self._tool_turn_template
+        return [*before, *observed, *after]
+
+    @functools.cached_property
+    def _tool_turn_template(self) -> tuple[list[int], list[int]]:
+        """The tokens of the tool turn before and after its text, rendered once by the model's chat template."""
         conversation = [{"role": "user", "content": [{"type": "text", "text": ""}]},
                         {"role": "assistant", "content": [{"type": "text", "text": _MARK}]},
                         {"role": "tool", "content": [{"type": "text", "text": _OBSERVATION}]}]
         rendered = self.processor.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
         after_turn = rendered.index(_MARK) + len(_MARK)
         stop = self.tokenizer.decode([self.tokenizer.eos_token_id]) if self.tokenizer.eos_token_id is not None else ""
-        after_turn = rendered.index(stop, after_turn) + len(stop) if stop and stop in rendered[after_turn:] else after_turn
+        if stop and stop in rendered[after_turn:]:  # the policy's own stop token ends its turn
+            after_turn = rendered.index(stop, after_turn) + len(stop)
         before, after = rendered[after_turn:].split(_OBSERVATION)
-        observed = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
-        if len(observed) > self.max_observation_tokens:
-            cut = self.tokenizer(" [cut]", add_special_tokens=False)["input_ids"]
-            observed = observed[: self.max_observation_tokens - len(cut)] + cut
-        template = [self.tokenizer(part, add_special_tokens=False)["input_ids"] for part in (before, after)]
-        return [*template[0], *observed, *template[1]]
+        return tuple(self.tokenizer(part, add_special_tokens=False)["input_ids"] for part in (before, after))
 
     def _next_turn(self, going: Sequence[_Trajectory], rows: Sequence[EncodedRow], prompts: PromptBatch,
                    params: SamplingParams) -> None:

@@ -6,7 +6,6 @@ What eval needs as well (model paths, budgets, samples) lives in :mod:`mmgrpo.in
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +23,6 @@ from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
 from mmgrpo.rollout.tool_turns import ToolTurns
 from mmgrpo.trainer.rollouts import ScoringRule
-from mmgrpo.types import Sample
 from tasks.base import ModelInfo, Task
 from tasks.grounding import FAMILY_COORDINATES, OTHER_FAMILIES_COORDINATES
 from tasks.tools import TOOLS, ToolContext
@@ -111,11 +109,11 @@ def build_engine(
     if not config.rollout.tools:
         return engine
     family = unwrap_model(model).config.model_type
-    context = ToolContext(Sample("", "", []), ModelInfo(family, budgets["image"], budgets["video"]),
-                          FAMILY_COORDINATES.get(family, OTHER_FAMILIES_COORDINATES))
+    info = ModelInfo(family, budgets["image"], budgets["video"])
+    coords = FAMILY_COORDINATES.get(family, OTHER_FAMILIES_COORDINATES)
     tools = {name: TOOLS.get(name) for name in config.rollout.tools}
-    return ToolTurns(engine, processor, tools, config.rollout.max_turns, lambda sample: replace(context, sample=sample),
-                     config.rollout.max_observation_tokens)
+    return ToolTurns(engine, processor, tools, config.rollout.max_turns,
+                     lambda sample: ToolContext(sample, info, coords), config.rollout.max_observation_tokens)
 
 
 def sampling_params(config: Config, seed: int) -> SamplingParams:
