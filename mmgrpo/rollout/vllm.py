@@ -244,10 +244,12 @@ class VLLMEngine(VLLMSampling):
         spans_ranks = backend is not None and backend.ranks.world_size > 1 and options.tensor_parallel_size > 1
         self.group = tensor_parallel_group(backend.ranks, options.tensor_parallel_size) if spans_ranks else None
         self.lockstep = spans_ranks
+        self.in_process = options.in_process or spans_ranks  # an engine over ranks runs in their processes
         self.weights_dir = Path(options.weights_dir or tempfile.mkdtemp(prefix="mmgrpo-vllm-weights-"))
         on_gpu = torch.cuda.is_available()
         spec = EngineSpec(
-            model_dir=str(engine_model_dir(checkpoint_dir(model, processor, self.weights_dir), self.weights_dir / "model")),
+            model_dir=str(engine_model_dir(checkpoint_dir(model, processor, self.weights_dir),
+                                           self.weights_dir / "model")),
             dtype=options.dtype or str(next(model.parameters()).dtype).removeprefix("torch."),
             max_model_len=max_model_len,
             gpu_memory_utilization=options.gpu_memory_utilization,
@@ -263,7 +265,7 @@ class VLLMEngine(VLLMSampling):
             distributed_executor_backend=EXECUTOR if spans_ranks else None,
         )
         self.sleeps = spec.enable_sleep_mode
-        self.llm = shared_llm(spec, in_process=options.in_process or spans_ranks, cpu_kv_cache_gib=options.cpu_kv_cache_gib)
+        self.llm = shared_llm(spec, in_process=self.in_process, cpu_kv_cache_gib=options.cpu_kv_cache_gib)
         self.update_weights(model)
 
     @classmethod
@@ -283,7 +285,7 @@ class VLLMEngine(VLLMSampling):
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Load the policy's current weights into the engine, then reset its encoder and prefix caches."""
         self._wake("weights")  # the KV cache stays asleep while the weights load
-        if self.options.in_process:
+        if self.in_process:
             weights = policy_weights(model_or_state_dict, self.backend)
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         else:
