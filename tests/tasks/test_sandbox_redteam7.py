@@ -112,12 +112,14 @@ def f(i):
 
 def test_a_forged_nested_exception_name_ends_the_run_at_little_cost_to_the_trainer(sandbox, limits):
     """The events are read in the calling thread: its own CPU time is measured (0.03-0.45 s, with how much the
-    child wrote before it was stopped), not the process's, which other threads of a shared test worker add to."""
+    child wrote before it was stopped), not the process's, which other threads of a shared test worker add to. Beside
+    a loaded clean-clone CI run (the vLLM environment building) it read 1.03 s once; parsing each of the 40 calls'
+    junk lines, as before round 7, costs 0.1-0.3 s a line: several seconds, well past the bound."""
     started = time.thread_time()
     result = run_tests(FORGED_RAISED, ["for i in range(40):\n    try:\n        f(i)\n    except Exception:\n"
                                        "        pass"], sandbox, limits)
     assert result.status == "no_verdict" and "exception" in result.error, result
-    assert time.thread_time() - started < 1.0
+    assert time.thread_time() - started < 2.0
 
 
 def test_the_parse_cache_holds_a_bounded_count_of_characters_of_names():
