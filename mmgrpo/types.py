@@ -7,7 +7,10 @@ reach the task's reward functions as keyword arguments.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 # A chat message in the Hugging Face multimodal format, e.g.
 # {"role": "user", "content": [{"type": "image", "image": "a.png"}, {"type": "text", "text": "..."}]}
@@ -44,6 +47,25 @@ class Sample:
         return refs
 
 
+@dataclass(frozen=True)
+class InlineMedia:
+    """Media inside a completion (the images tools returned mid-trajectory), encoded as a prompt's media are.
+
+    The items come after the prompt's in the order of their placeholder tokens in the completion; the sampler's
+    next turns and the trainer's forward both read the prompt's media followed by these
+    (:mod:`mmgrpo.models.inline_media`)."""
+
+    inputs: dict[str, torch.Tensor]
+    """The family's media tensors of these items (``pixel_values``, ``image_grid_thw``, ...), on the CPU."""
+    counts: dict[str, int]
+    """Items by modality."""
+    placeholder_tokens: dict[str, int]
+    """Placeholder tokens the items take in the completion, by modality (what the media-token check expects)."""
+    token_inputs: dict[str, torch.Tensor]
+    """Per-token processor extras (``mm_token_type_ids``) of the completion's first tokens, ``[L]`` each; zero past
+    them (the policy's own tokens)."""
+
+
 @dataclass
 class Completion:
     """One sampled continuation of a prompt; in a multi-turn rollout, the whole trajectory after the prompt: the
@@ -58,6 +80,8 @@ class Completion:
     importance weight is taken on them, and lengths do not count them (their ``logprobs`` are placeholders)."""
     tool_outcomes: list[str] = field(default_factory=list)
     """How each tool call of the trajectory went (:data:`tasks.tools.OUTCOMES`), in order."""
+    media: InlineMedia | None = None
+    """The media of the tool turns (a ``zoom_in`` crop), where the model family can take media mid-sequence."""
 
     @property
     def policy_token_count(self) -> int:

@@ -60,6 +60,9 @@ class FamilyAdapter:
     # encoder's prefix, as Qwen-VL's merger does: the tower is then the rest). Unknown: none.
     tower_prefixes: tuple[str, ...] = ()
     projector_prefixes: tuple[str, ...] = ()
+    inline_media: bool = False
+    """Whether media may come mid-sequence, after a completion's first tokens (a tool's images,
+    :mod:`mmgrpo.models.inline_media`): every media input per item or per patch, items read in token order."""
 
     # -- modules -----------------------------------------------------------------
     def backbone(self, model: torch.nn.Module) -> torch.nn.Module:
@@ -191,6 +194,7 @@ class QwenVLAdapter(FamilyAdapter):
     # Qwen3-VL also feeds early vision layers to the decoder through its deepstack mergers.
     projector_prefixes = ("model.visual.merger.", "model.visual.deepstack_merger_list.")
     _rope_media_keys = ("image_grid_thw", "video_grid_thw", "second_per_grid_ts")
+    inline_media = True  # positions come from get_rope_index over the whole row, media included
 
     def prompt_positions(
         self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]

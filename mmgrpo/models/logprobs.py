@@ -58,12 +58,14 @@ def _forward_logprobs(
     model: torch.nn.Module, batch: TrainBatch, *, statistic: TokenStatistic | None, chunk_size: int, temperature: float
 ) -> LogProbs:
     adapter = batch.prompt.adapter
-    prompt_positions, next_position = adapter.prompt_positions(model, batch.prompt.model_inputs())
-    completion_positions = adapter.continuation_positions(next_position, batch.completion_ids.shape[1])
-    position_ids = torch.cat([prompt_positions, completion_positions], -1)  # [(3,) B, T]
-    hidden = adapter.backbone(model)(
-        **batch.model_inputs(), position_ids=position_ids, use_cache=False
-    ).last_hidden_state  # [B, T, D]
+    inputs = batch.model_inputs()
+    if batch.has_inline_media:  # positions over each whole row, the media inside its completion included
+        position_ids, _ = adapter.prompt_positions(model, inputs)  # [(3,) B, T]
+    else:
+        prompt_positions, next_position = adapter.prompt_positions(model, batch.prompt.model_inputs())
+        completion_positions = adapter.continuation_positions(next_position, batch.completion_ids.shape[1])
+        position_ids = torch.cat([prompt_positions, completion_positions], -1)  # [(3,) B, T]
+    hidden = adapter.backbone(model)(**inputs, position_ids=position_ids, use_cache=False).last_hidden_state  # [B, T, D]
     # The state before each completion token predicts it.
     predicting = hidden[:, batch.prompt_length - 1 : -1]  # [B, Tc, D]
     return token_logprobs(

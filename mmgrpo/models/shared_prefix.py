@@ -26,9 +26,11 @@ import torch
 from mmgrpo.models.batch import PromptBatch, TokenIds
 from mmgrpo.models.train_batch import attach_completions, pad_completions
 from mmgrpo.models.compat import cache_argument, checkpointed_layers_keep_cache
+from mmgrpo.models.inline_media import completion_positions, inline_inputs, placeholder_counts
 from mmgrpo.models.logprobs import LogProbs, TokenStatistic, sequence_logprobs, token_logprobs
 from mmgrpo.models.media_check import check_media_tokens
 from mmgrpo.models.replay_cache import ReplayCache
+from mmgrpo.types import InlineMedia
 
 
 def completion_logprobs(
@@ -42,8 +44,10 @@ def completion_logprobs(
     statistic: TokenStatistic | None = None,
     chunk_size: int = 1024,
     temperature: float = 1.0,
+    media: Sequence[InlineMedia | None] | None = None,
 ) -> LogProbs:
-    """Log-probs ``[N, Tc]`` of ``completions`` (group after group, ``group_sizes[p]`` for prompt p).
+    """Log-probs ``[N, Tc]`` of ``completions`` (group after group, ``group_sizes[p]`` for prompt p), ``media[i]``
+    the media inside completion i (a tool's images; None: none has any).
 
     ``group_shared_encoding`` picks :func:`grouped_logprobs`; off, every completion is
     a full prompt + completion row (:func:`~mmgrpo.models.logprobs.sequence_logprobs`).
@@ -52,9 +56,9 @@ def completion_logprobs(
         micro_batch_size=micro_batch_size, statistic=statistic, chunk_size=chunk_size, temperature=temperature
     )
     if group_shared_encoding:
-        return grouped_logprobs(model, prompts, completions, group_sizes, **options)
+        return grouped_logprobs(model, prompts, completions, group_sizes, media=media, **options)
     _check_groups(prompts, completions, group_sizes)
-    batch = attach_completions(prompts, completions, [prompts.kept[row] for row in _group_rows(group_sizes)])
+    batch = attach_completions(prompts, completions, [prompts.kept[row] for row in _group_rows(group_sizes)], media)
     return sequence_logprobs(model, batch, **options)
 
 
@@ -68,6 +72,7 @@ def grouped_logprobs(
     statistic: TokenStatistic | None = None,
     chunk_size: int = 1024,
     temperature: float = 1.0,
+    media: Sequence[InlineMedia | None] | None = None,
 ) -> LogProbs:
     """Log-probs ``[N, Tc]`` (and ``statistic``) of ``completions``, each prompt encoded once.
 
@@ -80,7 +85,7 @@ def grouped_logprobs(
         completions, pad_token_id=prompts.pad_token_id, device=prompts.input_ids.device
     )  # [N, Tc]
     sample_ids = [prompts.sample_ids[row] for row in _group_rows(group_sizes)]
-    check_media_tokens(completion_ids, [{}] * len(completions), prompts.placeholder_ids, sample_ids)
+    check_media_tokens(completion_ids, placeholder_counts(media, len(completions)), prompts.placeholder_ids, sample_ids)
     parts = []
     for prompt_rows, completion_rows in group_chunks(group_sizes, micro_batch_size):
         parts.append(
@@ -90,6 +95,7 @@ def grouped_logprobs(
                 completion_ids[completion_rows],
                 completion_mask[completion_rows],
                 [group_sizes[p] for p in prompt_rows],
+                None if media is None else media[completion_rows],
                 statistic=statistic,
                 chunk_size=chunk_size,
                 temperature=temperature,
@@ -106,12 +112,13 @@ def _shared_forward(
     completion_ids: torch.Tensor,
     completion_mask: torch.Tensor,
     group_sizes: Sequence[int],
+    media: Sequence[InlineMedia | None] | None,
     *,
     statistic: TokenStatistic | None,
     chunk_size: int,
     temperature: float,
 ) -> LogProbs:
-    """One forward of P prompts (once each) and their n completions ``[n, Tc]``."""
+    """One forward of P prompts (once each) and their n completions ``[n, Tc]`` (``media``: inside them)."""
     adapter = prompts.adapter
     backbone = adapter.backbone(model)
     inputs = prompts.model_inputs()
@@ -132,10 +139,16 @@ def _shared_forward(
         width = completion_ids.shape[1]
         if width > 1:
             cache = cache.continued(expand)  # indexing: the backward sums the group's gradients
+            inline = media is not None and any(m is not None for m in media)
             continued = backbone(
                 input_ids=completion_ids[:, :-1],
                 attention_mask=torch.cat([prompts.attention_mask[expand], completion_mask[:, :-1]], 1),
-                position_ids=adapter.continuation_positions(next_position[expand], width - 1),
+                position_ids=(
+                    completion_positions(model, prompts.select(expand.tolist()), completion_ids[:, :-1],
+                                         completion_mask[:, :-1], media)
+                    if inline else adapter.continuation_positions(next_position[expand], width - 1)
+                ),
+                **(inline_inputs(adapter, media, device) if inline else {}),
                 **cache_argument(cache),
                 use_cache=False,
             )

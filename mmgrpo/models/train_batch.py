@@ -14,8 +14,9 @@ import torch
 from transformers import ProcessorMixin
 
 from mmgrpo.models.batch import MediaBudgets, PromptBatch, TokenIds, build_prompt_batch, ragged_rows
+from mmgrpo.models.inline_media import extended_row, placeholder_counts
 from mmgrpo.models.media_check import check_media_tokens
-from mmgrpo.types import Sample
+from mmgrpo.types import InlineMedia, Sample
 
 
 @dataclass
@@ -33,6 +34,11 @@ class TrainBatch:
     completion_mask: torch.Tensor  # [B, Tc]
     kept: list[int]
     num_dropped: int = 0
+    completion_media: list[InlineMedia | None] | None = None  # media inside completion b (a tool's images)
+
+    @property
+    def has_inline_media(self) -> bool:
+        return self.completion_media is not None and any(m is not None for m in self.completion_media)
 
     def __len__(self) -> int:
         return self.completion_ids.shape[0]
@@ -42,7 +48,10 @@ class TrainBatch:
         return self.prompt.input_ids.shape[1]
 
     def model_inputs(self) -> dict[str, Any]:
-        """Forward kwargs over the whole ``[B, Tp + Tc]`` sequence; per-token extras zero-padded over the completion."""
+        """Forward kwargs over the whole ``[B, Tp + Tc]`` sequence; per-token extras zero-padded over the completion
+        (but for the media inside it)."""
+        if self.has_inline_media:
+            return self._inline_model_inputs()
         completion_zeros = torch.zeros_like(self.completion_ids)  # [B, Tc]
         prompt = self.prompt
         return {
@@ -55,6 +64,26 @@ class TrainBatch:
             **prompt.media_inputs,
         }
 
+    def _inline_model_inputs(self) -> dict[str, Any]:
+        """:meth:`model_inputs` of completions holding media: each row's media are its prompt's then its
+        completion's, in the order of their placeholders."""
+        prompt, adapter, device = self.prompt, self.prompt.adapter, self.completion_ids.device
+        rows = [
+            extended_row(adapter, row, self.completion_ids[b].tolist(), self.completion_media[b])
+            for b, row in enumerate(prompt.to("cpu").rows())
+        ]
+        width = self.completion_ids.shape[1]
+        token_inputs = {}
+        for key, value in prompt.token_inputs.items():  # the completion part: each extended row's last Tc extras
+            completion_part = torch.stack([row.token_inputs[key][-width:] for row in rows]).to(device, value.dtype)
+            token_inputs[key] = torch.cat([value, completion_part], 1)  # [B, T]
+        return {
+            "input_ids": torch.cat([prompt.input_ids, self.completion_ids], 1),  # [B, T]
+            "attention_mask": torch.cat([prompt.attention_mask, self.completion_mask], 1),  # [B, T]
+            **token_inputs,
+            **{key: value.to(device) for key, value in adapter.concat_media([row.media_inputs for row in rows]).items()},
+        }
+
     def select(self, rows: Sequence[int]) -> TrainBatch:
         """Rows ``rows`` as a batch of their own (for micro-batches)."""
         index = torch.as_tensor(list(rows), dtype=torch.long)
@@ -64,6 +93,7 @@ class TrainBatch:
             completion_mask=self.completion_mask[index],
             kept=[self.kept[r] for r in rows],
             num_dropped=self.num_dropped,
+            completion_media=None if self.completion_media is None else [self.completion_media[r] for r in rows],
         )
 
 
@@ -90,10 +120,11 @@ def build_train_batch(
 
 
 def attach_completions(
-    prompts: PromptBatch, completions_token_ids: Sequence[TokenIds], prompt_of: Sequence[int]
+    prompts: PromptBatch, completions_token_ids: Sequence[TokenIds], prompt_of: Sequence[int],
+    media: Sequence[InlineMedia | None] | None = None,
 ) -> TrainBatch:
     """A train batch pairing completion i with prompt ``prompt_of[i]`` (an index into the samples
-    ``prompts`` was built from). Completions of dropped prompts are left out and counted."""
+    ``prompts`` was built from), ``media[i]`` inside it. Completions of dropped prompts are left out and counted."""
     row_of_sample = {sample: row for row, sample in enumerate(prompts.kept)}
     kept = [i for i, sample in enumerate(prompt_of) if sample in row_of_sample]
     prompt_rows = [row_of_sample[prompt_of[i]] for i in kept]
@@ -101,13 +132,15 @@ def attach_completions(
         [completions_token_ids[i] for i in kept], pad_token_id=prompts.pad_token_id, device=prompts.input_ids.device
     )  # [B, Tc]
     rows = prompts.select(prompt_rows)
-    check_media_tokens(completion_ids, [{}] * len(kept), rows.placeholder_ids, rows.sample_ids)
+    kept_media = None if media is None else [media[i] for i in kept]
+    check_media_tokens(completion_ids, placeholder_counts(kept_media, len(kept)), rows.placeholder_ids, rows.sample_ids)
     return TrainBatch(
         prompt=rows,
         completion_ids=completion_ids,
         completion_mask=completion_mask,
         kept=kept,
         num_dropped=len(prompt_of) - len(kept),
+        completion_media=kept_media,
     )
 
 

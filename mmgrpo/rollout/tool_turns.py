@@ -7,13 +7,14 @@ turn's opening; the policy then samples its next turn from the prompt, its media
 up to ``max_turns`` turns. The trajectory is one :class:`~mmgrpo.types.Completion` whose
 ``observation_spans`` mark the tools' tokens (no loss on them) and ``tool_outcomes`` each call's outcome.
 
-Observations are text: a tool's images (``zoom_in``) are not yet shown to the policy (their text is, and the
-call counts as ``images_dropped``). The wrapped engine must decode from encoded prompt batches (``hf``).
+A tool's images (a ``zoom_in`` crop) come inside the tool turn, under the prompt's image budget, and the next
+turns see them (:mod:`mmgrpo.models.inline_media`) where the model family takes media mid-sequence; elsewhere
+their text alone is shown and the call counts as ``images_dropped``. The wrapped engine must decode from encoded
+prompt batches (``hf``).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -21,10 +22,13 @@ from typing import Any
 
 import torch
 
-from mmgrpo.models.batch import EncodedRow, PromptBatch, batch_from_rows
+from mmgrpo.models.adapters import adapter_for
+from mmgrpo.models.batch import EncodedRow, MediaBudgets, PromptBatch, batch_from_rows
+from mmgrpo.models.inline_media import encode_inline, extended_row, joined
 from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
-from mmgrpo.types import Completion, Sample
+from mmgrpo.types import Completion, InlineMedia, Sample
+from processors import MediaError
 from tasks.tools import Observation, Tool, ToolCall, ToolContext, find_calls, run_call
 
 _MARK = "\u2063MMGRPO-TURN\u2063"  # stands for the policy's turn where the chat template renders the conversation
@@ -46,9 +50,13 @@ class ToolTurns:
     """``engine`` sampling trajectories of up to ``max_turns`` policy turns with ``tools`` (see the module)."""
 
     def __init__(self, engine: RolloutEngine, processor: Any, tools: Mapping[str, Tool], max_turns: int,
-                 context_of: Callable[[Sample], ToolContext], max_observation_tokens: int = 256) -> None:
+                 context_of: Callable[[Sample], ToolContext], max_observation_tokens: int = 256,
+                 budgets: MediaBudgets | None = None) -> None:
         self.engine, self.processor, self.tools, self.max_turns = engine, processor, dict(tools), max_turns
         self.max_observation_tokens = max_observation_tokens
+        self.budgets = budgets or {}  # a tool's images are loaded under the prompt's image budget
+        self._templates: dict[int, tuple[str, str]] = {}  # image count -> the tool turn's text around its own
+        self._template_ids: dict[str, list[int]] = {}
         self.context_of = context_of
         self.tokenizer = tokenizer_of(processor)
 
@@ -74,7 +82,7 @@ class ToolTurns:
                 results = list(pool.map(lambda item: run_call(item[1], self.tools, self.context_of(item[0].sample)),
                                         calls))
             for (trajectory, _), (observation, outcome) in zip(calls, results):
-                self._observe(trajectory, observation, "images_dropped" if observation.images else outcome)
+                self._observe(trajectory, observation, outcome, prompts.family)
             self._next_turn([trajectory for trajectory, _ in calls], rows, prompts, params)
         return [[t.completion for t in group] for group in trajectories]
 
@@ -87,46 +95,75 @@ class ToolTurns:
             return None
         return calls[-1]
 
-    def _observe(self, trajectory: _Trajectory, observation: Observation, outcome: str) -> None:
+    def _observe(self, trajectory: _Trajectory, observation: Observation, outcome: str, family: str) -> None:
         completion = trajectory.completion
-        observed = self._observation_ids(observation.text)
-        spans = [*completion.observation_spans, (len(completion.token_ids), len(completion.token_ids) + len(observed))]
+        offset = len(completion.token_ids)
+        if observation.images and not adapter_for(family).inline_media:
+            observation, outcome = replace(observation, images=()), "images_dropped"
+        try:
+            observed, media = self._observation_tokens(observation, family)
+        except MediaError as error:  # a crop the image budget refuses (an absurd aspect ratio)
+            observed, media = self._observation_tokens(Observation.failure(f"the image could not be shown: {error}"),
+                                                       family)
+            outcome = "failed"
         trajectory.completion = replace(
             completion, token_ids=[*completion.token_ids, *observed],
             logprobs=None if completion.logprobs is None else [*completion.logprobs, *[0.0] * len(observed)],
-            observation_spans=spans, tool_outcomes=[*completion.tool_outcomes, outcome],
+            observation_spans=[*completion.observation_spans, (offset, offset + len(observed))],
+            tool_outcomes=[*completion.tool_outcomes, outcome],
+            media=completion.media if media is None else joined(adapter_for(family), completion.media, media, offset),
         )
 
-    def _observation_ids(self, text: str) -> list[int]:
+    def _observation_tokens(self, observation: Observation, family: str) -> tuple[list[int], InlineMedia | None]:
         """The tokens between the end of the policy's turn (its stop token) and the start of its next one: the
-        tool turn holding ``text`` as the model's chat template renders it, then the assistant turn's opening.
-        ``text`` is tokenized as plain text (a tool printing ``<|im_start|>user`` writes those characters, not a
+        tool turn holding the observation as the model's chat template renders it (its text, then its images),
+        then the assistant turn's opening; and the images as media inside the completion (None without).
+        The text is tokenized as plain text (a tool printing ``<|im_start|>user`` writes those characters, not a
         turn) and cut to ``max_observation_tokens``."""
-        observed = self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        observed = self.tokenizer(observation.text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
         if len(observed) > self.max_observation_tokens:
             cut = self.tokenizer(" [cut]", add_special_tokens=False)["input_ids"]
             observed = observed[: self.max_observation_tokens - len(cut)] + cut
-        before, after = self._tool_turn_template
-        return [*before, *observed, *after]
+        before, after = self._tool_turn_template(len(observation.images))
+        if not observation.images:
+            return [*self._ids(before), *observed, *self._ids(after)], None
+        after_ids, media = encode_inline(self.processor, family, after, observation.images, self.budgets)
+        return [*self._ids(before), *observed, *after_ids], media
 
-    @functools.cached_property
-    def _tool_turn_template(self) -> tuple[list[int], list[int]]:
-        """The tokens of the tool turn before and after its text, rendered once by the model's chat template."""
+    def _observation_ids(self, text: str) -> list[int]:
+        """The tokens of a text-only tool turn holding ``text`` (see :meth:`_observation_tokens`)."""
+        return self._observation_tokens(Observation(text=text), "")[0]
+
+    def _ids(self, template_part: str) -> list[int]:
+        if template_part not in self._template_ids:
+            self._template_ids[template_part] = self.tokenizer(template_part, add_special_tokens=False)["input_ids"]
+        return self._template_ids[template_part]
+
+    def _tool_turn_template(self, images: int) -> tuple[str, str]:
+        """The text of a tool turn with ``images`` images before and after its own text, as the model's chat
+        template renders it (image placeholders not yet expanded), once per image count."""
+        if images not in self._templates:
+            self._templates[images] = self._rendered_tool_turn(images)
+        return self._templates[images]
+
+    def _rendered_tool_turn(self, images: int) -> tuple[str, str]:
+        content = [{"type": "text", "text": _OBSERVATION}, *[{"type": "image"}] * images]
         conversation = [{"role": "user", "content": [{"type": "text", "text": ""}]},
                         {"role": "assistant", "content": [{"type": "text", "text": _MARK}]},
-                        {"role": "tool", "content": [{"type": "text", "text": _OBSERVATION}]}]
+                        {"role": "tool", "content": content}]
         rendered = self.processor.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
         after_turn = rendered.index(_MARK) + len(_MARK)
         stop = self.tokenizer.decode([self.tokenizer.eos_token_id]) if self.tokenizer.eos_token_id is not None else ""
         if stop and stop in rendered[after_turn:]:  # the policy's own stop token ends its turn
             after_turn = rendered.index(stop, after_turn) + len(stop)
         before, after = rendered[after_turn:].split(_OBSERVATION)
-        return tuple(self.tokenizer(part, add_special_tokens=False)["input_ids"] for part in (before, after))
+        return before, after
 
     def _next_turn(self, going: Sequence[_Trajectory], rows: Sequence[EncodedRow], prompts: PromptBatch,
                    params: SamplingParams) -> None:
         """One more policy turn of each trajectory in ``going``, decoded after its prompt and trajectory so far."""
-        extended = [_extended(rows[t.row], t.completion.token_ids) for t in going]
+        adapter = adapter_for(prompts.family)
+        extended = [extended_row(adapter, rows[t.row], t.completion.token_ids, t.completion.media) for t in going]
         batch = batch_from_rows(extended, family=prompts.family, sample_ids=[t.sample.id for t in going],
                                 kept=list(range(len(going))), dropped=[], placeholder_ids=prompts.placeholder_ids,
                                 pad_token_id=prompts.pad_token_id)
@@ -141,13 +178,3 @@ class ToolTurns:
             )
             trajectory.turns += 1
 
-
-def _extended(row: EncodedRow, suffix: Sequence[int]) -> EncodedRow:
-    """``row`` with the trajectory's tokens after it (per-token extras zero for them: text tokens)."""
-    tail = torch.tensor(list(suffix), dtype=row.input_ids.dtype)
-    return EncodedRow(
-        input_ids=torch.cat([row.input_ids, tail]),
-        token_inputs={key: torch.cat([value, torch.zeros(len(tail), dtype=value.dtype)])
-                      for key, value in row.token_inputs.items()},
-        media_inputs=row.media_inputs, media_counts=row.media_counts,
-    )

@@ -113,7 +113,7 @@ def build_engine(
     coords = FAMILY_COORDINATES.get(family, OTHER_FAMILIES_COORDINATES)
     tools = {name: TOOLS.get(name) for name in config.rollout.tools}
     return ToolTurns(engine, processor, tools, config.rollout.max_turns,
-                     lambda sample: ToolContext(sample, info, coords), config.rollout.max_observation_tokens)
+                     lambda sample: ToolContext(sample, info, coords), config.rollout.max_observation_tokens, budgets)
 
 
 def sampling_params(config: Config, seed: int) -> SamplingParams:

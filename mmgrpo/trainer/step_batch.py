@@ -110,4 +110,5 @@ class StepBatchBuilder:
         return StepBatch(
             prompts=prompts.to(device), completions=token_ids, group_sizes=rollouts.group_sizes,
             advantages=advantages.to(device), loss_mask=loss_mask, sampler_logp=sampler_logprobs(completions, loss_mask),
+            media=[c.media for c in completions] if any(c.media is not None for c in completions) else None,
         )

@@ -35,7 +35,7 @@ from mmgrpo.config import AlgoConfig, Config
 from mmgrpo.trainer.backends import OptimizerSpec, TrainingBackend
 from mmgrpo.trainer.loss_scaling import autocast_dtype
 from mmgrpo.trainer.nonfinite import blamed_on, require_finite
-from mmgrpo.types import Completion
+from mmgrpo.types import Completion, InlineMedia
 
 TokenIds = Sequence[int]
 
@@ -135,6 +135,7 @@ class StepBatch:
     ref_logp: torch.Tensor | None = None  # [N, Tc]
     sampler_logp: torch.Tensor | None = None  # [N, Tc] the rollout engine's log-probs of its sampled tokens
     policy_logp: torch.Tensor | None = None  # [N, Tc] the policy's own, before the update, if a step computed them
+    media: list[InlineMedia | None] | None = None  # [N] the media inside each completion (a tool's images), if any
 
     def select(self, rows: list[int], completions: slice) -> StepBatch:
         return StepBatch(
@@ -146,6 +147,7 @@ class StepBatch:
             ref_logp=None if self.ref_logp is None else self.ref_logp[completions],
             sampler_logp=None if self.sampler_logp is None else self.sampler_logp[completions],
             policy_logp=None if self.policy_logp is None else self.policy_logp[completions],
+            media=None if self.media is None else self.media[completions],
         )
 
 
@@ -208,6 +210,7 @@ def batch_logprobs(
                 model, micro.prompts, micro.completions, micro.group_sizes,
                 group_shared_encoding=settings.group_shared_encoding,
                 micro_batch_size=len(micro.completions), temperature=temperature, statistic=statistic,
+                media=micro.media,
             )  # [n, width]
             if chunk.counts:
                 logp[chunk.part, : micro_logp.shape[1]] = micro_logp.float()
@@ -327,6 +330,7 @@ def _accumulate_gradients(
                 backend.model, micro.prompts, micro.completions, micro.group_sizes,
                 group_shared_encoding=settings.group_shared_encoding, micro_batch_size=len(micro.completions),
                 statistic="entropy" if settings.with_entropy else None, temperature=loss_settings.temperature,
+                media=micro.media,
             )  # [n, Tc]
         width = logp.shape[1]
         if keep_logp is not None and chunk.counts:

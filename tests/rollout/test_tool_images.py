@@ -1,0 +1,113 @@
+"""Tool turns that return images (``zoom_in``): the crop comes inside the trajectory, the policy's next turns see
+it, and the trainer's forward over the whole trajectory (crop included) gives the sampler's log-probs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from mmgrpo.models.batch import build_prompt_batch
+from mmgrpo.models.shared_prefix import completion_logprobs
+from mmgrpo.rollout.base import SamplingParams
+from mmgrpo.rollout.hf import HFEngine
+from mmgrpo.rollout.tool_turns import ToolTurns
+from mmgrpo.types import Completion
+from tasks.tools import TOOLS, ToolContext
+
+
+def zoom(box: list[float]) -> str:
+    return '<tool_call>{"name": "zoom_in", "arguments": {"bbox_2d": %s}}</tool_call>' % box
+
+
+class ScriptedTurns:
+    """The engine, except that its first calls' completions are ``turns[i]`` followed by its stop token (a tiny
+    random policy never writes a tool call by itself); later calls sample."""
+
+    def __init__(self, engine: HFEngine, turns: list[str]) -> None:
+        self.engine, self.turns, self.calls = engine, turns, 0
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def generate(self, samples, params, group_sizes=None, *, prompts=None):
+        groups = self.engine.generate(samples, params, group_sizes, prompts=prompts)
+        self.calls += 1
+        if self.calls > len(self.turns):
+            return groups
+        text, tokenizer = self.turns[self.calls - 1], self.engine.tokenizer
+        ids = [*tokenizer(text, add_special_tokens=False)["input_ids"], tokenizer.eos_token_id]
+        return [[Completion(text, ids, [0.0] * len(ids)) for _ in group] for group in groups]
+
+
+def sampled(policy, samples, turns: list[str], max_turns: int, n: int = 2):
+    model, processor = policy
+    engine = HFEngine(model, processor)
+    tool_turns = ToolTurns(ScriptedTurns(engine, turns), processor, {"zoom_in": TOOLS.get("zoom_in")}, max_turns,
+                           lambda sample: ToolContext(sample))
+    groups = tool_turns.generate(samples, SamplingParams(n=n, max_new_tokens=6, seed=5))
+    return groups, engine
+
+
+def trainer_logprobs(policy, samples, groups, *, shared: bool, media=True) -> torch.Tensor:
+    model, processor = policy
+    prompts = build_prompt_batch(processor, samples, family=model.config.model_type)
+    completions = [c for group in groups for c in group]
+    with torch.no_grad():
+        logp, _ = completion_logprobs(
+            model, prompts, [c.token_ids for c in completions], [len(g) for g in groups], group_shared_encoding=shared,
+            micro_batch_size=len(completions), media=[c.media for c in completions] if media else None,
+        )
+    return logp
+
+
+@pytest.mark.parametrize("calls", [1, 2])
+def test_a_zoomed_crop_is_seen_by_the_next_turn_and_the_trainer_scores_the_trajectory_as_the_sampler_did(
+    policy, samples, calls
+):
+    """After ``calls`` zooms (two crops of different sizes, each its own placeholder run), the policy's last turn
+    is sampled with log-probs the trainer's forward over the whole trajectory gives, group-shared or plain."""
+    turns = [zoom([0.1, 0.1, 0.6, 0.5]), zoom([0.5, 0.4, 0.9, 0.9])][:calls]
+    groups, engine = sampled(policy, samples[:2], turns, max_turns=calls + 1)
+    image_pad = engine.tokenizer.convert_tokens_to_ids("<|image_pad|>")
+    for trajectory in (c for group in groups for c in group):
+        assert trajectory.tool_outcomes == ["ok"] * calls
+        assert trajectory.media is not None and trajectory.media.counts == {"image": calls}
+        assert trajectory.media.inputs["image_grid_thw"].shape == (calls, 3)
+        pads = [i for i, token in enumerate(trajectory.token_ids) if token == image_pad]
+        assert len(pads) == trajectory.media.placeholder_tokens["image"] > 0
+        assert all(any(start <= i < end for start, end in trajectory.observation_spans) for i in pads)
+        assert len(trajectory.token_ids) > trajectory.observation_spans[-1][1]  # the policy's last turn
+    for shared in (True, False):
+        logp = trainer_logprobs(policy, samples[:2], groups, shared=shared)
+        for row, trajectory in enumerate(c for group in groups for c in group):
+            last_turn = slice(trajectory.observation_spans[-1][1], len(trajectory.token_ids))
+            torch.testing.assert_close(logp[row, last_turn], torch.tensor(trajectory.logprobs[last_turn]),
+                                       rtol=0, atol=1e-5)
+
+
+def test_the_trainer_reads_the_crop_itself(policy, samples):
+    """The last turn's log-probs depend on the crop's pixels: another crop of the same size gives others."""
+    groups, _ = sampled(policy, samples[:1], [zoom([0.0, 0.0, 0.5, 0.5])], max_turns=2)
+    trajectory = groups[0][0]
+    other_pixels = torch.flip(trajectory.media.inputs["pixel_values"], [0])
+    swapped = replace(trajectory, media=replace(trajectory.media, inputs={**trajectory.media.inputs,
+                                                                          "pixel_values": other_pixels}))
+    last_turn = slice(trajectory.observation_spans[-1][1], len(trajectory.token_ids))
+    seen = trainer_logprobs(policy, samples[:1], [[trajectory]], shared=True)[0, last_turn]
+    other = trainer_logprobs(policy, samples[:1], [[swapped]], shared=True)[0, last_turn]
+    assert (seen - other).abs().max() > 1e-4
+
+
+def test_a_family_without_media_mid_sequence_gets_the_text_and_the_call_counts_its_images_dropped(
+    tiny_model_dir, samples
+):
+    from mmgrpo.models.loading import load_model_and_processor
+
+    policy = load_model_and_processor(tiny_model_dir("smolvlm"))
+    groups, _ = sampled(policy, samples[:1], [zoom([0.1, 0.1, 0.6, 0.5])], max_turns=2, n=1)
+    (trajectory,), = groups
+    assert trajectory.tool_outcomes == ["images_dropped"] and trajectory.media is None
+    (start, end), = trajectory.observation_spans
+    assert "zoomed in" in policy[1].tokenizer.decode(trajectory.token_ids[start:end])
