@@ -47,7 +47,7 @@ class Sample:
         return refs
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # equal when the same object: tensors have no single truth value
 class InlineMedia:
     """Media inside a completion (the images tools returned mid-trajectory), encoded as a prompt's media are.
 

@@ -14,7 +14,7 @@ from typing import Any
 from mmgrpo.models.batch import PromptBatch
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.trainer.rollouts import Group, Rollouts
-from mmgrpo.types import Completion, Sample
+from mmgrpo.types import Completion, InlineMedia, Sample
 from tasks.reward_calls import RewardError
 
 
@@ -65,7 +65,7 @@ def _group(data: Mapping[str, Any], samples: Mapping[str, Sample], prompts: Prom
         sample=samples[data["sample_id"]],
         prompts=prompts,
         prompt_row=int(data["prompt_row"]),
-        completions=[Completion(**completion) for completion in data["completions"]],
+        completions=[_completion(completion) for completion in data["completions"]],
         rewards=list(data["rewards"]),
         components={name: list(values) for name, values in data["components"].items()},
         metric=data["metric"],
@@ -73,3 +73,8 @@ def _group(data: Mapping[str, Any], samples: Mapping[str, Sample], prompts: Prom
         steps=None if steps is None else [[(int(a), int(b), float(score)) for a, b, score in spans] for spans in steps],
         greedy_reward=data.get("greedy_reward"),  # absent from checkpoints older than ReMax
     )
+
+
+def _completion(data: Mapping[str, Any]) -> Completion:
+    media = data.get("media")  # absent from checkpoints older than image observations
+    return Completion(**{**data, "media": None if media is None else InlineMedia(**media)})

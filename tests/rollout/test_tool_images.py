@@ -111,3 +111,55 @@ def test_a_family_without_media_mid_sequence_gets_the_text_and_the_call_counts_i
     assert trajectory.tool_outcomes == ["images_dropped"] and trajectory.media is None
     (start, end), = trajectory.observation_spans
     assert "zoomed in" in policy[1].tokenizer.decode(trajectory.token_ids[start:end])
+
+
+def test_a_checkpointed_round_keeps_its_trajectories_crops(policy, samples, tmp_path):
+    """An asynchronous run's checkpoint holds rounds sampled ahead: their crops come back, scored the same."""
+    from mmgrpo.trainer.rollout_records import rollouts_from_record, rollouts_record
+    from mmgrpo.trainer.rollouts import Group, Rollouts
+    from mmgrpo.trainer.safe_state import dump_state, load_state
+
+    groups, _ = sampled(policy, samples[:1], [zoom([0.2, 0.2, 0.7, 0.7])], max_turns=2)
+    rollouts = Rollouts(groups=[Group(samples[0], groups[0], rewards=[1.0, 0.0], components={})])
+    dump_state(rollouts_record(rollouts), tmp_path / "state.json", tmp_path / "state.safetensors")
+    record = load_state(tmp_path / "state.json", tmp_path / "state.safetensors")
+    restored = rollouts_from_record(record, {samples[0].id: samples[0]}, prompts=None).groups[0].completions
+    for back, kept in zip(restored, groups[0]):
+        assert replace(back, media=None) == replace(kept, media=None)
+        assert back.media.counts == kept.media.counts and back.media.placeholder_tokens == kept.media.placeholder_tokens
+        for field in ("inputs", "token_inputs"):
+            assert all(torch.equal(value, getattr(kept.media, field)[key])
+                       for key, value in getattr(back.media, field).items())
+    torch.testing.assert_close(trainer_logprobs(policy, samples[:1], [restored], shared=True),
+                               trainer_logprobs(policy, samples[:1], groups, shared=True), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_grpo_run_trains_on_trajectories_with_crops(small_config, tmp_path, monkeypatch, shared):
+    """Every first turn zooms (scripted: the tiny policy never would); the trajectories, crops inside, train
+    group-shared or as plain rows, and the trainer's log-probs are the sampler's (the step's measured gap)."""
+    from mmgrpo.run_files import read_metrics
+    from mmgrpo.trainer.pipeline import run_training
+
+    real_generate = HFEngine.generate
+    call = zoom([0.25, 0.25, 0.75, 0.75])
+
+    def first_turn_zooms(self, samples, params, group_sizes=None, *, prompts=None):
+        groups = real_generate(self, samples, params, group_sizes, prompts=prompts)
+        if params.n == 1:  # a later turn (or a greedy decode): the policy's own
+            return groups
+        ids = [*self.tokenizer(call, add_special_tokens=False)["input_ids"], self.tokenizer.eos_token_id]
+        with torch.no_grad():  # the policy's own log-probs of the scripted turn, as a sampler would report them
+            logp, _ = completion_logprobs(self.model, prompts, [ids] * len(prompts), [1] * len(prompts),
+                                          micro_batch_size=len(prompts))
+        return [[replace(c, text=call, token_ids=ids, logprobs=logp[row].tolist(), truncated=False) for c in group]
+                for row, group in enumerate(g for g in groups if g)]
+
+    monkeypatch.setattr(HFEngine, "generate", first_turn_zooms)
+    config = small_config("train.steps=2", "rollout.tools=[zoom_in]", "rollout.max_turns=2", "eval.before=false",
+                          "eval.after=false", f"train.group_shared_encoding={str(shared).lower()}",
+                          "algo.num_iterations=2", "rollout.logprobs_source=engine")
+    assert run_training(config)["grpo_steps"] == 2
+    rows = read_metrics(tmp_path / "runs" / "test" / "metrics.jsonl")
+    assert all(row["tools/ok_frac"] == 1.0 for row in rows)
+    assert all(row["rollout/logprob_gap_max"] < 1e-4 for row in rows), [row["rollout/logprob_gap_max"] for row in rows]
