@@ -4,7 +4,9 @@ Importing this package registers the built-in tasks and rewards. A new task is o
 module here plus one import line below.
 """
 
-from tasks import audio_count, clevr_count, code, format_rewards, geometry, grounding, math, object_mentions, video_count
+from tasks import (  # noqa: F401  (registration)
+    audio_count, clevr_count, code, format_rewards, geometry, grounding, math, object_mentions, video_count, zoom_texture,
+)
 from tasks.base import ModelInfo, RowError, Task
 from tasks.guards import GuardedAnswer, Guards, guarded_answer
 from tasks.registry import REWARDS, TASKS, get_task, register_reward, register_task

@@ -149,6 +149,12 @@ class Task:
         reasoning = sample.extra.get("reasoning") or self.default_reasoning
         return f"<think>{reasoning}</think>{answer}"
 
+    def reference_turns(self, sample: Sample) -> list[str]:
+        """The cold-start SFT target as the policy's turns: one (:meth:`reference_completion`), or, for a task that
+        demonstrates tool use, a turn ending in a tool call and then the turns after its result (the tools run
+        between them in SFT as in rollouts)."""
+        return [self.reference_completion(sample)]
+
     def reward_options(self, names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
         """Keyword options (e.g. the guards) for the rewards in ``names`` (default: the task's
         rewards) that take any, in the form ``score_completions(reward_options=...)`` takes."""

@@ -269,10 +269,15 @@ class GroundingTask(Task):
         return parse_box(answer_text)
 
     def format_answer(self, sample: Sample) -> str:
-        """The ground-truth box in the coordinate system the prompt asks for, rounded as the system's
-        ``decimals`` say (whole pixels or thousandths; three decimals for 0-1)."""
+        """The ground-truth box in the coordinate system the prompt asks for."""
         extra = sample.extra
-        sx, sy = COORDINATE_SYSTEMS.get(self.coords).scale(tuple(extra["image_size"]), tuple(extra["resized_size"]))
-        digits = COORDINATE_SYSTEMS.get(self.coords).decimals or None
-        x1, y1, x2, y2 = (round(value / scale, digits) for value, scale in zip(sample.answer, (sx, sy, sx, sy)))
-        return f"[{x1}, {y1}, {x2}, {y2}]"
+        return written_box(sample.answer, self.coords, extra["image_size"], extra["resized_size"])
+
+
+def written_box(box: Box, coords: str, original_size: Size, resized_size: Size) -> str:
+    """``box`` (original pixels) as a model writes it in ``coords``, rounded as the system's ``decimals`` say
+    (whole pixels or thousandths; three decimals for 0-1)."""
+    sx, sy = COORDINATE_SYSTEMS.get(coords).scale(tuple(original_size), tuple(resized_size))
+    digits = COORDINATE_SYSTEMS.get(coords).decimals or None
+    x1, y1, x2, y2 = (round(value / scale, digits) for value, scale in zip(box, (sx, sy, sx, sy)))
+    return f"[{x1}, {y1}, {x2}, {y2}]"

@@ -3,7 +3,9 @@
 Importing this package registers the built-in recipes.
 """
 
-from data_recipes.generators import arithmetic, audio_count, clevr_count, code_functions, grounding, video_count  # noqa: F401  (registration)
+from data_recipes.generators import (  # noqa: F401  (registration)
+    arithmetic, audio_count, clevr_count, code_functions, grounding, video_count, zoom_texture,
+)
 from data_recipes.generators.base import GENERATORS, Example, Generator, MediaFile, example_rng
 
 __all__ = ["GENERATORS", "Example", "Generator", "MediaFile", "example_rng"]

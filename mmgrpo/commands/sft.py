@@ -28,6 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from mmgrpo.trainer.pipeline import load_run_policy
     from mmgrpo.trainer.pipeline import base_model_path
     from mmgrpo.inputs import load_samples, media_budgets, task_model_info
+    from mmgrpo.trainer.setup import demonstrator
     from mmgrpo.trainer.sft import run_sft, sft_examples
 
     model, processor, paths = load_run_policy(config)
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     history = run_sft(
         model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
         progress_bar=config.log.progress_bar, max_prompt_len=config.data.max_prompt_tokens, skip_ledger=ledger,
-        cache=open_prompt_cache(config),
+        cache=open_prompt_cache(config), demonstrate=demonstrator(config, model, processor),
     )
     model.save_pretrained(args.out)
     processor.save_pretrained(args.out)

@@ -52,7 +52,7 @@ from mmgrpo.trainer.resume import SFT_CHECKPOINTS, SFT_MODEL, ResumePoint, plan_
 from mmgrpo.inputs import (
     SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, reward_policy, task_model_info,
 )
-from mmgrpo.trainer.setup import build_engine, load_policy, loading_device
+from mmgrpo.trainer.setup import build_engine, demonstrator, load_policy, loading_device
 from mmgrpo.trainer.sft import run_sft, sft_examples, sft_optimizer_spec
 from processors import MODALITIES
 
@@ -282,6 +282,7 @@ def _cold_start(  # noqa: ANN001
             metrics=sft_log, progress_bar=config.log.progress_bar and main, max_prompt_len=config.data.max_prompt_tokens,
             skip_ledger=ledger, checkpoints=run_dir / SFT_CHECKPOINTS if main or sharded else None,
             resume_from=resume_from, cache=open_prompt_cache(config), backend=backend,
+            demonstrate=demonstrator(config, model, processor),
         )
     finally:
         sft_log.close()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -22,7 +23,10 @@ from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.rollout.base import ENGINES, RolloutEngine, SamplingParams
 from mmgrpo.rollout.tool_turns import ToolTurns
+from mmgrpo.trainer.demonstrations import ScriptedTurns, demonstrated
 from mmgrpo.trainer.rollouts import ScoringRule
+from mmgrpo.trainer.sft import Demonstrate, SFTExample, end_of_turn
+from mmgrpo.types import Completion
 from tasks.base import ModelInfo, Task
 from tasks.grounding import FAMILY_COORDINATES, OTHER_FAMILIES_COORDINATES
 from tasks.tools import TOOLS, ToolContext
@@ -108,12 +112,36 @@ def build_engine(
     engine = ENGINES.get(config.rollout.engine).from_config(config, model, processor, budgets, backend)
     if not config.rollout.tools:
         return engine
+    return tool_turns_of(config, model, processor)(engine, config.rollout.max_turns)
+
+
+def tool_turns_of(config: Config, model: torch.nn.Module, processor: Any) -> Callable[[Any, int], ToolTurns]:
+    """``(engine, max_turns) -> ToolTurns`` with the tools of ``rollout.tools``, as the model sees its images."""
+    budgets = media_budgets(config.model, processor)
     family = unwrap_model(model).config.model_type
     info = ModelInfo(family, budgets["image"], budgets["video"])
     coords = FAMILY_COORDINATES.get(family, OTHER_FAMILIES_COORDINATES)
     tools = {name: TOOLS.get(name) for name in config.rollout.tools}
-    return ToolTurns(engine, processor, tools, config.rollout.max_turns,
-                     lambda sample: ToolContext(sample, info, coords), config.rollout.max_observation_tokens, budgets)
+    return lambda engine, max_turns: ToolTurns(
+        engine, processor, tools, max_turns, lambda sample: ToolContext(sample, info, coords),
+        config.rollout.max_observation_tokens, budgets,
+    )
+
+
+def demonstrator(config: Config, model: torch.nn.Module, processor: Any) -> Demonstrate | None:
+    """How SFT turns tool demonstrations into trajectories (None without ``rollout.tools``)."""
+    if not config.rollout.tools:
+        return None
+    tool_turns = tool_turns_of(config, model, processor)
+    budgets, family = media_budgets(config.model, processor), unwrap_model(model).config.model_type
+
+    def demonstrate(examples: Sequence[SFTExample]) -> list[Completion | None]:
+        return demonstrated(
+            [example.sample for example in examples], [example.tool_turns for example in examples], tool_turns,
+            lambda turns: ScriptedTurns(processor, budgets, family, turns, end_of_turn(model)),
+        )
+
+    return demonstrate
 
 
 def sampling_params(config: Config, seed: int) -> SamplingParams:

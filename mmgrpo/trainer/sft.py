@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
@@ -25,7 +25,6 @@ from tqdm.auto import tqdm
 from mmgrpo.config import SFTConfig
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import MediaBudgets, PromptBatch, build_prompt_batch
-from mmgrpo.models.train_batch import pad_completions
 from mmgrpo.models.prompt_cache import PromptCache, hit_rate_metrics
 from mmgrpo.models.shared_prefix import completion_logprobs
 from mmgrpo.models.special_tokens import tokenizer_of
@@ -39,7 +38,8 @@ from mmgrpo.trainer.nonfinite import blamed_on, naming_rows, require_finite
 from mmgrpo.skipped_rows import SkipLedger, SkippedRow, describe_skipped
 from mmgrpo.distributed import Ranks
 from mmgrpo.trainer.backends import OptimizerSpec, SingleProcessBackend, TrainingBackend
-from mmgrpo.types import Sample
+from mmgrpo.trainer.update import build_loss_mask
+from mmgrpo.types import Completion, Sample
 from tasks.base import Task
 
 if TYPE_CHECKING:
@@ -54,11 +54,22 @@ class SFTExample:
 
     sample: Sample
     completion: str
+    tool_turns: tuple[str, ...] = ()
+    """A demonstration that calls tools: the policy's turns, the tools run between them
+    (:mod:`mmgrpo.trainer.demonstrations`); empty: ``completion`` is the one turn."""
+
+
+Demonstrate = Callable[[Sequence[SFTExample]], list[Completion | None]]
+"""Tool demonstrations -> their trajectories (None where the prompt did not encode)."""
 
 
 def reference_examples(samples: Sequence[Sample], tasks: dict[str, Task]) -> list[SFTExample]:
-    """Each sample paired with its task's reference completion."""
-    return [SFTExample(s, tasks[s.task].reference_completion(s)) for s in samples]
+    """Each sample paired with its task's reference completion (its turns, when the task demonstrates tools)."""
+    examples = []
+    for sample in samples:
+        turns = tuple(tasks[sample.task].reference_turns(sample))
+        examples.append(SFTExample(sample, "".join(turns), turns if len(turns) > 1 else ()))
+    return examples
 
 
 def sft_examples(files: Sequence[str | Path], train_set: SampleSet | None) -> list[SFTExample]:
@@ -91,9 +102,32 @@ def load_sft_file(path: str | Path) -> list[SFTExample]:
 def completion_token_ids(processor: Any, model: torch.nn.Module, completions: Sequence[str]) -> list[list[int]]:
     """Token ids of each completion followed by the end-of-turn token."""
     tokenizer = tokenizer_of(processor)
+    return [tokenizer(text, add_special_tokens=False).input_ids + [end_of_turn(model)] for text in completions]
+
+
+def end_of_turn(model: torch.nn.Module) -> int:
+    """The token that ends the model's turn (its first end-of-sequence token)."""
     eos = unwrap_model(model).generation_config.eos_token_id
-    end_of_turn = eos[0] if isinstance(eos, list) else eos
-    return [tokenizer(text, add_special_tokens=False).input_ids + [end_of_turn] for text in completions]
+    return eos[0] if isinstance(eos, list) else eos
+
+
+def sft_targets(processor: Any, model: torch.nn.Module, batch: Sequence[SFTExample],
+                demonstrate: Demonstrate | None) -> list[Completion]:
+    """What each example trains on: its completion then the end-of-turn token, or its tool demonstration's
+    trajectory (tool tokens masked; an empty target where its prompt did not encode, left out with it)."""
+    plain = [i for i, example in enumerate(batch) if not example.tool_turns]
+    targets = [Completion("", []) for _ in batch]
+    for i, ids in zip(plain, completion_token_ids(processor, model, [batch[i].completion for i in plain])):
+        targets[i] = Completion(batch[i].completion, ids)
+    demonstrations = [i for i in range(len(batch)) if batch[i].tool_turns]
+    if demonstrations:
+        if demonstrate is None:
+            example = batch[demonstrations[0]]
+            raise ValueError(f"the SFT example {example.sample.id!r} (task {example.sample.task!r}) demonstrates tool "
+                             "calls: name the tools it calls in rollout.tools")
+        for i, trajectory in zip(demonstrations, demonstrate([batch[i] for i in demonstrations])):
+            targets[i] = trajectory or targets[i]
+    return targets
 
 
 def run_sft(
@@ -112,6 +146,7 @@ def run_sft(
     resume_from: Path | None = None,
     cache: PromptCache | None = None,
     backend: TrainingBackend | None = None,
+    demonstrate: Demonstrate | None = None,
 ) -> list[dict[str, float]]:
     """Train for ``config.steps`` optimizer steps of ``config.batch_size`` examples; returns per-step metrics.
 
@@ -120,7 +155,8 @@ def run_sft(
     With ``checkpoints``, a stop request (Ctrl-C, SIGTERM) or an error inside a step saves
     the last finished step there as ``step-N``, then propagates. ``resume_from`` is such a
     checkpoint, whose weights ``model`` already holds: training continues from it exactly.
-    ``cache`` is the preprocessing cache prompts are read from and stored in.
+    ``cache`` is the preprocessing cache prompts are read from and stored in. ``demonstrate`` makes the
+    trajectories of examples that call tools (:func:`mmgrpo.trainer.demonstrations.demonstrated`).
 
     ``backend``: the training back end prepared around ``model`` with :func:`sft_optimizer_spec` (default: one
     process). On several ranks every rank draws the same batch and trains on its contiguous share, the back end
@@ -145,7 +181,7 @@ def run_sft(
             indices = order.take(config.batch_size)
             share = len(indices) // ranks.world_size
             batch = [examples[i] for i in indices[ranks.rank * share:(ranks.rank + 1) * share]]
-            targets = completion_token_ids(processor, model, [example.completion for example in batch])
+            targets = sft_targets(processor, model, batch, demonstrate)
             parts, skipped = _encode_micro_batches(
                 processor, batch, targets, config.micro_batch_size, budgets, family=family,
                 max_prompt_len=max_prompt_len, cache=cache,
@@ -191,8 +227,8 @@ class _Passes:
     own: int
 
     @classmethod
-    def agreed(cls, parts: Sequence[tuple[PromptBatch, list[list[int]]]], ranks: Ranks) -> _Passes:
-        tokens = sum(len(target) for _, targets in parts for target in targets)
+    def agreed(cls, parts: Sequence[tuple[PromptBatch, list[Completion]]], ranks: Ranks) -> _Passes:
+        tokens = sum(target.policy_token_count for _, targets in parts for target in targets)
         everyone = ranks.gather((len(parts), tokens))
         return cls(max(count for count, _ in everyone), sum(tokens for _, tokens in everyone), len(parts))
 
@@ -200,19 +236,19 @@ class _Passes:
 def _stand_in_part(
     processor: Any, model: torch.nn.Module, batch: Sequence[SFTExample], budgets: MediaBudgets, *, family: str,
     max_prompt_len: int | None, cache: PromptCache | None,
-) -> list[tuple[PromptBatch, list[list[int]]]]:
+) -> list[tuple[PromptBatch, list[Completion]]]:
     """One micro-batch of the first example of the step's batch that encodes (another rank's), for a rank whose own
     examples were all left out: it runs the collectives the others run, at weight zero."""
     for example in batch:
         prompts = build_prompt_batch(processor, [example.sample], budgets, family=family, max_prompt_len=max_prompt_len,
                                      cache=cache)
         if prompts.kept:
-            return [(prompts, completion_token_ids(processor, model, [example.completion]))]
+            return [(prompts, sft_targets(processor, model, [replace(example, tool_turns=())], None))]
     raise ValueError("no example of the step's batch encodes, yet the ranks counted tokens")  # cannot happen
 
 
 def _backward_parts(
-    backend: TrainingBackend, parts: Sequence[tuple[PromptBatch, list[list[int]]]], passes: _Passes,
+    backend: TrainingBackend, parts: Sequence[tuple[PromptBatch, list[Completion]]], passes: _Passes,
     micro_batch_size: int,
 ) -> float:
     """Backward the completion-only loss (token mean over every rank's parts) of each part, then repeat the first at
@@ -224,10 +260,12 @@ def _backward_parts(
     for index in range(passes.count):
         prompts, part_targets = parts[index] if index < len(parts) else parts[0]
         weight = 1.0 if index < passes.own else 0.0
+        media = [target.media for target in part_targets]
         logp, _ = completion_logprobs(
-            model, prompts.to(device), part_targets, [1] * len(part_targets), micro_batch_size=micro_batch_size,
+            model, prompts.to(device), [target.token_ids for target in part_targets], [1] * len(part_targets),
+            micro_batch_size=micro_batch_size, media=media if any(m is not None for m in media) else None,
         )  # [n, Tc]
-        _, mask = pad_completions(part_targets, pad_token_id=0)  # [n, Tc]
+        mask = build_loss_mask(part_targets, [True] * len(part_targets), pad_token_id=0)  # [n, Tc]: not the tools'
         token_nll = -(logp * mask.to(device)).sum()
         loss_sum += weight * require_finite("loss", float(token_nll.detach()), prompts.sample_ids)
         backend.backward(token_nll * (weight / passes.total_tokens))
@@ -296,9 +334,9 @@ def _restore_sft(checkpoint: Path, backend: TrainingBackend, order: _ExampleOrde
 
 
 def _encode_micro_batches(
-    processor: Any, batch: Sequence[SFTExample], targets: Sequence[list[int]], micro_batch_size: int,
+    processor: Any, batch: Sequence[SFTExample], targets: Sequence[Completion], micro_batch_size: int,
     budgets: MediaBudgets, *, family: str, max_prompt_len: int | None, cache: PromptCache | None,
-) -> tuple[list[tuple[PromptBatch, list[list[int]]]], list[SkippedRow]]:
+) -> tuple[list[tuple[PromptBatch, list[Completion]]], list[SkippedRow]]:
     """``batch`` encoded in micro-batches, each with the targets of its kept examples, and the
     examples the batch builder left out."""
     parts, skipped = [], []
