@@ -281,6 +281,50 @@ class TiledImageAdapter(FamilyAdapter):
         return [{"image": int(count) * processor.image_seq_len} for count in tiles]
 
 
+class InternVLAdapter(FamilyAdapter):
+    """InternVL3 / 3.5: every image is ONE tile of the tower's input size, tiles of all rows concatenated.
+
+    InternVL's processor concatenates the tiles of all images into ``pixel_values`` ``[tiles, 3, S, S]``
+    and drops the per-image tile counts (``num_patches``), so a tiled image (``max_patches`` > 1: up to
+    12 tiles plus a thumbnail) cannot be told apart from the next image.
+    mmgrpo therefore takes one tile per image: a checkpoint whose image processor tiles is refused
+    with the setting to change. Images only: the processor writes a video's frames as the same
+    ``<IMG_CONTEXT>`` tokens, interleaved with the images.
+    """
+
+    per_item_keys = {"pixel_values": "image"}
+    tower_prefixes = ("model.vision_tower.",)
+    projector_prefixes = ("model.multi_modal_projector.",)
+    tower_inputs = {"image": "pixel_values"}
+
+    def dummy_media(self, backbone: torch.nn.Module, modality: str) -> dict[str, torch.Tensor]:
+        """One tile of the tower's input size."""
+        vision = backbone.config.vision_config
+        height, width = vision.image_size
+        device, dtype = _placement(backbone.vision_tower)
+        return {"pixel_values": torch.ones(1, vision.num_channels, height, width, device=device, dtype=dtype)}
+
+    def expected_media_tokens(
+        self,
+        processor: ProcessorMixin,
+        encoded: Mapping[str, torch.Tensor],
+        media_counts: Sequence[MediaCounts],
+    ) -> list[dict[str, int]]:
+        """Every image (one tile) needs ``image_seq_length`` tokens; tiled images and videos are refused."""
+        videos = sum(row.get("video", 0) for row in media_counts)
+        images = sum(row.get("image", 0) for row in media_counts)
+        if videos:
+            raise ValueError(f"InternVL: mmgrpo takes images only, got {videos} video(s)")
+        tiles = encoded["pixel_values"].shape[0] if "pixel_values" in encoded else 0
+        if tiles != images:
+            raise ValueError(
+                f"InternVL: {tiles} tiles for {images} images; mmgrpo feeds each image as one tile: set "
+                "\"max_patches\": 1 in the checkpoint's preprocessor_config.json (crop_to_patches false is not enough: "
+                "InternVLProcessor passes crop_to_patches=True unless the call says otherwise)"
+            )
+        return [{"image": row.get("image", 0) * processor.image_seq_length} for row in media_counts]
+
+
 class AudioPerItemAdapter(FamilyAdapter):
     """Audio families whose features are stacked per clip (Qwen2-Audio), not per row."""
 
@@ -320,6 +364,7 @@ for _model_type in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
 for _model_type in ("smolvlm", "idefics3"):
     FAMILY_ADAPTERS.add(_model_type, TiledImageAdapter())
 FAMILY_ADAPTERS.add("qwen2_audio", AudioPerItemAdapter())
+FAMILY_ADAPTERS.add("internvl", InternVLAdapter())
 
 GENERIC_ADAPTER = FamilyAdapter()
 
