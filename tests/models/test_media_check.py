@@ -63,7 +63,7 @@ def test_placeholder_sampled_in_a_completion_is_rejected(load_tiny, media_sample
         grouped_logprobs(model, prompts, completions, (1, 1), micro_batch_size=2)
 
 
-@pytest.mark.parametrize("family", ["smolvlm", "qwen2_audio", "qwen3_vl"])
+@pytest.mark.parametrize("family", ["smolvlm", "internvl", "qwen2_audio", "qwen3_vl"])
 def test_feature_token_formulas_match_processor_expansion(family, load_tiny, media_samples) -> None:
     """Each family adapter's features -> tokens formula agrees with what its processor wrote."""
     _, processor = load_tiny(family)
@@ -75,3 +75,15 @@ def test_feature_token_formulas_match_processor_expansion(family, load_tiny, med
         found = (batch.input_ids == token_id).sum(-1).tolist()
         assert [row.get(modality, 0) for row in expected] == found
     assert all(sum(row.values()) > 0 for row in expected)
+
+
+def test_internvl_refuses_images_cut_into_several_tiles(load_tiny, media_samples) -> None:
+    """Real InternVL checkpoints tile each image (max_patches 12): the concatenated tiles could not be split
+    by row, so the first batch names the setting instead of training on misassigned tiles."""
+    import copy
+
+    _, processor = load_tiny("internvl")
+    tiled = copy.deepcopy(processor)
+    tiled.image_processor.max_patches = 12
+    with pytest.raises(ValueError, match=r"InternVL: \d+ tiles for 3 images.*\"max_patches\": 1"):
+        build_prompt_batch(tiled, media_samples("internvl"), family="internvl")
