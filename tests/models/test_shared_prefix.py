@@ -47,7 +47,7 @@ def test_grouped_logprobs_and_gradients_equal_plain_path(family, load_tiny, medi
 
     torch.testing.assert_close(shared_logp, plain_logp, atol=ATOL, rtol=0)
     assert plain_grads.keys() == shared_grads.keys()
-    assert any(name.startswith(adapter_for(family).tower_prefixes) for name in shared_grads)  # gradients reach the tower
+    assert any(name.startswith(adapter_for(family).tower_prefixes) for name in shared_grads)  # gradients reach it
     for name, grad in plain_grads.items():
         torch.testing.assert_close(shared_grads[name], grad, atol=ATOL, rtol=1e-4, msg=name)
 
