@@ -50,7 +50,8 @@ class FamilyAdapter:
     over completions, which are text). ``per_item_keys`` maps a processor output
     with one leading entry per media item to that item's modality; ``per_patch_keys``
     maps a processor output that concatenates the patch rows of all items to the grid
-    key whose product gives each item's row count. Any other tensor is per row.
+    key whose product gives each item's row count. Any other tensor is per row. ``layout_keys``
+    are media inputs the adapter adds itself (``media_layout``), kept out of the forward.
     """
 
     per_token_keys: tuple[str, ...] = ("mm_token_type_ids", "token_type_ids")
@@ -84,6 +85,19 @@ class FamilyAdapter:
         return next_position[:, None] + torch.arange(length, device=next_position.device)  # [N, L]
 
     # -- media -------------------------------------------------------------------
+    # Media inputs saying how the media tensors line up with rows (for ``select_media`` / ``concat_media``) that
+    # the processor does not return and the forward does not take: ``media_layout`` makes them, ``forward_media``
+    # drops them.
+    layout_keys: tuple[str, ...] = ()
+
+    def media_layout(self, processor: ProcessorMixin, media: Sequence[Mapping[str, Sequence[Any]]]) -> dict[str, Any]:
+        """The ``layout_keys`` inputs of a batch whose row b carries ``media[b]`` (modality -> loaded items)."""
+        return {}
+
+    def forward_media(self, media_inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """``media_inputs`` without the layout inputs: what the family's forward takes."""
+        return {key: value for key, value in media_inputs.items() if key not in self.layout_keys}
+
     def image_pixel_range(self, processor: ProcessorMixin) -> tuple[int, int] | None:
         """(fewest, most) pixels the processor resizes every image into; None if it does not resize by area."""
         return None
@@ -282,20 +296,30 @@ class TiledImageAdapter(FamilyAdapter):
 
 
 class InternVLAdapter(FamilyAdapter):
-    """InternVL3 / 3.5: every image is ONE tile of the tower's input size, tiles of all rows concatenated.
+    """InternVL3 / 3.5: each image is cut into tiles of the tower's input size (plus a thumbnail when
+    there are several), the tiles of all images concatenated in ``pixel_values`` ``[tiles, 3, S, S]``.
 
-    InternVL's processor concatenates the tiles of all images into ``pixel_values`` ``[tiles, 3, S, S]``
-    and drops the per-image tile counts (``num_patches``), so a tiled image (``max_patches`` > 1: up to
-    12 tiles plus a thumbnail) cannot be told apart from the next image.
-    mmgrpo therefore takes one tile per image: a checkpoint whose image processor tiles is refused
-    with the setting to change. Images only: the processor writes a video's frames as the same
-    ``<IMG_CONTEXT>`` tokens, interleaved with the images.
+    The processor drops how many tiles each image has (``num_patches``), so the adapter recomputes them
+    from the image sizes with the processor's own formula (``_get_num_multimodal_tokens``, what vLLM
+    asks) as the layout input ``image_tiles`` ``[images, 1]``, by which the tiles are split by row.
+    Images only: the processor writes a video's frames as the same ``<IMG_CONTEXT>`` tokens,
+    interleaved with the images' in text order, and mmgrpo does not split those.
     """
 
-    per_item_keys = {"pixel_values": "image"}
+    per_item_keys = {"image_tiles": "image"}
+    per_patch_keys = {"pixel_values": "image_tiles"}
+    layout_keys = ("image_tiles",)
     tower_prefixes = ("model.vision_tower.",)
     projector_prefixes = ("model.multi_modal_projector.",)
     tower_inputs = {"image": "pixel_values"}
+
+    def media_layout(self, processor: ProcessorMixin, media: Sequence[Mapping[str, Sequence[Any]]]) -> dict[str, Any]:
+        """``image_tiles`` ``[images, 1]``: each image's tile count, images in row order."""
+        sizes = [(image.height, image.width) for row in media for image in row.get("image", ())]
+        if not sizes:
+            return {}
+        tiles = processor._get_num_multimodal_tokens(image_sizes=sizes).num_image_patches
+        return {"image_tiles": torch.tensor(tiles, dtype=torch.long)[:, None]}  # [images, 1]
 
     def dummy_media(self, backbone: torch.nn.Module, modality: str) -> dict[str, torch.Tensor]:
         """One tile of the tower's input size."""
@@ -310,19 +334,16 @@ class InternVLAdapter(FamilyAdapter):
         encoded: Mapping[str, torch.Tensor],
         media_counts: Sequence[MediaCounts],
     ) -> list[dict[str, int]]:
-        """Every image (one tile) needs ``image_seq_length`` tokens; tiled images and videos are refused."""
+        """Each tile needs ``image_seq_length`` tokens; the tile counts must add up to the processor's tiles."""
         videos = sum(row.get("video", 0) for row in media_counts)
-        images = sum(row.get("image", 0) for row in media_counts)
         if videos:
             raise ValueError(f"InternVL: mmgrpo takes images only, got {videos} video(s)")
-        tiles = encoded["pixel_values"].shape[0] if "pixel_values" in encoded else 0
-        if tiles != images:
-            raise ValueError(
-                f"InternVL: {tiles} tiles for {images} images; mmgrpo feeds each image as one tile: set "
-                "\"max_patches\": 1 in the checkpoint's preprocessor_config.json (crop_to_patches false is not enough: "
-                "InternVLProcessor passes crop_to_patches=True unless the call says otherwise)"
-            )
-        return [{"image": row.get("image", 0) * processor.image_seq_length} for row in media_counts]
+        tiles = encoded.get("image_tiles", torch.zeros(0, 1, dtype=torch.long))[:, 0]  # [images]
+        made = encoded["pixel_values"].shape[0] if "pixel_values" in encoded else 0
+        if int(tiles.sum()) != made:
+            raise ValueError(f"InternVL: the processor made {made} tiles, its tile formula says {int(tiles.sum())}")
+        per_row = _tokens_per_row(tiles, media_counts, "image")
+        return [{"image": count * processor.image_seq_length} for count in per_row]
 
 
 class AudioPerItemAdapter(FamilyAdapter):

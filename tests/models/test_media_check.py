@@ -69,7 +69,7 @@ def test_feature_token_formulas_match_processor_expansion(family, load_tiny, med
     _, processor = load_tiny(family)
     batch = build_prompt_batch(processor, media_samples(family), family=family)  # runs the check
     adapter = adapter_for(family)
-    inputs = batch.model_inputs()
+    inputs = {**batch.model_inputs(), **batch.media_inputs}  # with the adapter's layout inputs
     expected = adapter.expected_media_tokens(processor, inputs, batch.media_counts)
     for modality, token_id in adapter.placeholder_token_ids(processor).items():
         found = (batch.input_ids == token_id).sum(-1).tolist()
@@ -77,13 +77,16 @@ def test_feature_token_formulas_match_processor_expansion(family, load_tiny, med
     assert all(sum(row.values()) > 0 for row in expected)
 
 
-def test_internvl_refuses_images_cut_into_several_tiles(load_tiny, media_samples) -> None:
-    """Real InternVL checkpoints tile each image (max_patches 12): the concatenated tiles could not be split
-    by row, so the first batch names the setting instead of training on misassigned tiles."""
-    import copy
 
+def test_internvl_rows_get_their_own_tiles(load_tiny, media_samples) -> None:
+    """The tiny InternVL tiles images by aspect ratio as real checkpoints do; a selected row holds exactly the
+    tiles of its images (split by the adapter's ``image_tiles``, which never reaches the forward)."""
     _, processor = load_tiny("internvl")
-    tiled = copy.deepcopy(processor)
-    tiled.image_processor.max_patches = 12
-    with pytest.raises(ValueError, match=r"InternVL: \d+ tiles for 3 images.*\"max_patches\": 1"):
-        build_prompt_batch(tiled, media_samples("internvl"), family="internvl")
+    samples = media_samples("internvl")
+    batch = build_prompt_batch(processor, samples, family="internvl")
+    tiles = batch.media_inputs["image_tiles"][:, 0].tolist()  # [images]
+    assert len(set(tiles)) > 1 and max(tiles) > 1 and batch.media_inputs["pixel_values"].shape[0] == sum(tiles)
+    assert "image_tiles" not in batch.model_inputs()
+    for row in (2, 0, 1):
+        alone = build_prompt_batch(processor, [samples[row]], family="internvl")
+        assert torch.equal(batch.select([row]).media_inputs["pixel_values"], alone.media_inputs["pixel_values"])

@@ -3,15 +3,12 @@ shuffle, an MLP projector and a Qwen2 text model.
 
 Turns are ChatML without a default system prompt; an image part is written ``<IMG_CONTEXT>\\n``,
 which the processor expands to ``<img>`` + ``image_seq_length`` x ``<IMG_CONTEXT>`` + ``</img>``
-per tile. Real checkpoints cut an image into up to 12 tiles of 448 px plus a thumbnail; the
-tiny one feeds each image as ONE tile (``max_patches=1``), as mmgrpo's InternVL adapter
-requires (:class:`mmgrpo.models.adapters.InternVLAdapter`). The tile side follows ``TinySpec.max_pixels``
-in steps of 28 px (2 x 2 patches of 14 px, one token after pixel shuffle): by default 112 px, 16 tokens.
+per tile. As in real checkpoints (448-px tiles, up to 12 of them plus a thumbnail) an image is cut
+into tiles by its aspect ratio, here of 56 px (4 x 4 patches of 14 px, 4 tokens after pixel
+shuffle), as many as ``TinySpec.max_pixels`` holds (by default 4, so 1-5 tiles, 4-20 tokens).
 """
 
 from __future__ import annotations
-
-import math
 
 from transformers import (
     GotOcr2ImageProcessor,
@@ -29,6 +26,7 @@ from mmgrpo.models.tiny.tokenizer import build_tokenizer
 PATCH_SIZE = 14
 DOWNSAMPLE_RATIO = 0.5  # pixel shuffle: 2 x 2 patches become one token, as in InternVL3
 PATCHES_PER_TOKEN_SIDE = round(1 / DOWNSAMPLE_RATIO)
+TILE_TOKENS = 2  # tokens along a tile's side
 # The tokens InternVL3's tokenizer names (its extra special tokens) and the ChatML turn markers.
 IMAGE_TOKENS = {
     "start_image_token": "<img>",
@@ -46,11 +44,12 @@ STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 IMAGENET = {"image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]}
 
 
-def tile_size(spec: TinySpec) -> int:
-    """Side of the one tile an image becomes: the largest whole number of tokens within ``max_pixels``."""
+def tiling(spec: TinySpec) -> tuple[int, int]:
+    """(tile side, most tiles per image): tiles of ``TILE_TOKENS`` x ``TILE_TOKENS`` tokens, as many as
+    ``max_pixels`` holds (the thumbnail of an image of several tiles comes on top)."""
+    side = TILE_TOKENS * PATCH_SIZE * PATCHES_PER_TOKEN_SIDE
     _, max_pixels = spec.pixel_budget(PATCH_SIZE, PATCHES_PER_TOKEN_SIDE)
-    token_side = PATCH_SIZE * PATCHES_PER_TOKEN_SIDE
-    return max(1, math.isqrt(max_pixels) // token_side) * token_side
+    return side, max(1, max_pixels // side**2)
 
 
 @TINY_FAMILIES.register("internvl")
@@ -65,8 +64,8 @@ def build_internvl(spec: TinySpec) -> TinyModel:
         unk_token=None,
         extra_special_tokens=IMAGE_TOKENS,
     )
-    side = tile_size(spec)
-    image_seq_length = int((side // PATCH_SIZE * DOWNSAMPLE_RATIO) ** 2)
+    side, max_tiles = tiling(spec)
+    image_seq_length = TILE_TOKENS**2  # tokens per tile
     vision = {
         "hidden_size": spec.vision_hidden_size,
         "intermediate_size": spec.vision_intermediate_size,
@@ -85,7 +84,9 @@ def build_internvl(spec: TinySpec) -> TinyModel:
     )
     size = {"height": side, "width": side}
     processor = InternVLProcessor(
-        image_processor=GotOcr2ImageProcessor(size=size, max_patches=1, **IMAGENET),
+        image_processor=GotOcr2ImageProcessor(
+            size=size, crop_to_patches=True, min_patches=1, max_patches=max_tiles, **IMAGENET
+        ),
         tokenizer=tokenizer,
         video_processor=InternVLVideoProcessor(size=size, **IMAGENET),
         image_seq_length=image_seq_length,
