@@ -50,7 +50,8 @@ class FamilyAdapter:
     over completions, which are text). ``per_item_keys`` maps a processor output
     with one leading entry per media item to that item's modality; ``per_patch_keys``
     maps a processor output that concatenates the patch rows of all items to the grid
-    key whose product gives each item's row count. Any other tensor is per row.
+    key whose product gives each item's row count. Any other tensor is per row. ``layout_keys``
+    are media inputs the adapter adds itself (``media_layout``), kept out of the forward.
     """
 
     per_token_keys: tuple[str, ...] = ("mm_token_type_ids", "token_type_ids")
@@ -87,6 +88,19 @@ class FamilyAdapter:
         return next_position[:, None] + torch.arange(length, device=next_position.device)  # [N, L]
 
     # -- media -------------------------------------------------------------------
+    # Media inputs saying how the media tensors line up with rows (for ``select_media`` / ``concat_media``) that
+    # the processor does not return and the forward does not take: ``media_layout`` makes them, ``forward_media``
+    # drops them.
+    layout_keys: tuple[str, ...] = ()
+
+    def media_layout(self, processor: ProcessorMixin, media: Sequence[Mapping[str, Sequence[Any]]]) -> dict[str, Any]:
+        """The ``layout_keys`` inputs of a batch whose row b carries ``media[b]`` (modality -> loaded items)."""
+        return {}
+
+    def forward_media(self, media_inputs: Mapping[str, Any]) -> dict[str, Any]:
+        """``media_inputs`` without the layout inputs: what the family's forward takes."""
+        return {key: value for key, value in media_inputs.items() if key not in self.layout_keys}
+
     def image_pixel_range(self, processor: ProcessorMixin) -> tuple[int, int] | None:
         """(fewest, most) pixels the processor resizes every image into; None if it does not resize by area."""
         return None
@@ -285,6 +299,57 @@ class TiledImageAdapter(FamilyAdapter):
         return [{"image": int(count) * processor.image_seq_len} for count in tiles]
 
 
+class InternVLAdapter(FamilyAdapter):
+    """InternVL3 / 3.5: each image is cut into tiles of the tower's input size (plus a thumbnail when
+    there are several), the tiles of all images concatenated in ``pixel_values`` ``[tiles, 3, S, S]``.
+
+    The processor drops how many tiles each image has (``num_patches``), so the adapter recomputes them
+    from the image sizes with the processor's own formula (``_get_num_multimodal_tokens``, what vLLM
+    asks) as the layout input ``image_tiles`` ``[images, 1]``, by which the tiles are split by row.
+    Images only: the processor writes a video's frames as the same ``<IMG_CONTEXT>`` tokens,
+    interleaved with the images' in text order, and mmgrpo does not split those.
+    """
+
+    per_item_keys = {"image_tiles": "image"}
+    per_patch_keys = {"pixel_values": "image_tiles"}
+    layout_keys = ("image_tiles",)
+    tower_prefixes = ("model.vision_tower.",)
+    projector_prefixes = ("model.multi_modal_projector.",)
+    tower_inputs = {"image": "pixel_values"}
+
+    def media_layout(self, processor: ProcessorMixin, media: Sequence[Mapping[str, Sequence[Any]]]) -> dict[str, Any]:
+        """``image_tiles`` ``[images, 1]``: each image's tile count, images in row order."""
+        sizes = [(image.height, image.width) for row in media for image in row.get("image", ())]
+        if not sizes:
+            return {}
+        tiles = processor._get_num_multimodal_tokens(image_sizes=sizes).num_image_patches
+        return {"image_tiles": torch.tensor(tiles, dtype=torch.long)[:, None]}  # [images, 1]
+
+    def dummy_media(self, backbone: torch.nn.Module, modality: str) -> dict[str, torch.Tensor]:
+        """One tile of the tower's input size."""
+        vision = backbone.config.vision_config
+        height, width = vision.image_size
+        device, dtype = _placement(backbone.vision_tower)
+        return {"pixel_values": torch.ones(1, vision.num_channels, height, width, device=device, dtype=dtype)}
+
+    def expected_media_tokens(
+        self,
+        processor: ProcessorMixin,
+        encoded: Mapping[str, torch.Tensor],
+        media_counts: Sequence[MediaCounts],
+    ) -> list[dict[str, int]]:
+        """Each tile needs ``image_seq_length`` tokens; the tile counts must add up to the processor's tiles."""
+        videos = sum(row.get("video", 0) for row in media_counts)
+        if videos:
+            raise ValueError(f"InternVL: mmgrpo takes images only, got {videos} video(s)")
+        tiles = encoded.get("image_tiles", torch.zeros(0, 1, dtype=torch.long))[:, 0]  # [images]
+        made = encoded["pixel_values"].shape[0] if "pixel_values" in encoded else 0
+        if int(tiles.sum()) != made:
+            raise ValueError(f"InternVL: the processor made {made} tiles, its tile formula says {int(tiles.sum())}")
+        per_row = _tokens_per_row(tiles, media_counts, "image")
+        return [{"image": count * processor.image_seq_length} for count in per_row]
+
+
 class AudioPerItemAdapter(FamilyAdapter):
     """Audio families whose features are stacked per clip (Qwen2-Audio), not per row."""
 
@@ -324,6 +389,7 @@ for _model_type in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
 for _model_type in ("smolvlm", "idefics3"):
     FAMILY_ADAPTERS.add(_model_type, TiledImageAdapter())
 FAMILY_ADAPTERS.add("qwen2_audio", AudioPerItemAdapter())
+FAMILY_ADAPTERS.add("internvl", InternVLAdapter())
 
 GENERIC_ADAPTER = FamilyAdapter()
 

@@ -115,7 +115,7 @@ class PromptBatch:
             "input_ids": self.input_ids,
             "attention_mask": self.attention_mask,
             **self.token_inputs,
-            **self.media_inputs,
+            **self.adapter.forward_media(self.media_inputs),
         }
 
     def to(self, device: torch.device | str) -> PromptBatch:
@@ -212,6 +212,7 @@ def _encode_samples(
         prepared, nonfinite = _split_nonfinite(processor, prepared)
         dropped += nonfinite
         encoded = _encode(processor, prepared) if prepared else {}
+    encoded |= adapter.media_layout(processor, [prompt.media for prompt in prepared])
     if not prepared:
         return _empty_batch(family, placeholder_ids, _pad_token_id(processor), dropped)
     media_counts = [prompt.media_counts for prompt in prepared]

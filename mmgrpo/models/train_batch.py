@@ -61,7 +61,7 @@ class TrainBatch:
                 key: torch.cat([value, completion_zeros.to(value.dtype)], 1)  # [B, T]
                 for key, value in prompt.token_inputs.items()
             },
-            **prompt.media_inputs,
+            **prompt.adapter.forward_media(prompt.media_inputs),
         }
 
     def _inline_model_inputs(self) -> dict[str, Any]:

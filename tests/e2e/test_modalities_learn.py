@@ -1,6 +1,6 @@
 """GRPO learns on every modality's tiny model, as the image test in test_grpo_trainer.py does.
 
-Each test trains 40 steps on the digit reward with that modality's media in every batch; it
+Each test trains 40 steps on the digit reward with that modality's (or family's) media in every batch; it
 fails if the policy-gradient sign is flipped or advantages are zeroed (reward then falls or
 stays flat; checked by hand for all three by negating the advantages in the trainer).
 """
@@ -50,3 +50,8 @@ def test_reward_rises_under_grpo_on_grounding(small_config, tiny_model_dir, tmp_
         "data.train.0.recipe=grounding", f"data.train.0.recipe_args={scenes}",
         "data.test.0.recipe=grounding", f"data.test.0.recipe_args={scenes}", "task.name=grounding",
     )
+
+
+def test_reward_rises_under_grpo_on_internvl(small_config, tiny_model_dir, tmp_path):
+    """The tiny InternVL over the default image recipe (one pixel-shuffled tile per image, 1-D positions)."""
+    assert_reward_rises(small_config, tmp_path, f"model.name_or_path={tiny_model_dir('internvl')}")

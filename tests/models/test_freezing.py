@@ -18,6 +18,7 @@ TOWERS = {
     "qwen2_5_vl": ("model.visual.", ("model.visual.merger.",)),
     "qwen3_vl": ("model.visual.", ("model.visual.merger.", "model.visual.deepstack_merger_list.")),
     "smolvlm": ("model.vision_model.", ("model.connector.",)),
+    "internvl": ("model.vision_tower.", ("model.multi_modal_projector.",)),
     "qwen2_audio": ("model.audio_tower.", ("model.multi_modal_projector.",)),
 }
 
@@ -70,9 +71,12 @@ def test_pattern_errors_name_the_pattern(options, message, tiny_qwen25vl):
         frozen_parts(model, ModelConfig(**options))
 
 
-def test_lora_puts_no_adapter_into_a_frozen_tower(tiny_model_dir):
-    """SmolVLM's vision encoder has q/k/v_proj too: the default LoRA targets would adapt it unless frozen."""
-    path = tiny_model_dir("smolvlm")
+@pytest.mark.parametrize("family", ["smolvlm", "internvl"])
+def test_lora_puts_no_adapter_into_a_frozen_tower(family, tiny_model_dir):
+    """SmolVLM's and InternVL's vision encoders have q/k/v_proj too: the default LoRA targets would adapt them
+    unless frozen."""
+    path = tiny_model_dir(family)
+    tower_prefix, _ = TOWERS[family]
     lora = ["lora.enabled=true", "lora.r=2", "model.min_pixels=4096", "model.max_pixels=16384"]
 
     def adapted_tower_modules(*overrides: str) -> list[str]:
@@ -80,7 +84,7 @@ def test_lora_puts_no_adapter_into_a_frozen_tower(tiny_model_dir):
         model, _ = load_policy(config, str(path), torch.device("cpu"))
         trained = [name for name, p in model.named_parameters() if p.requires_grad]
         assert trained and all(".lora_" in name for name in trained)
-        return [name for name in trained if ".vision_model." in name]
+        return [name for name in trained if name.removeprefix("base_model.model.").startswith(tower_prefix)]
 
     assert adapted_tower_modules()  # without freezing, the tower gets adapters
     assert not adapted_tower_modules("model.freeze_vision_tower=true")

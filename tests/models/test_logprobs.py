@@ -8,6 +8,7 @@ import torch
 from mmgrpo.models.train_batch import build_train_batch
 from mmgrpo.models.logprobs import sequence_logprobs, token_logprobs
 from mmgrpo.models.tiny import TINY_FAMILIES
+from mmgrpo.types import Sample
 
 ATOL = 1e-5
 COMPLETION_LENGTHS = (4, 1, 6, 3)
@@ -37,7 +38,7 @@ def test_logprobs_equal_unbatched_reference(family, load_tiny, media_samples, re
         assert not logp[row, len(completion) :].any()  # padding stays 0
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "smolvlm"])
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "smolvlm", "internvl"])
 def test_logprobs_invariant_to_batch_composition_and_padding(family, load_tiny, media_samples) -> None:
     model, processor = load_tiny(family)
     samples = media_samples(family)
@@ -52,6 +53,25 @@ def test_logprobs_invariant_to_batch_composition_and_padding(family, load_tiny, 
         )
     torch.testing.assert_close(together, one_by_one, atol=ATOL, rtol=0)
     torch.testing.assert_close(together[1, :2], alone[0], atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "smolvlm", "internvl"])
+def test_rows_with_several_images_match_unbatched_reference(family, load_tiny, media_samples, reference) -> None:
+    """Two images in one row beside one image in another: each row's media features reach its own
+    placeholders (per-item media selected and concatenated in row order)."""
+    model, processor = load_tiny(family)
+    one, two, three = media_samples(family)
+    both = Sample(id="two-images", task="test", messages=[{"role": "user", "content": [
+        *one.messages[0]["content"][:1], *two.messages[0]["content"]]}])
+    samples = [three, both, both]
+    completions = random_completions((3, 4, 2))
+    batch = build_train_batch(processor, samples, completions, family=family)
+    assert batch.prompt.media_counts == [{"image": 1}, {"image": 2}, {"image": 2}]
+    with torch.no_grad():
+        logp, _ = sequence_logprobs(model, batch, micro_batch_size=2)  # a micro-batch splits the two-image rows
+    for row, (sample, completion) in enumerate(zip(samples, completions)):
+        expected = reference(model, processor, sample, completion)
+        torch.testing.assert_close(logp[row, : len(completion)], expected, atol=ATOL, rtol=0)
 
 
 def test_entropy_chunks_and_temperature_match_reference(load_tiny, media_samples, reference_distribution) -> None:

@@ -63,15 +63,30 @@ def test_placeholder_sampled_in_a_completion_is_rejected(load_tiny, media_sample
         grouped_logprobs(model, prompts, completions, (1, 1), micro_batch_size=2)
 
 
-@pytest.mark.parametrize("family", ["smolvlm", "qwen2_audio", "qwen3_vl"])
+@pytest.mark.parametrize("family", ["smolvlm", "internvl", "qwen2_audio", "qwen3_vl"])
 def test_feature_token_formulas_match_processor_expansion(family, load_tiny, media_samples) -> None:
     """Each family adapter's features -> tokens formula agrees with what its processor wrote."""
     _, processor = load_tiny(family)
     batch = build_prompt_batch(processor, media_samples(family), family=family)  # runs the check
     adapter = adapter_for(family)
-    inputs = batch.model_inputs()
+    inputs = {**batch.model_inputs(), **batch.media_inputs}  # with the adapter's layout inputs
     expected = adapter.expected_media_tokens(processor, inputs, batch.media_counts)
     for modality, token_id in adapter.placeholder_token_ids(processor).items():
         found = (batch.input_ids == token_id).sum(-1).tolist()
         assert [row.get(modality, 0) for row in expected] == found
     assert all(sum(row.values()) > 0 for row in expected)
+
+
+
+def test_internvl_rows_get_their_own_tiles(load_tiny, media_samples) -> None:
+    """The tiny InternVL tiles images by aspect ratio as real checkpoints do; a selected row holds exactly the
+    tiles of its images (split by the adapter's ``image_tiles``, which never reaches the forward)."""
+    _, processor = load_tiny("internvl")
+    samples = media_samples("internvl")
+    batch = build_prompt_batch(processor, samples, family="internvl")
+    tiles = batch.media_inputs["image_tiles"][:, 0].tolist()  # [images]
+    assert len(set(tiles)) > 1 and max(tiles) > 1 and batch.media_inputs["pixel_values"].shape[0] == sum(tiles)
+    assert "image_tiles" not in batch.model_inputs()
+    for row in (2, 0, 1):
+        alone = build_prompt_batch(processor, [samples[row]], family="internvl")
+        assert torch.equal(batch.select([row]).media_inputs["pixel_values"], alone.media_inputs["pixel_values"])

@@ -43,5 +43,6 @@ def test_bad_arguments_exit_2_with_the_reason(tmp_path: Path, capsys, extra: lis
 def test_list_shows_families_and_options(capsys) -> None:
     assert main(["models", "list"]) == 0
     printed = capsys.readouterr().out
-    for name in ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "qwen2_audio", "hidden_size", "max_pixels"):
+    families = ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "qwen2_audio")
+    for name in (*families, "hidden_size", "max_pixels"):
         assert name in printed

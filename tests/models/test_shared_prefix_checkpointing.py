@@ -17,7 +17,7 @@ from tests.models.test_shared_prefix import ATOL, logprobs_and_grads, random_com
 
 GROUP_SIZES = (3, 2)  # two groups of different sizes
 COMPLETION_LENGTHS = (4, 6, 1, 5, 3)
-MEDIA_TOWERS = ("visual.", "vision_model.", "audio_tower.")
+MEDIA_TOWERS = ("visual.", "vision_model.", "vision_tower.", "audio_tower.")
 
 
 def checkpointed_model(tiny_model_dir, family: str, reentrant: bool = False):
@@ -27,7 +27,7 @@ def checkpointed_model(tiny_model_dir, family: str, reentrant: bool = False):
     return model, processor
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "qwen2_audio"])
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "qwen2_audio"])
 def test_checkpointed_shared_step_equals_unchecked_and_unshared(
     family, tiny_model_dir, media_samples, monkeypatch
 ) -> None:
