@@ -89,7 +89,9 @@ def completion_positions(model: torch.nn.Module, prompts: PromptBatch, completio
 def inline_inputs(adapter: FamilyAdapter, media: Sequence[InlineMedia | None], device: torch.device) -> dict:
     """The forward's media inputs of the items inside completions ``media`` (in row order), on ``device``."""
     present = [m.inputs for m in media if m is not None]
-    return {key: value.to(device) for key, value in adapter.concat_media(present).items()} if present else {}
+    if not present:
+        return {}
+    return {key: value.to(device) for key, value in adapter.forward_media(adapter.concat_media(present)).items()}
 
 
 def placeholder_counts(media: Sequence[InlineMedia | None] | None, rows: int) -> list[dict[str, int]]:

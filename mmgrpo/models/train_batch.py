@@ -81,7 +81,8 @@ class TrainBatch:
             "input_ids": torch.cat([prompt.input_ids, self.completion_ids], 1),  # [B, T]
             "attention_mask": torch.cat([prompt.attention_mask, self.completion_mask], 1),  # [B, T]
             **token_inputs,
-            **{key: value.to(device) for key, value in adapter.concat_media([row.media_inputs for row in rows]).items()},
+            **{key: value.to(device) for key, value in
+               adapter.forward_media(adapter.concat_media([row.media_inputs for row in rows])).items()},
         }
 
     def select(self, rows: Sequence[int]) -> TrainBatch:
