@@ -5,7 +5,8 @@ module here plus one import line below.
 """
 
 from tasks import (  # noqa: F401  (registration)
-    audio_count, clevr_count, code, format_rewards, geometry, grounding, math, object_mentions, video_count, zoom_texture,
+    audio_count, clevr_count, code, format_rewards, geometry, grounding, math, object_mentions, tool_rewards, video_count,
+    zoom_texture,
 )
 from tasks.base import ModelInfo, RowError, Task
 from tasks.guards import GuardedAnswer, Guards, guarded_answer

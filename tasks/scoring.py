@@ -84,17 +84,22 @@ def score_batches(
     reward_options: Mapping[str, Mapping[str, Any]] | None = None,
     policy: RewardPolicy = RewardPolicy(),
     step_rule: str = "lines",
+    completion_fields: Sequence[Mapping[str, Sequence[Any]]] | None = None,
 ) -> list[RewardBreakdown]:
     """:func:`score_completions` of each (completions, samples) batch, every reward call of
     every batch (e.g. of every group of a step) sharing one pool of ``policy.workers`` threads.
-    ``step_rule`` places the per-step scores of process rewards (:mod:`tasks.steps`)."""
+    ``step_rule`` places the per-step scores of process rewards (:mod:`tasks.steps`);
+    ``completion_fields[b]`` are more keyword fields of batch b, one entry per completion (what a multi-turn
+    rollout did: ``tool_outcomes``)."""
     reward_options = reward_options or {}
     unknown = set(reward_options) - set(weights)
     if unknown:
         raise ValueError(f"reward_options for reward(s) {sorted(unknown)} not in the weights {sorted(weights)}")
     calls = []
-    for completions, samples in batches:
+    for index, (completions, samples) in enumerate(batches):
         fields, sample_ids = reward_fields(samples), [sample.id for sample in samples]
+        if completion_fields is not None:
+            fields |= {key: list(values) for key, values in completion_fields[index].items()}
         calls += [RewardCall(name, list(completions), fields, sample_ids, dict(reward_options.get(name, {})),
                              step_rule=step_rule) for name in weights]
     results = iter(run_reward_calls(calls, policy))

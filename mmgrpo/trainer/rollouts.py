@@ -184,8 +184,9 @@ class ScoringRule:
     ) -> list[tuple[list[float], RewardBreakdown]]:
         """Rewards of each group's completions; the reward calls of all groups run in one worker pool."""
         batches = [([c.text for c in completions], [sample] * len(completions)) for sample, completions in groups]
+        trajectories = [{"tool_outcomes": [list(c.tool_outcomes) for c in completions]} for _, completions in groups]
         breakdowns = score_batches(batches, self.weights, reward_options=self.reward_options, policy=self.policy,
-                                   step_rule=self.step_rule)
+                                   step_rule=self.step_rule, completion_fields=trajectories)
         return [self._with_penalty(completions, b) for (_, completions), b in zip(groups, breakdowns)]
 
     def _with_penalty(

@@ -149,3 +149,16 @@ def test_python_runs_in_the_code_sandbox_and_returns_its_prints_or_error():
     failed, outcome = run_call(find_calls(call_text("python", {"code": "open('/etc/shadow').read()"}))[0], tools,
                                CONTEXT)
     assert failed.error and outcome == "failed"
+
+
+def test_rewards_see_each_trajectorys_calls_and_a_negative_weight_charges_each_call():
+    from mmgrpo.trainer.rollouts import ScoringRule
+    from mmgrpo.types import Completion, Sample
+
+    rule = ScoringRule(weights={"tool_calls_ok": 1.0, "tool_calls": -0.1}, reward_options={}, max_new_tokens=8)
+    completions = [Completion("a", [1], tool_outcomes=["ok"]), Completion("b", [1], tool_outcomes=["ok", "ok"]),
+                   Completion("c", [1], tool_outcomes=["ok", "timeout"]), Completion("d", [1])]
+    totals, breakdown = rule.score(Sample("s", "test", []), completions)
+    assert breakdown.components["tool_calls_ok"] == [1.0, 1.0, 0.0, 0.0]
+    assert breakdown.components["tool_calls"] == [1.0, 2.0, 2.0, 0.0]
+    assert totals == pytest.approx([0.9, 0.8, -0.2, 0.0])
