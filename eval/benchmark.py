@@ -36,6 +36,7 @@ from mmgrpo.distributed import Ranks
 from mmgrpo.models.budget_limits import require_budgets_fit
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.rollout.base import ENGINES, RolloutEngine
+from mmgrpo.rollout.tool_turns import ToolTurns
 from mmgrpo.models.prompt_cache import PromptCache, open_prompt_cache
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
 from mmgrpo.inputs import (
@@ -240,15 +241,18 @@ def _engine(
     max_new_tokens: int, seed: int, **engine_options: Any,
 ) -> RolloutEngine:
     """The rollout engine ``name`` around ``policy``: the in-process one with the evaluation's own options, any
-    other as its config section describes it (``rollout.vllm``), sized for the longest completion asked."""
+    other as its config section describes it (``rollout.vllm``), sized for the longest completion asked; taking
+    tool turns when ``rollout.tools`` names any."""
     budgets = media_budgets(config, processor)
     if name == IN_PROCESS_ENGINE:
-        return ENGINES.get(name)(policy, processor, budgets=budgets, **engine_options)
-    view = Config(
-        seed=seed, model=config, rollout=dataclasses.replace(rollout, engine=name, max_new_tokens=max_new_tokens),
-        data=dataclasses.replace(DataConfig(), max_prompt_tokens=engine_options["max_prompt_len"]),
-    )
-    return ENGINES.get(name).from_config(view, policy, processor, budgets)
+        engine = ENGINES.get(name)(policy, processor, budgets=budgets, **engine_options)
+    else:
+        view = Config(
+            seed=seed, model=config, rollout=dataclasses.replace(rollout, engine=name, max_new_tokens=max_new_tokens),
+            data=dataclasses.replace(DataConfig(), max_prompt_tokens=engine_options["max_prompt_len"]),
+        )
+        engine = ENGINES.get(name).from_config(view, policy, processor, budgets)
+    return ToolTurns.from_config(engine, rollout, policy, processor, budgets) if rollout.tools else engine
 
 
 def run_config(

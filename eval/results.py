@@ -105,6 +105,8 @@ class CompletionRecord:
     """A benchmark's reading of the completion before normalisation (``parsed_answer`` is the normalised one)."""
     note: str = ""
     """How a benchmark read the answer when not plainly (e.g. ``random choice``)."""
+    tool_outcomes: list[str] = field(default_factory=list)
+    """How each tool call of a multi-turn completion went, in order (``rollout.tools``)."""
 
 
 @dataclass

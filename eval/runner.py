@@ -133,7 +133,8 @@ def score_item(
     weights = {FORMAT_REWARD: 0.0} | task.default_rewards  # format is always reported, weighted only if the task says
     texts = [completion.text for completion in completions]
     breakdown = score_completions(
-        texts, [sample] * len(texts), weights, reward_options=task.reward_options(weights), policy=policy
+        texts, [sample] * len(texts), weights, reward_options=task.reward_options(weights), policy=policy,
+        completion_fields={"tool_outcomes": [list(completion.tool_outcomes) for completion in completions]},
     )
     # The metric is one of the task's rewards: read from the breakdown, not computed twice.
     metrics = breakdown.components.get(task.metric_reward) or [task.metric(text, sample) for text in texts]
@@ -146,6 +147,7 @@ def score_item(
             parsed_answer=json_safe(task.parse_answer(completion.text)),
             rewards={name: values[index] for name, values in breakdown.components.items()},
             reward=breakdown.total[index],
+            tool_outcomes=list(completion.tool_outcomes),
         )
         for index, completion in enumerate(completions)
     ]

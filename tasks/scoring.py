@@ -64,8 +64,10 @@ def score_completions(
     *,
     reward_options: Mapping[str, Mapping[str, Any]] | None = None,
     policy: RewardPolicy = RewardPolicy(),
+    completion_fields: Mapping[str, Sequence[Any]] | None = None,
 ) -> RewardBreakdown:
-    """Score ``completions[i]`` (a completion of ``samples[i]``) with every reward in ``weights``.
+    """Score ``completions[i]`` (a completion of ``samples[i]``) with every reward in ``weights``
+    (``completion_fields``: more keyword fields, one entry per completion, e.g. ``tool_outcomes``).
 
     ``reward_options`` maps a reward name to extra keyword arguments for it (e.g.
     ``{"count_accuracy": {"guards": {"max_tokens": 2000}}}``). A reward with weight 0 is
@@ -74,7 +76,8 @@ def score_completions(
     """
     if len(completions) != len(samples):
         raise ValueError(f"{len(completions)} completions but {len(samples)} samples")
-    return score_batches([(completions, samples)], weights, reward_options=reward_options, policy=policy)[0]
+    return score_batches([(completions, samples)], weights, reward_options=reward_options, policy=policy,
+                         completion_fields=None if completion_fields is None else [completion_fields])[0]
 
 
 def score_batches(

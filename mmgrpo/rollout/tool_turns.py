@@ -22,14 +22,17 @@ from typing import Any
 
 import torch
 
-from mmgrpo.models.adapters import adapter_for
+from mmgrpo.config import RolloutConfig
+from mmgrpo.models.adapters import adapter_for, unwrap_model
 from mmgrpo.models.batch import EncodedRow, MediaBudgets, PromptBatch, batch_from_rows
 from mmgrpo.models.inline_media import encode_inline, extended_row, joined
 from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.types import Completion, InlineMedia, Sample
 from processors import MediaError
-from tasks.tools import Observation, Tool, ToolCall, ToolContext, find_calls, run_call
+from tasks.base import ModelInfo
+from tasks.grounding import FAMILY_COORDINATES, OTHER_FAMILIES_COORDINATES
+from tasks.tools import TOOLS, Observation, Tool, ToolCall, ToolContext, find_calls, run_call
 
 _MARK = "\u2063MMGRPO-TURN\u2063"  # stands for the policy's turn where the chat template renders the conversation
 _OBSERVATION = "\u2063MMGRPO-OBSERVATION\u2063"  # and for the tool's text, tokenized apart
@@ -59,6 +62,18 @@ class ToolTurns:
         self._template_ids: dict[str, list[int]] = {}
         self.context_of = context_of
         self.tokenizer = tokenizer_of(processor)
+
+    @classmethod
+    def from_config(cls, engine: RolloutEngine, rollout: RolloutConfig, model: torch.nn.Module, processor: Any,
+                    budgets: MediaBudgets, *, max_turns: int | None = None) -> ToolTurns:
+        """``engine`` taking turns with the tools of ``rollout.tools`` (up to ``max_turns``, default
+        ``rollout.max_turns``), the tools reading boxes in the model family's coordinates."""
+        family = unwrap_model(model).config.model_type
+        info = ModelInfo(family, budgets["image"], budgets["video"])
+        coords = FAMILY_COORDINATES.get(family, OTHER_FAMILIES_COORDINATES)
+        return cls(engine, processor, {name: TOOLS.get(name) for name in rollout.tools},
+                   rollout.max_turns if max_turns is None else max_turns, lambda sample: ToolContext(sample, info, coords),
+                   rollout.max_observation_tokens, budgets)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)

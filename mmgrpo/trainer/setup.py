@@ -27,9 +27,7 @@ from mmgrpo.trainer.demonstrations import ScriptedTurns, demonstrated
 from mmgrpo.trainer.rollouts import ScoringRule
 from mmgrpo.trainer.sft import Demonstrate, SFTExample, end_of_turn
 from mmgrpo.types import Completion
-from tasks.base import ModelInfo, Task
-from tasks.grounding import FAMILY_COORDINATES, OTHER_FAMILIES_COORDINATES
-from tasks.tools import TOOLS, ToolContext
+from tasks.base import Task
 
 if TYPE_CHECKING:
     from mmgrpo.trainer.backends import TrainingBackend
@@ -118,14 +116,8 @@ def build_engine(
 def tool_turns_of(config: Config, model: torch.nn.Module, processor: Any) -> Callable[[Any, int], ToolTurns]:
     """``(engine, max_turns) -> ToolTurns`` with the tools of ``rollout.tools``, as the model sees its images."""
     budgets = media_budgets(config.model, processor)
-    family = unwrap_model(model).config.model_type
-    info = ModelInfo(family, budgets["image"], budgets["video"])
-    coords = FAMILY_COORDINATES.get(family, OTHER_FAMILIES_COORDINATES)
-    tools = {name: TOOLS.get(name) for name in config.rollout.tools}
-    return lambda engine, max_turns: ToolTurns(
-        engine, processor, tools, max_turns, lambda sample: ToolContext(sample, info, coords),
-        config.rollout.max_observation_tokens, budgets,
-    )
+    return lambda engine, max_turns: ToolTurns.from_config(engine, config.rollout, model, processor, budgets,
+                                                           max_turns=max_turns)
 
 
 def demonstrator(config: Config, model: torch.nn.Module, processor: Any) -> Demonstrate | None:
