@@ -64,6 +64,8 @@ class InlineMedia:
     token_inputs: dict[str, torch.Tensor]
     """Per-token processor extras (``mm_token_type_ids``) of the completion's first tokens, ``[L]`` each; zero past
     them (the policy's own tokens)."""
+    images: tuple[torch.Tensor, ...] = ()
+    """The images as the policy saw them (after the budget's resize), ``[H, W, 3]`` uint8 each, for reports."""
 
 
 @dataclass

@@ -13,7 +13,9 @@ in token order) take them; for the others a tool's images are dropped and counte
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
+import numpy as np
 import torch
 from PIL import Image
 from transformers import ProcessorMixin
@@ -32,12 +34,13 @@ def joined(adapter: FamilyAdapter, first: InlineMedia | None, second: InlineMedi
         for key, value in second.token_inputs.items()
     }
     if first is None:
-        return InlineMedia(second.inputs, second.counts, second.placeholder_tokens, token_inputs)
+        return replace(second, token_inputs=token_inputs)
     return InlineMedia(
         inputs=adapter.concat_media([first.inputs, second.inputs]),
         counts=_summed(first.counts, second.counts),
         placeholder_tokens=_summed(first.placeholder_tokens, second.placeholder_tokens),
         token_inputs=token_inputs,
+        images=(*first.images, *second.images),
     )
 
 
@@ -131,4 +134,5 @@ def encode_inline(processor: ProcessorMixin, family: str, text: str, images: Seq
         counts=counts,
         placeholder_tokens={modality: tokens for modality, tokens in expected[0].items() if tokens},
         token_inputs={key: value[0] for key, value in encoded.items() if key in adapter.per_token_keys},
+        images=tuple(torch.from_numpy(np.array(image.convert("RGB"))) for image in loaded),
     )

@@ -20,6 +20,8 @@ td, th { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-al
 .best { border-left-color: #55a868; background: #eef7ef; }
 .worst { border-left-color: #c44e52; background: #fbeeee; }
 .muted { color: #888; font-size: 12px; }
+.turn { margin: 2px 0; }
+.turn.tool { color: #666; background: #f4f4f8; padding: 2px 4px; }
 img.media, svg.media { border: 1px solid #ccc; margin-right: 4px; }
 """
 

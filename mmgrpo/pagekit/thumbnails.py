@@ -85,10 +85,22 @@ def _image_tag(frames: list[Image.Image], ref: str) -> str:
     for frame in small:
         strip.paste(frame, (left, 0))
         left += frame.width
+    return image_markup(jpeg_data_uri(strip), ref)
+
+
+def jpeg_data_uri(image: Image.Image, side: int | None = None) -> str:
+    """``image`` as an inlined JPEG (``data:`` URI), first shrunk to at most ``side`` pixels a side when given."""
+    if side is not None:
+        image = image.copy()
+        image.thumbnail((side, side))
     buffer = io.BytesIO()
-    strip.save(buffer, format="JPEG", quality=85)
-    data = base64.b64encode(buffer.getvalue()).decode("ascii")
-    return f'<img class="media" alt="{html.escape(ref)}" title="{html.escape(ref)}" src="data:image/jpeg;base64,{data}">'
+    image.convert("RGB").save(buffer, format="JPEG", quality=85)
+    return f"data:image/jpeg;base64,{base64.b64encode(buffer.getvalue()).decode('ascii')}"
+
+
+def image_markup(source: str, label: str) -> str:
+    """An ``<img>`` of ``source`` (a URI) titled ``label``."""
+    return f'<img class="media" alt="{html.escape(label)}" title="{html.escape(label)}" src="{html.escape(source)}">'
 
 
 def _waveform(ref: str) -> str:

@@ -13,6 +13,7 @@ import html
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from mmgrpo.config.run_sections import AlertsConfig
 from mmgrpo.reports.alerts import config_alerts, find_alerts
@@ -21,7 +22,7 @@ from mmgrpo.reports.gallery import GalleryGroup, changed_answers, gallery_groups
 from mmgrpo.pagekit.page import fmt, page, with_interval
 from mmgrpo.reports.run_data import RunData
 from mmgrpo.pagekit.svg import COLORS, Line, interval_bars, line_chart
-from mmgrpo.pagekit.thumbnails import media_markup
+from mmgrpo.pagekit.thumbnails import image_markup, media_markup
 
 logger = logging.getLogger(__name__)
 
@@ -175,7 +176,8 @@ def _card(group: GalleryGroup) -> str:
         components = ", ".join(f"{name} {fmt(value)}" for name, value in record.get("rewards", {}).items())
         flags = " ✓" if record.get("correct") else ""
         flags += " (truncated)" if record.get("truncated") else ""
-        rows.append(f'<div class="completion{mark}">{html.escape(record["completion"])}'
+        shown = _turns(record["turns"]) if record.get("turns") else html.escape(record["completion"])
+        rows.append(f'<div class="completion{mark}">{shown}'
                     f'<div class="muted">reward {fmt(record["reward"])} ({html.escape(components)}), advantage '
                     f'{fmt(record.get("advantage"))}{flags}</div></div>')
     outcome = "solved" if group.any_correct else "unsolved"
@@ -183,6 +185,17 @@ def _card(group: GalleryGroup) -> str:
             f'<div class="muted">step {group.step} · {html.escape(group.sample_id)}</div>'
             f'<div>{html.escape(group.prompt)}</div><div><b>answer:</b> {html.escape(str(group.answer))}</div>'
             f'</div></div>{"".join(rows)}</div>')
+
+
+def _turns(turns: Sequence[dict[str, Any]]) -> str:
+    """A multi-turn completion turn by turn: the policy's turns as text, the tools' muted with their images."""
+    parts = []
+    for turn in turns:
+        images = "".join(image_markup(source, "tool image") for source in turn.get("images", []))
+        kind = "turn" if turn["role"] == "assistant" else "turn tool"
+        parts.append(f'<div class="{kind}"><b>{html.escape(turn["role"])}:</b> {html.escape(turn["text"])}'
+                     f'{f"<div>{images}</div>" if images else ""}</div>')
+    return "".join(parts)
 
 
 def _evaluations(run: RunData, *, named: bool) -> list[str]:

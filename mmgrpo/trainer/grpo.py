@@ -28,6 +28,7 @@ from mmgrpo.config import Config
 from mmgrpo.inputs import SampleSet
 from mmgrpo.models.dummy_media import install_dummy_media_pass, installed_dummy_media_pass
 from mmgrpo.models.prompt_cache import hit_rate_metrics, open_prompt_cache
+from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.reports.alerts import StepMonitor
 from mmgrpo.reports.html import refresh_report
 from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
@@ -269,7 +270,7 @@ class GRPOTrainer:
         every, step = self.config.log.log_completions_every, self.step_index + 1
         if not every or (step % every and step != 1):  # a run shorter than `every` still shows samples
             return
-        records = completion_records(rollouts, advantages, step)
+        records = completion_records(rollouts, advantages, step, tokenizer_of(self.processor))
         self.metrics.log_completions(records[: self.config.log.completions_per_log])
 
     # -- optimisation and checkpoints ---------------------------------------------------------

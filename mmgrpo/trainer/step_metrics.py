@@ -10,6 +10,7 @@ import torch
 
 from mmgrpo.trainer.metrics import completion_prompt
 from mmgrpo.trainer.rollouts import Group, Rollouts
+from mmgrpo.trainer.turn_records import turn_records
 
 
 def rollout_metrics(rollouts: Rollouts) -> dict[str, float]:
@@ -96,9 +97,11 @@ def step_timing(started: float, rollout_done: float, reference_done: float, fini
         "time/step": finished - started,
     }
 
-def completion_records(rollouts: Rollouts, advantages: torch.Tensor, step: int) -> list[dict[str, Any]]:
+def completion_records(rollouts: Rollouts, advantages: torch.Tensor, step: int,
+                       tokenizer: Any = None) -> list[dict[str, Any]]:
     """One ``completions.jsonl`` row per completion, whole groups in order: what a report shows of it (the
-    prompt's text and media references, the answer, each reward component, the advantage)."""
+    prompt's text and media references, the answer, each reward component, the advantage; with ``tokenizer``, a
+    multi-turn completion's ``turns``, :func:`~mmgrpo.trainer.turn_records.turn_records`)."""
     records, position, values = [], 0, advantages.tolist()
     for group in rollouts.groups:
         prompt, successes = completion_prompt(group.sample), group.successes()
@@ -108,6 +111,8 @@ def completion_records(rollouts: Rollouts, advantages: torch.Tensor, step: int) 
                 "answer": group.sample.answer, **prompt, "completion": completion.text, "reward": reward,
                 "rewards": {name: scores[index] for name, scores in group.components.items()},
                 "advantage": values[position], "correct": successes[index], "truncated": completion.truncated,
+                **({"turns": turn_records(completion, tokenizer)}
+                   if tokenizer is not None and completion.observation_spans else {}),
             })
             position += 1
     return records

@@ -163,3 +163,9 @@ def test_a_grpo_run_trains_on_trajectories_with_crops(small_config, tmp_path, mo
     rows = read_metrics(tmp_path / "runs" / "test" / "metrics.jsonl")
     assert all(row["tools/ok_frac"] == 1.0 for row in rows)
     assert all(row["rollout/logprob_gap_max"] < 1e-4 for row in rows), [row["rollout/logprob_gap_max"] for row in rows]
+    logged = read_metrics(tmp_path / "runs" / "test" / "completions.jsonl")  # the gallery's: turn by turn, crops shown
+    roles = [[turn["role"] for turn in record["turns"]] for record in logged]
+    assert logged and all(r == ["assistant", "tool", "assistant"] for r in roles)
+    assert all(len(record["turns"][1]["images"]) == 1 and "zoomed in" in record["turns"][1]["text"] for record in logged)
+    report = (tmp_path / "runs" / "test" / "report.html").read_text()
+    assert report.count('<div class="turn tool">') == report.count("zoomed in") > 0 and "data:image/jpeg" in report
