@@ -11,7 +11,7 @@ from data_recipes.media import MEDIA_COLUMNS
 CANONICAL_FIELDS = (
     *MEDIA_COLUMNS, "choices", "reasoning", "solution", "tests", "entry_point", "objects", "image_size",
     "resized_size", "task", "target", "count_target", "start", "steps", "beeps", "sample_rate", "kind", "fps",
-    "num_frames",
+    "num_frames", "quadrant", "region", "textures",
 )
 
 @register_adapter("clevr70k", columns=("image", "problem", "solution"))
