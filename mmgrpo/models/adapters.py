@@ -27,17 +27,16 @@ tokens, media tensors stacked per row).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from transformers import PretrainedConfig, ProcessorMixin
 
+from mmgrpo.models.media_rows import MediaCounts, audio_tokens_per_row, item_index, patch_index, tokens_per_row
 from mmgrpo.registry import Registry
 
 MEDIA_KINDS = ("image", "video", "audio")
-MediaCounts = Mapping[str, int]  # modality -> media items in one row
 # Position ids: [B, T] for 1-D rotary models, [3, B, T] for M-RoPE (temporal, height, width).
 PositionIds = torch.Tensor
 
@@ -144,9 +143,9 @@ class FamilyAdapter:
         for key, value in media_inputs.items():
             if key in self.per_item_keys or key in self.per_patch_keys:
                 grid_key = self.per_patch_keys.get(key, key)
-                items = _item_index(media_counts, self.per_item_keys[grid_key], rows)
+                items = item_index(media_counts, self.per_item_keys[grid_key], rows)
                 if len(items):
-                    index = _patch_index(media_inputs[grid_key], items) if key in self.per_patch_keys else items
+                    index = patch_index(media_inputs[grid_key], items) if key in self.per_patch_keys else items
                     selected[key] = value[index]
             elif isinstance(value, torch.Tensor) and value.shape[0] == len(media_counts):
                 selected[key] = value[torch.as_tensor(list(rows), dtype=torch.long)]
@@ -263,7 +262,7 @@ class QwenVLAdapter(FamilyAdapter):
             if grid_key not in encoded:
                 continue
             tokens = encoded[grid_key].prod(-1) // media_processor.merge_size**2  # [items]
-            for row, count in zip(expected, _tokens_per_row(tokens, media_counts, modality)):
+            for row, count in zip(expected, tokens_per_row(tokens, media_counts, modality)):
                 row[modality] = count
         return expected
 
@@ -346,7 +345,7 @@ class InternVLAdapter(FamilyAdapter):
         made = encoded["pixel_values"].shape[0] if "pixel_values" in encoded else 0
         if int(tiles.sum()) != made:
             raise ValueError(f"InternVL: the processor made {made} tiles, its tile formula says {int(tiles.sum())}")
-        per_row = _tokens_per_row(tiles, media_counts, "image")
+        per_row = tokens_per_row(tiles, media_counts, "image")
         return [{"image": count * processor.image_seq_length} for count in per_row]
 
 
@@ -375,12 +374,75 @@ class AudioPerItemAdapter(FamilyAdapter):
         encoded: Mapping[str, torch.Tensor],
         media_counts: Sequence[MediaCounts],
     ) -> list[dict[str, int]]:
-        """A clip of F feature frames needs one token per 4 frames (a stride-2 conv, then stride-2 pooling)."""
-        if "feature_attention_mask" not in encoded:
-            return [{"audio": 0} for _ in media_counts]
-        frames = encoded["feature_attention_mask"].sum(-1)  # [clips]
-        tokens = ((frames - 1) // 2 + 1 - 2) // 2 + 1  # [clips]
-        return [{"audio": count} for count in _tokens_per_row(tokens, media_counts, "audio")]
+        return [{"audio": count} for count in audio_tokens_per_row(encoded, media_counts)]
+
+
+class OmniThinkerAdapter(QwenVLAdapter):
+    """Qwen2.5-Omni's thinker: Qwen2.5-VL's vision tower and patches, Qwen2-Audio-style clips stacked per item, and
+    TMRoPE positions (``get_rope_index`` with the images', videos' and clips' sizes).
+
+    TMRoPE numbers an audio clip's tokens like text; a video's temporal positions step by
+    ``position_id_per_seconds`` x seconds per temporal patch (25 per second); text after any media item
+    continues from the item's largest position + 1 on any axis (the original Qwen numbering), so a
+    continuation starts at the prompt's largest position + 1, as for Qwen-VL. A video's own audio track
+    interleaved with its frames (``use_audio_in_video``) is refused: mmgrpo loads a video's frames only.
+    """
+
+    per_item_keys = {
+        "image_grid_thw": "image",
+        "video_grid_thw": "video",
+        "video_second_per_grid": "video",
+        "input_features": "audio",
+        "feature_attention_mask": "audio",
+    }
+    tower_prefixes = ("model.visual.", "model.audio_tower.")
+    # The vision merger and the audio tower's last norm + projection into the language model's width.
+    projector_prefixes = ("model.visual.merger.", "model.audio_tower.ln_post.", "model.audio_tower.proj.")
+    tower_inputs = {"image": "pixel_values", "video": "pixel_values_videos", "audio": "input_features"}
+    inline_media = False  # media inside a completion (tool images) are not tested on this family
+
+    def prompt_positions(
+        self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]
+    ) -> tuple[PositionIds, torch.Tensor]:
+        thinker = unwrap_model(model).model
+        input_ids = inputs["input_ids"]  # [B, Tp]
+        _refuse_audio_in_video(thinker.config, input_ids)
+        grids = {key: inputs.get(key) for key in ("image_grid_thw", "video_grid_thw")}
+        if all(grid is None for grid in grids.values()):  # text and audio only: 1-D positions on all three axes
+            return super().prompt_positions(model, {"input_ids": input_ids, "attention_mask": inputs["attention_mask"]})
+        clip_frames = inputs.get("feature_attention_mask")  # [clips, F]
+        position_ids, _ = thinker.get_rope_index(
+            input_ids,
+            attention_mask=inputs["attention_mask"],
+            audio_seqlens=None if clip_frames is None else clip_frames.sum(-1),
+            second_per_grids=inputs.get("video_second_per_grid"),
+            **grids,
+        )  # [3, B, Tp]
+        return position_ids, position_ids[:, :, -1].amax(0) + 1  # left padding: the last column is real
+
+    def dummy_media(self, backbone: torch.nn.Module, modality: str) -> dict[str, torch.Tensor]:
+        """Image and video as for Qwen-VL; audio: one clip of one attention window (``2 * n_window`` frames)."""
+        if modality != "audio":
+            return super().dummy_media(backbone, modality)
+        audio = backbone.config.audio_config
+        device, dtype = _placement(backbone.audio_tower)
+        frames = 2 * audio.n_window
+        return {
+            "input_features": torch.ones(1, audio.num_mel_bins, frames, device=device, dtype=dtype),
+            "feature_attention_mask": torch.ones(1, frames, device=device, dtype=torch.long),
+        }
+
+    def expected_media_tokens(
+        self,
+        processor: ProcessorMixin,
+        encoded: Mapping[str, torch.Tensor],
+        media_counts: Sequence[MediaCounts],
+    ) -> list[dict[str, int]]:
+        """Images and videos as for Qwen-VL, audio clips as for Qwen2-Audio."""
+        expected = super().expected_media_tokens(processor, encoded, media_counts)
+        for row, count in zip(expected, audio_tokens_per_row(encoded, media_counts)):
+            row["audio"] = count
+        return expected
 
 
 FAMILY_ADAPTERS: Registry[FamilyAdapter] = Registry("model family adapter")
@@ -390,6 +452,8 @@ for _model_type in ("smolvlm", "idefics3"):
     FAMILY_ADAPTERS.add(_model_type, TiledImageAdapter())
 FAMILY_ADAPTERS.add("qwen2_audio", AudioPerItemAdapter())
 FAMILY_ADAPTERS.add("internvl", InternVLAdapter())
+# The thinker's model type; a full ``qwen2_5_omni`` checkpoint (thinker + talker) is refused at load.
+FAMILY_ADAPTERS.add("qwen2_5_omni_thinker", OmniThinkerAdapter())
 
 GENERIC_ADAPTER = FamilyAdapter()
 
@@ -416,22 +480,11 @@ def _placement(module: torch.nn.Module) -> tuple[torch.device, torch.dtype]:
     return weight.device, weight.dtype
 
 
-def _item_index(media_counts: Sequence[MediaCounts], modality: str, rows: Sequence[int]) -> torch.Tensor:
-    """Indices of the ``modality`` items of ``rows``, items numbered in row order."""
-    counts = [row.get(modality, 0) for row in media_counts]
-    starts = [0, *itertools.accumulate(counts)]
-    index = [item for row in rows for item in range(starts[row], starts[row] + counts[row])]
-    return torch.tensor(index, dtype=torch.long)
-
-
-def _tokens_per_row(item_tokens: torch.Tensor, media_counts: Sequence[MediaCounts], modality: str) -> list[int]:
-    """``item_tokens`` ``[items]`` summed over each row's ``modality`` items."""
-    return [int(item_tokens[_item_index(media_counts, modality, [row])].sum()) for row in range(len(media_counts))]
-
-
-def _patch_index(grids: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
-    """Row indices of ``items``'s patches when item i owns ``prod(grids[i])`` consecutive rows."""
-    sizes = grids.prod(-1)  # [items]
-    starts = torch.cumsum(sizes, 0) - sizes  # [items]
-    spans = [torch.arange(int(starts[i]), int(starts[i] + sizes[i])) for i in items.tolist()]
-    return torch.cat(spans) if spans else torch.zeros(0, dtype=torch.long)
+def _refuse_audio_in_video(config: PretrainedConfig, input_ids: torch.Tensor) -> None:
+    """Raise if a video's placeholders open with ``<|audio_bos|>`` (the processor's ``load_audio_from_video``)."""
+    opens = input_ids[:, :-1] == config.vision_start_token_id  # [B, T-1]
+    if (opens & (input_ids[:, 1:] == config.audio_start_token_id)).any():
+        raise ValueError(
+            "Qwen2.5-Omni: a video with its audio track interleaved (use_audio_in_video / load_audio_from_video) is "
+            "not supported: give the audio as its own audio part beside the video"
+        )

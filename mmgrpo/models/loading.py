@@ -5,7 +5,9 @@ families that transformers files elsewhere are found through ``AutoModelForMulti
 A family that numbers its positions itself (multi-axis rotary positions such as Qwen-VL's
 M-RoPE, found by the ``get_rope_index`` of its modeling code) loads only when
 ``mmgrpo.models.adapters`` has an adapter for it: the generic adapter's 1-D positions
-would train it on wrong positions without any error (Qwen2.5-Omni, GLM-4V, ... are refused).
+would train it on wrong positions without any error (GLM-4V, Qwen3-Omni, ... are refused). Qwen2.5-Omni
+trains as its thinker (``qwen2_5_omni_thinker``, text out); a full ``qwen2_5_omni`` checkpoint (thinker + talker,
+speech out) is refused with how to save its thinker alone.
 """
 
 from __future__ import annotations
@@ -44,6 +46,14 @@ DTYPES: dict[str, torch.dtype | str] = {
 
 # Tried in order; the first that knows the config's model type loads the checkpoint.
 AUTO_MODEL_CLASSES = (AutoModelForImageTextToText, AutoModelForMultimodalLM)
+# Model types refused whatever their positions, and why.
+REFUSED_FAMILIES = {
+    "qwen2_5_omni": (
+        "a full Qwen2.5-Omni checkpoint (thinker + talker + token2wav): mmgrpo trains the thinker (text out) alone; "
+        "save it with Qwen2_5OmniForConditionalGeneration.from_pretrained(path).thinker.save_pretrained(out) "
+        "(and the processor beside it) and load that (model type 'qwen2_5_omni_thinker')"
+    ),
+}
 
 
 ADAPTER_CONFIG = "adapter_config.json"  # what PEFT writes beside a saved adapter
@@ -141,6 +151,9 @@ def load_processor(name_or_path: str | Path, *, trust_remote_code: bool = False)
 
 def model_class_for(config: PretrainedConfig, source: str) -> type[PreTrainedModel]:
     """The first auto class that knows ``config``, if mmgrpo can compute the family's positions."""
+    if config.model_type in REFUSED_FAMILIES:
+        reason = REFUSED_FAMILIES[config.model_type]
+        raise ModelLoadError(f"{source}: model type {config.model_type!r} is refused: {reason}")
     for auto_class in AUTO_MODEL_CLASSES:
         if type(config) in auto_class._model_mapping:
             _require_position_adapter(config, auto_class._model_mapping[type(config)], source)

@@ -17,6 +17,7 @@ from transformers import (
     Qwen2_5OmniConfig,
     Qwen2_5OmniThinkerConfig,
     Qwen2Config,
+    Qwen3OmniMoeConfig,
 )
 
 from mmgrpo.models.loading import ModelLoadError, load_model_and_processor, model_class_for
@@ -105,8 +106,14 @@ def test_model_class_follows_the_config(tiny_qwen25vl: Path) -> None:
         model_class_for(Qwen2Config(), "text_lm")
 
 
-@pytest.mark.parametrize("config", [Qwen2_5OmniConfig(), Qwen2_5OmniThinkerConfig(), Glm4vConfig()], ids=lambda config: config.model_type)
+@pytest.mark.parametrize("config", [Qwen3OmniMoeConfig(), Glm4vConfig()], ids=lambda config: config.model_type)
 def test_families_with_multi_axis_positions_and_no_adapter_are_refused(config) -> None:
     """The generic adapter's 1-D positions would silently train an M-RoPE family wrong."""
     with pytest.raises(ModelLoadError, match=f"omni_or_glm: model type '{config.model_type}' computes multi-axis"):
         model_class_for(config, "omni_or_glm")
+
+
+def test_qwen2_5_omni_loads_as_its_thinker_and_the_full_checkpoint_is_refused() -> None:
+    assert model_class_for(Qwen2_5OmniThinkerConfig(), "thinker") is AutoModelForImageTextToText
+    with pytest.raises(ModelLoadError, match=r"omni: model type 'qwen2_5_omni' is refused: .*\.thinker\.save_pretrained"):
+        model_class_for(Qwen2_5OmniConfig(), "omni")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 from transformers import (
+    PreTrainedModel,
     Qwen2AudioConfig,
     Qwen2AudioForConditionalGeneration,
     Qwen2AudioProcessor,
@@ -68,8 +69,9 @@ def build_qwen2_audio(spec: TinySpec) -> TinyModel:
     return TinyModel(model, processor)
 
 
-def amplify_audio_input(model: Qwen2AudioForConditionalGeneration, std: float) -> None:
-    """Redraw the audio encoder's input convolutions with weights of ``std`` (bias stays 0).
+def amplify_audio_input(model: PreTrainedModel, std: float) -> None:
+    """Redraw the audio encoder's (``model.model.audio_tower``: Qwen2-Audio, Qwen2.5-Omni's thinker) input
+    convolutions with weights of ``std`` (bias stays 0).
 
     With transformers' init (std 0.02) the convolutions' output (std ~0.006 on beep clips) is
     weaker than the clip-independent position embedding added to it (std 0.02), so the

@@ -54,6 +54,7 @@ QWEN_MEDIA_MARKUP = {
 QWEN_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 QWEN2_DEFAULT_SYSTEM = "You are a helpful assistant."
 MERGE_SIZE = 2
+QWEN2_PATCH_SIZE = 14  # Qwen2-VL, Qwen2.5-VL and Qwen2.5-Omni
 TEMPORAL_PATCH_SIZE = 2
 QWEN3_POSITION_GRID = 8  # side of Qwen3-VL's learned (interpolated) patch-position grid
 
@@ -128,7 +129,7 @@ def _assemble(
     return TinyModel(model, processor)
 
 
-def _qwen2_video_processor(spec: TinySpec, patch_size: int) -> Qwen2VLVideoProcessor:
+def qwen2_video_processor(spec: TinySpec, patch_size: int) -> Qwen2VLVideoProcessor:
     min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
     # cap_pixels_per_frame: qwen-vl-utils semantics, the future transformers default.
     return Qwen2VLVideoProcessor(
@@ -136,7 +137,7 @@ def _qwen2_video_processor(spec: TinySpec, patch_size: int) -> Qwen2VLVideoProce
     )
 
 
-def _qwen2_image_processor(spec: TinySpec, patch_size: int, **kwargs: Any) -> Qwen2VLImageProcessor:
+def qwen2_image_processor(spec: TinySpec, patch_size: int, **kwargs: Any) -> Qwen2VLImageProcessor:
     min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
     return Qwen2VLImageProcessor(
         min_pixels=min_pixels, max_pixels=max_pixels, patch_size=patch_size, merge_size=MERGE_SIZE, **kwargs
@@ -147,7 +148,7 @@ def _vision_grid(patch_size: int) -> dict[str, int]:
     return {"patch_size": patch_size, "spatial_merge_size": MERGE_SIZE, "temporal_patch_size": TEMPORAL_PATCH_SIZE}
 
 
-def _vision_tower(spec: TinySpec, patch_size: int, **extras: Any) -> dict[str, Any]:
+def vision_tower(spec: TinySpec, patch_size: int, **extras: Any) -> dict[str, Any]:
     """The vision config Qwen2.5-VL and Qwen3-VL share (Qwen2-VL names its fields differently)."""
     return {
         "depth": spec.vision_depth,
@@ -175,24 +176,30 @@ def build_qwen2_vl(spec: TinySpec) -> TinyModel:
         spec,
         classes=(Qwen2VLConfig, Qwen2VLForConditionalGeneration, Qwen2VLProcessor),
         vision=vision,
-        image_processor=_qwen2_image_processor(spec, patch_size),
-        video_processor=_qwen2_video_processor(spec, patch_size),
+        image_processor=qwen2_image_processor(spec, patch_size),
+        video_processor=qwen2_video_processor(spec, patch_size),
     )
 
 
 @TINY_FAMILIES.register("qwen2_5_vl")
 def build_qwen2_5_vl(spec: TinySpec) -> TinyModel:
-    patch_size = 14
-    # One attention window covers a whole tiny image; the last block attends fully.
-    vision = _vision_tower(
-        spec, patch_size, window_size=patch_size * MERGE_SIZE * 4, fullatt_block_indexes=[spec.vision_depth - 1]
-    )
     return _assemble(
         spec,
         classes=(Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration, Qwen2_5_VLProcessor),
-        vision=vision,
-        image_processor=_qwen2_image_processor(spec, patch_size),
-        video_processor=_qwen2_video_processor(spec, patch_size),
+        vision=windowed_vision_tower(spec),
+        image_processor=qwen2_image_processor(spec, QWEN2_PATCH_SIZE),
+        video_processor=qwen2_video_processor(spec, QWEN2_PATCH_SIZE),
+    )
+
+
+def windowed_vision_tower(spec: TinySpec) -> dict[str, Any]:
+    """Qwen2.5-VL's vision tower (also Qwen2.5-Omni's): window attention of 14-px patches. One attention window
+    covers a whole tiny image; the last block attends fully."""
+    return vision_tower(
+        spec,
+        QWEN2_PATCH_SIZE,
+        window_size=QWEN2_PATCH_SIZE * MERGE_SIZE * 4,
+        fullatt_block_indexes=[spec.vision_depth - 1],
     )
 
 
@@ -200,7 +207,7 @@ def build_qwen2_5_vl(spec: TinySpec) -> TinyModel:
 def build_qwen3_vl(spec: TinySpec) -> TinyModel:
     patch_size = 16
     min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
-    vision = _vision_tower(
+    vision = vision_tower(
         spec, patch_size, num_position_embeddings=QWEN3_POSITION_GRID**2, deepstack_visual_indexes=[0]
     )
     half_grey = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
@@ -214,7 +221,7 @@ def build_qwen3_vl(spec: TinySpec) -> TinyModel:
         spec,
         classes=(Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor),
         vision=vision,
-        image_processor=_qwen2_image_processor(spec, patch_size, **half_grey),
+        image_processor=qwen2_image_processor(spec, patch_size, **half_grey),
         video_processor=video_processor,
         default_system=None,
         rope_extras={"mrope_interleaved": True},
