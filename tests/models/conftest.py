@@ -45,8 +45,9 @@ def load_tiny(tiny_model_dir: Callable[..., Path]) -> Callable[[str], tuple[PreT
 
 
 @pytest.fixture(scope="session")
-def media_samples(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], list[Sample]]:
-    """``media_samples(family)``: three one-media prompts of different lengths (images, or audio clips)."""
+def media_samples(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., list[Sample]]:
+    """``media_samples(family, modality=None)``: three one-media prompts of different lengths: audio clips for an
+    audio family or ``modality="audio"`` (Qwen2.5-Omni hears and sees), else images."""
     image_dir = tmp_path_factory.mktemp("images")
     rng = np.random.default_rng(0)
     image_samples = []
@@ -58,7 +59,9 @@ def media_samples(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], l
     for index, (seconds, question) in enumerate(AUDIO_PROMPTS):
         clip = rng.standard_normal(int(seconds * 16_000)).astype(np.float32) * 0.1
         audio_samples.append(one_media_sample(f"aud-{index}", "audio", (clip, 16_000), question))
-    return lambda family: audio_samples if family in AUDIO_FAMILIES else image_samples
+    return lambda family, modality=None: (
+        audio_samples if (modality or ("audio" if family in AUDIO_FAMILIES else "image")) == "audio" else image_samples
+    )
 
 
 @pytest.fixture(scope="session")

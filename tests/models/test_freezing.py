@@ -15,11 +15,16 @@ from mmgrpo.trainer.setup import load_policy
 
 # The tower and projector of each family as transformers 5 names them in memory.
 TOWERS = {
-    "qwen2_5_vl": ("model.visual.", ("model.visual.merger.",)),
-    "qwen3_vl": ("model.visual.", ("model.visual.merger.", "model.visual.deepstack_merger_list.")),
-    "smolvlm": ("model.vision_model.", ("model.connector.",)),
-    "internvl": ("model.vision_tower.", ("model.multi_modal_projector.",)),
-    "qwen2_audio": ("model.audio_tower.", ("model.multi_modal_projector.",)),
+    "qwen2_5_vl": (("model.visual.",), ("model.visual.merger.",)),
+    "qwen3_vl": (("model.visual.",), ("model.visual.merger.", "model.visual.deepstack_merger_list.")),
+    "smolvlm": (("model.vision_model.",), ("model.connector.",)),
+    "internvl": (("model.vision_tower.",), ("model.multi_modal_projector.",)),
+    "qwen2_audio": (("model.audio_tower.",), ("model.multi_modal_projector.",)),
+    # Two towers; each projects into the language model's width itself.
+    "qwen2_5_omni_thinker": (
+        ("model.visual.", "model.audio_tower."),
+        ("model.visual.merger.", "model.audio_tower.ln_post.", "model.audio_tower.proj."),
+    ),
 }
 
 
@@ -31,12 +36,13 @@ def test_each_family_names_its_tower_and_projector(family, tiny_model_dir):
     tower = frozen_parts(model, ModelConfig(freeze_vision_tower=True)).names
     projector = frozen_parts(model, ModelConfig(freeze_projector=True)).names
     assert tower and all(name.startswith(tower_prefix) for name in tower)
+    assert all(any(name.startswith(prefix) for name in tower) for prefix in tower_prefix)  # every tower freezes
     assert projector == {n for n in names if n.startswith(projector_prefix)} != set()
     assert not tower & projector  # the tower is the encoder without its projector
     assert {n for n in names if n.startswith(tower_prefix)} <= tower | projector
     freeze(model, frozen_parts(model, ModelConfig(freeze_vision_tower=True, freeze_projector=True)))
     trainable, frozen = parameter_counts(model)
-    encoder = sum(p.numel() for n, p in model.named_parameters() if n.startswith((tower_prefix, *projector_prefix)))
+    encoder = sum(p.numel() for n, p in model.named_parameters() if n.startswith((*tower_prefix, *projector_prefix)))
     assert frozen == encoder and trainable
 
 
@@ -71,13 +77,15 @@ def test_pattern_errors_name_the_pattern(options, message, tiny_qwen25vl):
         frozen_parts(model, ModelConfig(**options))
 
 
-@pytest.mark.parametrize("family", ["smolvlm", "internvl"])
+@pytest.mark.parametrize("family", ["smolvlm", "internvl", "qwen2_5_omni_thinker"])
 def test_lora_puts_no_adapter_into_a_frozen_tower(family, tiny_model_dir):
-    """SmolVLM's and InternVL's vision encoders have q/k/v_proj too: the default LoRA targets would adapt them
-    unless frozen."""
+    """SmolVLM's and InternVL's vision encoders and Qwen2.5-Omni's audio encoder have q/k/v_proj too: the default
+    LoRA targets would adapt them unless frozen."""
     path = tiny_model_dir(family)
     tower_prefix, _ = TOWERS[family]
-    lora = ["lora.enabled=true", "lora.r=2", "model.min_pixels=4096", "model.max_pixels=16384"]
+    # The default pixel budget fits Qwen's image processors; SmolVLM's and InternVL's tiles need another.
+    budget = [] if family.startswith("qwen") else ["model.min_pixels=4096", "model.max_pixels=16384"]
+    lora = ["lora.enabled=true", "lora.r=2", *budget]
 
     def adapted_tower_modules(*overrides: str) -> list[str]:
         config = load_config(None, [f"model.name_or_path={path}", *lora, *overrides])

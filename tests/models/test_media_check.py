@@ -63,11 +63,15 @@ def test_placeholder_sampled_in_a_completion_is_rejected(load_tiny, media_sample
         grouped_logprobs(model, prompts, completions, (1, 1), micro_batch_size=2)
 
 
-@pytest.mark.parametrize("family", ["smolvlm", "internvl", "qwen2_audio", "qwen3_vl"])
-def test_feature_token_formulas_match_processor_expansion(family, load_tiny, media_samples) -> None:
+@pytest.mark.parametrize(
+    ("family", "modality"),
+    [("smolvlm", "image"), ("internvl", "image"), ("qwen2_audio", "audio"), ("qwen3_vl", "image"),
+     ("qwen2_5_omni_thinker", "image"), ("qwen2_5_omni_thinker", "audio")],
+)
+def test_feature_token_formulas_match_processor_expansion(family, modality, load_tiny, media_samples) -> None:
     """Each family adapter's features -> tokens formula agrees with what its processor wrote."""
     _, processor = load_tiny(family)
-    batch = build_prompt_batch(processor, media_samples(family), family=family)  # runs the check
+    batch = build_prompt_batch(processor, media_samples(family, modality), family=family)  # runs the check
     adapter = adapter_for(family)
     inputs = {**batch.model_inputs(), **batch.media_inputs}  # with the adapter's layout inputs
     expected = adapter.expected_media_tokens(processor, inputs, batch.media_counts)

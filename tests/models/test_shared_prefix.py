@@ -29,10 +29,14 @@ def logprobs_and_grads(model, compute, weights: torch.Tensor) -> tuple[torch.Ten
     return logp.detach(), grads
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_vl", "internvl"])
-def test_grouped_logprobs_and_gradients_equal_plain_path(family, load_tiny, media_samples) -> None:
+@pytest.mark.parametrize(
+    ("family", "modality"),
+    [("qwen2_5_vl", "image"), ("qwen2_vl", "image"), ("internvl", "image"),
+     ("qwen2_5_omni_thinker", "image"), ("qwen2_5_omni_thinker", "audio")],
+)
+def test_grouped_logprobs_and_gradients_equal_plain_path(family, modality, load_tiny, media_samples) -> None:
     model, processor = load_tiny(family)
-    prompts = build_prompt_batch(processor, media_samples(family), family=family)
+    prompts = build_prompt_batch(processor, media_samples(family, modality), family=family)
     assert not prompts.attention_mask.all()  # prompts of different lengths: left padding present
     completions = random_completions()
     weights = torch.randn(len(completions), max(COMPLETION_LENGTHS), generator=torch.Generator().manual_seed(1))
@@ -68,10 +72,11 @@ def test_grouped_micro_batches_and_entropy_match_one_forward(load_tiny, media_sa
         torch.testing.assert_close(entropy, whole[1], atol=ATOL, rtol=0)
 
 
-def test_grouped_video_and_image_groups(load_tiny, media_samples, video_sample, video_budgets) -> None:
-    model, processor = load_tiny("qwen2_5_vl")
-    samples = [video_sample, media_samples("qwen2_5_vl")[2]]
-    prompts = build_prompt_batch(processor, samples, video_budgets, family="qwen2_5_vl")
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_5_omni_thinker"])
+def test_grouped_video_and_image_groups(family, load_tiny, media_samples, video_sample, video_budgets) -> None:
+    model, processor = load_tiny(family)
+    samples = [video_sample, media_samples(family)[2]]
+    prompts = build_prompt_batch(processor, samples, video_budgets, family=family)
     completions = random_completions((3, 5, 2))
     with torch.no_grad():
         shared, _ = completion_logprobs(model, prompts, completions, (2, 1), micro_batch_size=1)

@@ -136,9 +136,10 @@ def test_a_vlm_judge_is_shown_each_samples_media_before_the_rubric(tiny_qwen25vl
 
 def vlm_chats(family: str, count: int) -> tuple[list[str], list[str], list[list[dict]]]:
     """(completions, problems, media): ``count`` rows, each with its own image (or audio clip)."""
-    from tests.rollout.test_families import media_part
+    from tests.rollout.test_families import AUDIO_FAMILIES, media_part
 
-    media = [[media_part(family, 56 * (1 + row % 2), seed=row)] for row in range(count)]
+    modality = "audio" if family in AUDIO_FAMILIES else "image"
+    media = [[media_part(modality, 56 * (1 + row % 2), seed=row)] for row in range(count)]
     return COMPLETIONS[:count], PROBLEMS[:count], media
 
 

@@ -61,7 +61,7 @@ def fixed_batch(processor, family: str) -> StepBatch:
         Sample(
             id=f"p{i}", task="fixed",
             messages=[{"role": "user", "content": [
-                media_part(family, 56, i) if family in AUDIO_FAMILIES
+                media_part("audio", 56, i) if family in AUDIO_FAMILIES
                 else {"type": "image", "image": Image.fromarray(rng.integers(0, 256, (56, 56, 3), dtype=np.uint8))},
                 {"type": "text", "text": f"How many objects? {i}"},
             ]}],

@@ -18,7 +18,7 @@ from tests.trainer import backend_parity
 from tests.trainer.test_grpo_trainer import train
 from tests.training import DENSE_REWARD, interrupt_step
 
-FAMILIES = ("qwen2_5_vl", "qwen3_vl", "smolvlm", "internvl", "qwen2_audio")
+FAMILIES = ("qwen2_5_vl", "qwen3_vl", "smolvlm", "internvl", "qwen2_audio", "qwen2_5_omni_thinker")
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -69,7 +69,7 @@ CONFIG_TOKENS = {
 AUDIO_WINDOW_SECONDS = 2  # the audio tower attends within windows of 2 s (n_window = 100 frames per half)
 
 
-@TINY_FAMILIES.register("qwen2_5_omni")
+@TINY_FAMILIES.register("qwen2_5_omni_thinker")
 def build_qwen2_5_omni(spec: TinySpec) -> TinyModel:
     tokenizer = build_tokenizer(
         Qwen2Tokenizer,

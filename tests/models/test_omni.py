@@ -1,0 +1,69 @@
+"""Qwen2.5-Omni's thinker: rows mixing images, videos and audio clips, TMRoPE positions, audio inside a video."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mmgrpo.models.adapters import adapter_for
+from mmgrpo.models.batch import build_prompt_batch
+from mmgrpo.models.logprobs import sequence_logprobs
+from mmgrpo.models.shared_prefix import completion_logprobs
+from mmgrpo.models.train_batch import build_train_batch
+from mmgrpo.types import Sample
+from tests.models.test_logprobs import ATOL, random_completions
+
+FAMILY = "qwen2_5_omni_thinker"
+
+
+@pytest.fixture
+def mixed_samples(media_samples, video_sample) -> list[Sample]:
+    """Row 0: an image, a video and an audio clip; row 1: audio only; row 2: a video only."""
+    image, audio = media_samples(FAMILY, "image")[0], media_samples(FAMILY, "audio")[1]
+    parts = [*image.messages[0]["content"][:1], *video_sample.messages[0]["content"][:1], *audio.messages[0]["content"]]
+    everything = Sample(id="all-three", task="test", messages=[{"role": "user", "content": parts}])
+    return [everything, audio, video_sample]
+
+
+def test_rows_mixing_image_video_and_audio_match_unbatched_reference(
+    load_tiny, mixed_samples, video_budgets, reference
+) -> None:
+    """The plain and group-shared paths' log-probs equal one unbatched HF forward, whose positions transformers
+    computes itself (TMRoPE over the image, the video's time steps and the clip)."""
+    model, processor = load_tiny(FAMILY)
+    completions = random_completions((4, 3, 5))
+    batch = build_train_batch(processor, mixed_samples, completions, video_budgets, family=FAMILY)
+    assert batch.prompt.media_counts == [{"image": 1, "video": 1, "audio": 1}, {"audio": 1}, {"video": 1}]
+    with torch.no_grad():
+        plain, _ = sequence_logprobs(model, batch, micro_batch_size=2)
+        shared, _ = completion_logprobs(model, batch.prompt, completions, (1, 1, 1), micro_batch_size=3)
+    for row, (sample, completion) in enumerate(zip(mixed_samples, completions)):
+        expected = reference(model, processor, sample, completion, video_budgets)
+        torch.testing.assert_close(plain[row, : len(completion)], expected, atol=ATOL, rtol=0)
+        torch.testing.assert_close(shared[row, : len(completion)], expected, atol=ATOL, rtol=0)
+
+
+def test_video_time_steps_and_the_continuation_follow_tmrope(load_tiny, video_sample, video_budgets) -> None:
+    """A video's temporal positions step by position_id_per_seconds x seconds per temporal patch (25 x 1 s here);
+    the completion continues at the prompt's largest position + 1, where transformers' generate continues."""
+    model, processor = load_tiny(FAMILY)
+    prompt = build_prompt_batch(processor, [video_sample], video_budgets, family=FAMILY)
+    inputs = prompt.model_inputs()
+    positions, next_position = adapter_for(FAMILY).prompt_positions(model, inputs)  # [3, 1, Tp], [1]
+    video = inputs["input_ids"][0] == processor.video_token_id
+    steps = positions[0, 0, video].unique()
+    assert inputs["video_grid_thw"][0, 0] == 2 and (steps - steps[0]).tolist() == [0, 25]
+    _, rope_deltas = model.model.get_rope_index(
+        inputs["input_ids"], video_grid_thw=inputs["video_grid_thw"], attention_mask=inputs["attention_mask"],
+        second_per_grids=inputs["video_second_per_grid"],
+    )
+    assert next_position.item() == positions.max() + 1 == inputs["input_ids"].shape[1] + rope_deltas.item()
+
+
+def test_audio_interleaved_inside_a_video_is_refused(load_tiny) -> None:
+    model, processor = load_tiny(FAMILY)
+    tokens = ["<|vision_bos|>", "<|audio_bos|>", "<|VIDEO|>", "<|AUDIO|>", "<|audio_eos|>", "<|vision_eos|>"]
+    input_ids = torch.tensor([processor.tokenizer.convert_tokens_to_ids(tokens)])
+    inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
+    with pytest.raises(ValueError, match="use_audio_in_video"):
+        adapter_for(FAMILY).prompt_positions(model, inputs)
