@@ -7,6 +7,8 @@ stays flat; checked by hand for all three by negating the advantages in the trai
 
 from __future__ import annotations
 
+import pytest
+
 from tests.training import reward_at_start_and_end
 from tests.trainer.test_grpo_trainer import train
 
@@ -55,3 +57,18 @@ def test_reward_rises_under_grpo_on_grounding(small_config, tiny_model_dir, tmp_
 def test_reward_rises_under_grpo_on_internvl(small_config, tiny_model_dir, tmp_path):
     """The tiny InternVL over the default image recipe (one pixel-shuffled tile per image, 1-D positions)."""
     assert_reward_rises(small_config, tmp_path, f"model.name_or_path={tiny_model_dir('internvl')}")
+
+
+OMNI_MEDIA = {
+    "image": (),
+    "audio": (f"model.max_audio_seconds={AUDIO_SECONDS}", "data.train.0.recipe=audio_count",
+              "data.test.0.recipe=audio_count", "task.name=audio_count"),
+}
+
+
+@pytest.mark.parametrize("modality", OMNI_MEDIA)
+def test_reward_rises_under_grpo_on_qwen2_5_omni(modality, small_config, tiny_model_dir, tmp_path):
+    """The tiny Qwen2.5-Omni thinker, one policy that sees and hears, over the default image recipe and over
+    beep clips (TMRoPE positions, its vision or audio tower in every batch)."""
+    model = tiny_model_dir("qwen2_5_omni_thinker", audio_max_seconds=AUDIO_SECONDS)
+    assert_reward_rises(small_config, tmp_path, f"model.name_or_path={model}", *OMNI_MEDIA[modality])

@@ -32,7 +32,7 @@ def assert_same_inputs(cached, fresh) -> None:
         assert torch.equal(got[key], value), key
 
 
-@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "internvl", "qwen2_audio"])
+@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "internvl", "qwen2_audio", "qwen2_5_omni_thinker"])
 def test_cached_batches_equal_fresh_ones(family, load_tiny, media_samples, tmp_path) -> None:
     _, processor = load_tiny(family)
     samples = media_samples(family)
@@ -238,7 +238,7 @@ def test_stats_count_hits_per_lookup(tmp_path) -> None:
     assert PromptCache(tmp_path, LARGE).stats.hit_rate() is None
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_audio"])
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_audio", "qwen2_5_omni_thinker"])
 def test_a_16_bit_model_reads_media_stored_in_its_dtype_and_computes_the_same(family, tiny_model_dir, media_samples,
                                                                                 tmp_path) -> None:
     from safetensors.torch import load_file

@@ -27,7 +27,9 @@ def checkpointed_model(tiny_model_dir, family: str, reentrant: bool = False):
     return model, processor
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "qwen2_audio"])
+@pytest.mark.parametrize(
+    "family", ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "qwen2_audio", "qwen2_5_omni_thinker"]
+)
 def test_checkpointed_shared_step_equals_unchecked_and_unshared(
     family, tiny_model_dir, media_samples, monkeypatch
 ) -> None:
