@@ -374,6 +374,7 @@ class AudioPerItemAdapter(FamilyAdapter):
         encoded: Mapping[str, torch.Tensor],
         media_counts: Sequence[MediaCounts],
     ) -> list[dict[str, int]]:
+        """A clip of F feature frames needs one token per 4 frames (``audio_tokens_per_row``)."""
         return [{"audio": count} for count in audio_tokens_per_row(encoded, media_counts)]
 
 

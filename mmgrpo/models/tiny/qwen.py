@@ -149,7 +149,7 @@ def _vision_grid(patch_size: int) -> dict[str, int]:
 
 
 def vision_tower(spec: TinySpec, patch_size: int, **extras: Any) -> dict[str, Any]:
-    """The vision config Qwen2.5-VL and Qwen3-VL share (Qwen2-VL names its fields differently)."""
+    """The vision config Qwen2.5-VL, Qwen2.5-Omni and Qwen3-VL share (Qwen2-VL names its fields differently)."""
     return {
         "depth": spec.vision_depth,
         "hidden_size": spec.vision_hidden_size,
@@ -163,7 +163,7 @@ def vision_tower(spec: TinySpec, patch_size: int, **extras: Any) -> dict[str, An
 
 @TINY_FAMILIES.register("qwen2_vl")
 def build_qwen2_vl(spec: TinySpec) -> TinyModel:
-    patch_size = 14
+    patch_size = QWEN2_PATCH_SIZE
     vision = {
         "depth": spec.vision_depth,
         "embed_dim": spec.vision_hidden_size,
