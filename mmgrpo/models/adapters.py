@@ -421,6 +421,17 @@ class OmniThinkerAdapter(QwenVLAdapter):
         )  # [3, B, Tp]
         return position_ids, position_ids[:, :, -1].amax(0) + 1  # left padding: the last column is real
 
+    def media_layout(self, processor: ProcessorMixin, media: Sequence[Mapping[str, Sequence[Any]]]) -> dict[str, Any]:
+        """``video_second_per_grid`` ``[videos]``: the seconds each temporal patch spans at the fps its frames were
+        sampled at. The processor ignores the frames' metadata and assumes 2 fps unless given one ``fps`` for all
+        videos, which would misplace in time (TMRoPE) every video sampled at another rate. A forward input: it
+        replaces the processor's."""
+        clips = [clip for row in media for clip in row.get("video", ())]
+        if not clips:
+            return {}
+        patch = processor.video_processor.temporal_patch_size
+        return {"video_second_per_grid": torch.tensor([patch / clip.fps for clip in clips], dtype=torch.float32)}
+
     def dummy_media(self, backbone: torch.nn.Module, modality: str) -> dict[str, torch.Tensor]:
         """Image and video as for Qwen-VL; audio: one clip of one attention window (``2 * n_window`` frames)."""
         if modality != "audio":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -43,16 +45,22 @@ def test_rows_mixing_image_video_and_audio_match_unbatched_reference(
         torch.testing.assert_close(shared[row, : len(completion)], expected, atol=ATOL, rtol=0)
 
 
-def test_video_time_steps_and_the_continuation_follow_tmrope(load_tiny, video_sample, video_budgets) -> None:
-    """A video's temporal positions step by position_id_per_seconds x seconds per temporal patch (25 x 1 s here);
-    the completion continues at the prompt's largest position + 1, where transformers' generate continues."""
+# The 8 frames are taken at the budget's fps and 4 of them kept (max_frames): sampled at half that rate, so a
+# temporal patch of two frames spans 2 s at 2 fps (25 positions per second: 50) and 4 s at 1 fps (100). The
+# processor alone would assume 2 sampled frames per second (25).
+@pytest.mark.parametrize(("fps", "step"), [(2.0, 50), (1.0, 100)])
+def test_video_time_steps_and_the_continuation_follow_tmrope(fps, step, load_tiny, video_sample, video_budgets) -> None:
+    """A video's temporal positions step by position_id_per_seconds x the seconds a temporal patch spans at the
+    rate its frames were sampled at; the completion continues at the prompt's largest position + 1, where
+    transformers' generate continues."""
     model, processor = load_tiny(FAMILY)
-    prompt = build_prompt_batch(processor, [video_sample], video_budgets, family=FAMILY)
+    budgets = {"video": replace(video_budgets["video"], fps=fps)}
+    prompt = build_prompt_batch(processor, [video_sample], budgets, family=FAMILY)
     inputs = prompt.model_inputs()
     positions, next_position = adapter_for(FAMILY).prompt_positions(model, inputs)  # [3, 1, Tp], [1]
     video = inputs["input_ids"][0] == processor.video_token_id
     steps = positions[0, 0, video].unique()
-    assert inputs["video_grid_thw"][0, 0] == 2 and (steps - steps[0]).tolist() == [0, 25]
+    assert inputs["video_grid_thw"][0, 0] == 2 and (steps - steps[0]).tolist() == [0, step]
     _, rope_deltas = model.model.get_rope_index(
         inputs["input_ids"], video_grid_thw=inputs["video_grid_thw"], attention_mask=inputs["attention_mask"],
         second_per_grids=inputs["video_second_per_grid"],
