@@ -30,6 +30,7 @@ from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
 from processors import VideoSpan
 from tasks import Task, score_completions
+from tasks.scoring import trajectory_fields
 from tasks.reward_calls import RewardPolicy
 from tasks.base import MEDIA_KINDS
 
@@ -134,7 +135,7 @@ def score_item(
     texts = [completion.text for completion in completions]
     breakdown = score_completions(
         texts, [sample] * len(texts), weights, reward_options=task.reward_options(weights), policy=policy,
-        completion_fields={"tool_outcomes": [list(completion.tool_outcomes) for completion in completions]},
+        completion_fields=trajectory_fields(completions),
     )
     # The metric is one of the task's rewards: read from the breakdown, not computed twice.
     metrics = breakdown.components.get(task.metric_reward) or [task.metric(text, sample) for text in texts]

@@ -82,6 +82,9 @@ class Completion:
     importance weight is taken on them, and lengths do not count them (their ``logprobs`` are placeholders)."""
     tool_outcomes: list[str] = field(default_factory=list)
     """How each tool call of the trajectory went (:data:`tasks.tools.OUTCOMES`), in order."""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    """The calls the rollout ran, in order (one per turn: its last): ``{"name", "arguments"}`` as written, or
+    ``{"problem"}`` for one that could not be read."""
     media: InlineMedia | None = None
     """The media of the tool turns (a ``zoom_in`` crop), where the model family can take media mid-sequence."""
 

@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from mmgrpo.types import Sample, Span
+from mmgrpo.types import Completion, Sample, Span
 from tasks.reward_calls import CallResult, RewardCall, RewardError, RewardPolicy, run_reward_calls
 
 
@@ -55,6 +55,13 @@ def reward_fields(samples: Sequence[Sample]) -> dict[str, list[Any]]:
     fields.update({key: [sample.extra.get(key) for sample in samples] for key in keys if key != "answer"})
     fields.setdefault("problem", [None] * len(samples))
     return fields
+
+
+def trajectory_fields(completions: Sequence[Completion]) -> dict[str, list[Any]]:
+    """What multi-turn rollouts did, one entry per completion, as reward fields: ``tool_calls`` (the calls run,
+    :attr:`~mmgrpo.types.Completion.tool_calls`) and ``tool_outcomes`` (how each went)."""
+    return {"tool_calls": [list(c.tool_calls) for c in completions],
+            "tool_outcomes": [list(c.tool_outcomes) for c in completions]}
 
 
 def score_completions(

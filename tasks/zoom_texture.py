@@ -7,7 +7,8 @@ Rows: ``problem``, ``answer`` (``horizontal``, ``vertical`` or ``checks``), ``im
 the prompt shows the tool call and the cold-start demonstration makes it, on the quadrant's box in the model
 family's coordinates, then answers after seeing the crop; without, the prompt and the demonstration answer
 directly (the no-tool baseline of the same model and image budget). ``zoom_on_region`` reports the share of
-completions whose first zoom covers the named quadrant (a metric, weight 0 by default).
+completions whose first call run was a zoom that went through on the named quadrant (a metric, weight 0 by
+default): the region the tool cropped, not the box as written, must overlap the quadrant at IoU > 0.5.
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ from processors import MediaError
 from processors.image import budget_size
 from tasks.base import RowError, Task, require
 from tasks.grounding import (
-    COORDINATE_SYSTEMS, FAMILY_COORDINATES, OTHER_FAMILIES_COORDINATES, box_iou, original_size, to_original_pixels,
-    written_box,
+    COORDINATE_SYSTEMS, FAMILY_COORDINATES, OTHER_FAMILIES_COORDINATES, box_iou, original_size, written_box,
 )
 from tasks.guards import Guards, guarded_answer
 from tasks.registry import register_reward, register_task
-from tasks.tools import find_calls
+from tasks.tools.builtin import zoomed_region
 
 TEXTURES = ("horizontal", "vertical", "checks")
 ZOOM_HIT_IOU = 0.5
@@ -53,15 +53,19 @@ def texture_accuracy(completions: Sequence[str], answer: Sequence[str], problem:
 
 @register_reward("zoom_on_region")
 def zoom_on_region(completions: Sequence[str], region: Sequence[Sequence[float]], image_size: Sequence[Sequence[int]],
-                   resized_size: Sequence[Sequence[int]], coords: Sequence[str], **_) -> list[float]:
-    """1 where the completion's first ``zoom_in`` call covers the named quadrant (IoU > :data:`ZOOM_HIT_IOU`)."""
+                   resized_size: Sequence[Sequence[int]], coords: Sequence[str],
+                   tool_calls: Sequence[Sequence[Mapping[str, Any]]] | None = None,
+                   tool_outcomes: Sequence[Sequence[str]] | None = None, **_) -> list[float]:
+    """1 where the first call the rollout ran was a ``zoom_in`` that went through and cropped the named quadrant
+    (IoU > :data:`ZOOM_HIT_IOU`); 0 without the rollout's calls (``tool_calls``)."""
+    calls = tool_calls if tool_calls is not None else [[] for _ in completions]
+    outcomes = tool_outcomes if tool_outcomes is not None else [[] for _ in completions]
     scores = []
-    for text, box, size, resized, system in zip(completions, region, image_size, resized_size, coords):
-        calls = [call for call in find_calls(text) if call.name == "zoom_in" and call.problem is None]
-        asked = calls[0].arguments.get("bbox_2d") if calls else None
+    for ran, how, box, size, resized, system in zip(calls, outcomes, region, image_size, resized_size, coords):
         hit = False
-        if isinstance(asked, list) and len(asked) == 4 and all(isinstance(v, (int, float)) for v in asked):
-            hit = box_iou(to_original_pixels(tuple(asked), system, size, resized), tuple(box)) > ZOOM_HIT_IOU
+        if ran and how and ran[0].get("name") == "zoom_in" and how[0] == "ok":
+            cropped = zoomed_region(ran[0]["arguments"]["bbox_2d"], system, tuple(size), tuple(resized))
+            hit = cropped is not None and box_iou(cropped, tuple(box)) > ZOOM_HIT_IOU
         scores.append(float(hit))
     return scores
 
@@ -113,4 +117,4 @@ class ZoomTextureTask(Task):
         extra = sample.extra
         box = json.loads(written_box(extra["region"], self.coords, extra["image_size"], extra["resized_size"]))
         call = {"name": "zoom_in", "arguments": {"bbox_2d": box}}
-        return [f"<tool_call>{json.dumps(call)}</tool_call>", f"<answer>{self.format_answer(sample)}</answer>"]
+        return [f"<tool_call>{json.dumps(call)}</tool_call>", self.reference_completion(sample)]

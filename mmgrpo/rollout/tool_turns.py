@@ -96,8 +96,8 @@ class ToolTurns:
             with ThreadPoolExecutor(max_workers=min(len(calls), MAX_CONCURRENT_CALLS)) as pool:  # tools may wait
                 results = list(pool.map(lambda item: run_call(item[1], self.tools, self.context_of(item[0].sample)),
                                         calls))
-            for (trajectory, _), (observation, outcome) in zip(calls, results):
-                self._observe(trajectory, observation, outcome, prompts.family)
+            for (trajectory, call), (observation, outcome) in zip(calls, results):
+                self._observe(trajectory, call, observation, outcome, prompts.family)
             self._next_turn([trajectory for trajectory, _ in calls], rows, prompts, params)
         return [[t.completion for t in group] for group in trajectories]
 
@@ -110,7 +110,8 @@ class ToolTurns:
             return None
         return calls[-1]
 
-    def _observe(self, trajectory: _Trajectory, observation: Observation, outcome: str, family: str) -> None:
+    def _observe(self, trajectory: _Trajectory, call: ToolCall, observation: Observation, outcome: str,
+                 family: str) -> None:
         completion = trajectory.completion
         offset = len(completion.token_ids)
         if observation.images and not adapter_for(family).inline_media:
@@ -125,7 +126,7 @@ class ToolTurns:
             completion, token_ids=[*completion.token_ids, *observed],
             logprobs=None if completion.logprobs is None else [*completion.logprobs, *[0.0] * len(observed)],
             observation_spans=[*completion.observation_spans, (offset, offset + len(observed))],
-            tool_outcomes=[*completion.tool_outcomes, outcome],
+            tool_outcomes=[*completion.tool_outcomes, outcome], tool_calls=[*completion.tool_calls, call.as_record()],
             media=completion.media if media is None else joined(adapter_for(family), completion.media, media, offset),
         )
 

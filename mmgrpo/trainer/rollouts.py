@@ -25,7 +25,7 @@ from mmgrpo.rollout.base import RolloutEngine, SamplingParams
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample, Span
 from tasks.reward_calls import RewardError, RewardPolicy
-from tasks.scoring import RewardBreakdown, score_batches
+from tasks.scoring import RewardBreakdown, score_batches, trajectory_fields
 
 
 NO_COMPLETIONS = "no completions"  # skip reason of an encoded prompt the engine returned nothing for
@@ -184,7 +184,7 @@ class ScoringRule:
     ) -> list[tuple[list[float], RewardBreakdown]]:
         """Rewards of each group's completions; the reward calls of all groups run in one worker pool."""
         batches = [([c.text for c in completions], [sample] * len(completions)) for sample, completions in groups]
-        trajectories = [{"tool_outcomes": [list(c.tool_outcomes) for c in completions]} for _, completions in groups]
+        trajectories = [trajectory_fields(completions) for _, completions in groups]
         breakdowns = score_batches(batches, self.weights, reward_options=self.reward_options, policy=self.policy,
                                    step_rule=self.step_rule, completion_fields=trajectories)
         return [self._with_penalty(completions, b) for (_, completions), b in zip(groups, breakdowns)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import functools
 import operator
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from processors.image import budget_size, decode_image, to_rgb
@@ -34,12 +35,19 @@ def zoom_in(arguments: Arguments, context: ToolContext) -> Observation:
         return Observation.failure(f"the prompt has {len(images)} image(s); image_index {index} is past them")
     original = to_rgb(decode_image(images[index], describe(images[index])))
     resized = budget_size(original.size, context.model.image_budget)
-    x1, y1, x2, y2 = to_original_pixels(tuple(arguments["bbox_2d"]), context.coords, original.size, resized)
-    box = _clamped_region(min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2), original.size)
+    box = zoomed_region(arguments["bbox_2d"], context.coords, original.size, resized)
     if box is None:
         return Observation.failure(f"the region {list(arguments['bbox_2d'])} lies outside the image")
     region = original.crop(box)
     return Observation(text=f"The region {list(arguments['bbox_2d'])}, zoomed in:", images=(region,))
+
+
+def zoomed_region(bbox: Sequence[float], coords: str, original_size: tuple[int, int],
+                  resized_size: tuple[int, int]) -> tuple[int, int, int, int] | None:
+    """The pixels of the original image ``zoom_in`` crops for ``bbox`` written in ``coords`` (corners in any order,
+    clamped to the image, widened to :data:`MIN_REGION_PIXELS` a side; None when it lies wholly outside)."""
+    x1, y1, x2, y2 = to_original_pixels(tuple(bbox), coords, original_size, resized_size)
+    return _clamped_region(min(x1, x2), min(y1, y2), max(x1, x2), max(y1, y2), original_size)
 
 
 def _clamped_region(x1: float, y1: float, x2: float, y2: float, size: tuple[int, int]) -> tuple[int, int, int, int] | None:

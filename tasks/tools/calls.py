@@ -34,6 +34,12 @@ class ToolCall:
     arguments: Mapping[str, Any] | None = None
     problem: str | None = None
 
+    def as_record(self) -> dict[str, Any]:
+        """The call as plain data (what rewards and checkpoints see)."""
+        if self.problem is not None:
+            return {"name": self.name, "problem": self.problem}
+        return {"name": self.name, "arguments": dict(self.arguments or {})}
+
 
 def find_calls(text: str) -> list[ToolCall]:
     """The tool calls ``text`` holds, in order."""

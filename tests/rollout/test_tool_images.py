@@ -73,6 +73,8 @@ def test_a_zoomed_crop_is_seen_by_the_next_turn_and_the_trainer_scores_the_traje
     image_pad = engine.tokenizer.convert_tokens_to_ids("<|image_pad|>")
     for trajectory in (c for group in groups for c in group):
         assert trajectory.tool_outcomes == ["ok"] * calls
+        assert [call["arguments"]["bbox_2d"] for call in trajectory.tool_calls] == [[0.1, 0.1, 0.6, 0.5],
+                                                                                    [0.5, 0.4, 0.9, 0.9]][:calls]
         assert trajectory.media is not None and trajectory.media.counts == {"image": calls}
         assert trajectory.media.inputs["image_grid_thw"].shape == (calls, 3)
         pads = [i for i, token in enumerate(trajectory.token_ids) if token == image_pad]
