@@ -23,6 +23,7 @@ def row_for(task: str, image: str) -> dict:
         "video_count": {"answer": 3, "video": "/v.mp4"},
         "audio_count": {"answer": 3, "audio": "/a.wav"},
         "code": {"answer": "def f():\n    return 3\n", "tests": ["assert f() == 3"]},
+        "zoom_texture": {"answer": "checks", "region": [0, 0, 32, 32]},
     }
     return {"id": "r", "problem": "How many?", "answer": 3, "image": image, **rows.get(task, {})}
 
