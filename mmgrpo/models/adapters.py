@@ -13,16 +13,13 @@ about a VLM family:
   all images' patches into one tensor instead of stacking them per row).
 - ``backbone`` / ``output_head``: the module giving hidden states and the LM head, so
   log-probs can be computed in chunks instead of materialising all logits.
-- ``tower_prefixes`` / ``projector_prefixes``: the parameter-name prefixes (as transformers 5
-  names them in memory) of the media encoder and of the projector feeding the language model,
-  which ``model.freeze_vision_tower`` / ``model.freeze_projector`` freeze.
-- ``tower_inputs`` / ``dummy_media`` / ``tower_output``: the inputs that make the forward run the media
-  tower, a smallest valid one of each, and the tower (and projector) run on it, for the dummy media
-  pass of a forward lacking one (:mod:`mmgrpo.models.dummy_media`).
+- ``tower_prefixes`` / ``projector_prefixes``: the parameter-name prefixes (in memory) of the media encoder and
+  of the projector, which ``model.freeze_vision_tower`` / ``model.freeze_projector`` freeze.
+- ``tower_inputs`` / ``dummy_media`` / ``tower_output``: the inputs that make the forward run the media tower, a
+  smallest valid one of each, and the tower run on it (the dummy media pass, :mod:`mmgrpo.models.dummy_media`).
 
-Adapters are registered in :data:`FAMILY_ADAPTERS` under the config's ``model_type``;
-unknown families get the generic :class:`FamilyAdapter` (1-D rotary positions over real
-tokens, media tensors stacked per row).
+Adapters are registered in :data:`FAMILY_ADAPTERS` under the config's ``model_type``; unknown families get the
+generic :class:`FamilyAdapter` (1-D rotary positions over real tokens, media tensors stacked per row).
 """
 
 from __future__ import annotations
@@ -33,6 +30,7 @@ from typing import Any
 import torch
 from transformers import PretrainedConfig, ProcessorMixin
 
+from mmgrpo.models.compat import omni_thinker_holds_towers
 from mmgrpo.models.media_rows import MediaCounts, audio_tokens_per_row, item_index, patch_index, tokens_per_row
 from mmgrpo.registry import Registry
 
@@ -464,8 +462,8 @@ for _model_type in ("smolvlm", "idefics3"):
     FAMILY_ADAPTERS.add(_model_type, TiledImageAdapter())
 FAMILY_ADAPTERS.add("qwen2_audio", AudioPerItemAdapter())
 FAMILY_ADAPTERS.add("internvl", InternVLAdapter())
-# The thinker's model type; a full ``qwen2_5_omni`` checkpoint (thinker + talker) is refused at load.
-FAMILY_ADAPTERS.add("qwen2_5_omni_thinker", OmniThinkerAdapter())
+if omni_thinker_holds_towers():  # the thinker's model type (a full qwen2_5_omni checkpoint is refused at load)
+    FAMILY_ADAPTERS.add("qwen2_5_omni_thinker", OmniThinkerAdapter())
 
 GENERIC_ADAPTER = FamilyAdapter()
 

@@ -160,3 +160,13 @@ def read_names_in_files(model: torch.nn.Module) -> dict[str, str]:
             for key in weights.keys():
                 names[rename_source_key(key, conversions, [])[0]] = key
     return names
+
+
+@functools.lru_cache(maxsize=1)
+def omni_thinker_holds_towers() -> bool:
+    """Whether this transformers' Qwen2.5-Omni thinker has one backbone holding its towers and decoder
+    (``Qwen2_5OmniThinkerModel``; 5.19's keeps the towers on the thinker itself): mmgrpo's forwards need that
+    module, so without it the family is refused at load."""
+    from transformers.models.qwen2_5_omni import modeling_qwen2_5_omni
+
+    return hasattr(modeling_qwen2_5_omni, "Qwen2_5OmniThinkerModel")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import torch
+import transformers
 from peft import PeftModel
 from transformers import (
     AutoConfig,
@@ -32,7 +33,7 @@ from transformers import (
 )
 
 from mmgrpo.models.adapters import FAMILY_ADAPTERS
-from mmgrpo.models.compat import use_original_qwen_positions
+from mmgrpo.models.compat import omni_thinker_holds_towers, use_original_qwen_positions
 from mmgrpo.models.special_tokens import tokenizer_of
 
 T = TypeVar("T")
@@ -54,6 +55,11 @@ REFUSED_FAMILIES = {
         "(and the processor beside it) and load that (model type 'qwen2_5_omni_thinker')"
     ),
 }
+if not omni_thinker_holds_towers():
+    REFUSED_FAMILIES["qwen2_5_omni_thinker"] = (
+        f"this transformers ({transformers.__version__}) keeps the thinker's towers outside its backbone (it has no "
+        "Qwen2_5OmniThinkerModel), and mmgrpo's forwards need them inside: use a newer transformers (5.25 is tested)"
+    )
 
 
 ADAPTER_CONFIG = "adapter_config.json"  # what PEFT writes beside a saved adapter

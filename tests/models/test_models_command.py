@@ -43,6 +43,9 @@ def test_bad_arguments_exit_2_with_the_reason(tmp_path: Path, capsys, extra: lis
 def test_list_shows_families_and_options(capsys) -> None:
     assert main(["models", "list"]) == 0
     printed = capsys.readouterr().out
-    families = ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "qwen2_audio", "qwen2_5_omni_thinker")
+    from mmgrpo.models.compat import omni_thinker_holds_towers
+
+    families = ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "qwen2_audio")
     for name in (*families, "hidden_size", "max_pixels"):
         assert name in printed
+    assert ("qwen2_5_omni_thinker" in printed) == omni_thinker_holds_towers()  # refused at load where it is not

@@ -22,6 +22,7 @@ from transformers import (
 )
 
 from mmgrpo.models.tiny.audio import ENCODER_STRIDE, MEL_FRAMES_PER_SECOND, SAMPLE_RATE, amplify_audio_input
+from mmgrpo.models.compat import omni_thinker_holds_towers
 from mmgrpo.models.tiny.families import TINY_FAMILIES, TinyModel, TinySpec, generation_config
 from mmgrpo.models.tiny.qwen import (
     QWEN2_DEFAULT_SYSTEM,
@@ -69,7 +70,6 @@ CONFIG_TOKENS = {
 AUDIO_WINDOW_SECONDS = 2  # the audio tower attends within windows of 2 s (n_window = 100 frames per half)
 
 
-@TINY_FAMILIES.register("qwen2_5_omni_thinker")
 def build_qwen2_5_omni(spec: TinySpec) -> TinyModel:
     tokenizer = build_tokenizer(
         Qwen2Tokenizer,
@@ -114,3 +114,7 @@ def build_qwen2_5_omni(spec: TinySpec) -> TinyModel:
     amplify_audio_input(model, spec.audio_conv_init_std)
     model.generation_config = generation_config(tokenizer, QWEN_STOP_TOKENS)
     return TinyModel(model, processor)
+
+
+if omni_thinker_holds_towers():  # else the family is refused at load, and no tiny one is offered
+    TINY_FAMILIES.add("qwen2_5_omni_thinker", build_qwen2_5_omni)
