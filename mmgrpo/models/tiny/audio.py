@@ -43,14 +43,7 @@ def build_qwen2_audio(spec: TinySpec) -> TinyModel:
         unk_token=None,
     )
     text = decoder_config(spec, tokenizer, model_type="qwen2")
-    audio = {
-        "num_mel_bins": spec.audio_num_mel_bins,
-        "encoder_layers": spec.audio_layers,
-        "encoder_attention_heads": spec.audio_heads,
-        "encoder_ffn_dim": 2 * spec.audio_hidden_size,
-        "d_model": spec.audio_hidden_size,
-        "max_source_positions": spec.audio_max_seconds * MEL_FRAMES_PER_SECOND // ENCODER_STRIDE,
-    }
+    audio = audio_encoder_config(spec)
     config = Qwen2AudioConfig(
         audio_config=audio, text_config=text, audio_token_index=tokenizer.convert_tokens_to_ids("<|AUDIO|>")
     )
@@ -67,6 +60,18 @@ def build_qwen2_audio(spec: TinySpec) -> TinyModel:
     amplify_audio_input(model, spec.audio_conv_init_std)
     model.generation_config = generation_config(tokenizer, STOP_TOKENS)
     return TinyModel(model, processor)
+
+
+def audio_encoder_config(spec: TinySpec) -> dict[str, int]:
+    """The Whisper-style audio encoder's sizes (Qwen2-Audio's, and Qwen2.5-Omni's thinker's before its extras)."""
+    return {
+        "num_mel_bins": spec.audio_num_mel_bins,
+        "encoder_layers": spec.audio_layers,
+        "encoder_attention_heads": spec.audio_heads,
+        "encoder_ffn_dim": 2 * spec.audio_hidden_size,
+        "d_model": spec.audio_hidden_size,
+        "max_source_positions": spec.audio_max_seconds * MEL_FRAMES_PER_SECOND // ENCODER_STRIDE,
+    }
 
 
 def amplify_audio_input(model: PreTrainedModel, std: float) -> None:

@@ -21,7 +21,7 @@ from transformers import (
     WhisperFeatureExtractor,
 )
 
-from mmgrpo.models.tiny.audio import ENCODER_STRIDE, MEL_FRAMES_PER_SECOND, SAMPLE_RATE, amplify_audio_input
+from mmgrpo.models.tiny.audio import MEL_FRAMES_PER_SECOND, SAMPLE_RATE, amplify_audio_input, audio_encoder_config
 from mmgrpo.models.compat import omni_thinker_holds_towers
 from mmgrpo.models.tiny.families import TINY_FAMILIES, TinyModel, TinySpec, generation_config
 from mmgrpo.models.tiny.qwen import (
@@ -82,12 +82,7 @@ def build_qwen2_5_omni(spec: TinySpec) -> TinyModel:
         extra_special_tokens=MEDIA_TOKENS,
     )
     audio = {
-        "num_mel_bins": spec.audio_num_mel_bins,
-        "encoder_layers": spec.audio_layers,
-        "encoder_attention_heads": spec.audio_heads,
-        "encoder_ffn_dim": 2 * spec.audio_hidden_size,
-        "d_model": spec.audio_hidden_size,
-        "max_source_positions": spec.audio_max_seconds * MEL_FRAMES_PER_SECOND // ENCODER_STRIDE,
+        **audio_encoder_config(spec),
         "n_window": AUDIO_WINDOW_SECONDS * MEL_FRAMES_PER_SECOND // 2,
         "output_dim": spec.hidden_size,
     }
