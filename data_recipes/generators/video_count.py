@@ -38,7 +38,7 @@ def mp4_bytes(frames: Sequence[Image.Image], fps: int, crf: int) -> bytes:
         stream = container.add_stream("libx264", rate=fps)
         stream.width, stream.height = frames[0].size
         stream.pix_fmt = "yuv420p"
-        stream.options = {"crf": str(crf)}
+        stream.options = {"crf": str(crf), "x264-params": "threads=1:lookahead-threads=1:sliced-threads=0"}
         stream.codec_context.thread_count = 1  # one thread: identical bytes on every machine
         for image in frames:
             # Converted to yuv420p before the encoder sees it: left to the encoder (PyAV 18), identical
