@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Sequence
 
 import av
+from av.video.reformatter import Interpolation
 import numpy as np
 from PIL import Image
 
@@ -29,6 +30,7 @@ from data_recipes.generators.scenes import (
 
 
 CHROMA_BLOCK = 2  # yuv420p stores colour per 2x2 pixels
+EXACT_SCALING = Interpolation.BILINEAR | Interpolation.BITEXACT | Interpolation.ACCURATE_RND
 
 
 def mp4_bytes(frames: Sequence[Image.Image], fps: int, crf: int) -> bytes:
@@ -41,10 +43,11 @@ def mp4_bytes(frames: Sequence[Image.Image], fps: int, crf: int) -> bytes:
         stream.options = {"crf": str(crf), "x264-params": "threads=1:lookahead-threads=1:sliced-threads=0"}
         stream.codec_context.thread_count = 1  # one thread: identical bytes on every machine
         for image in frames:
-            # Converted to yuv420p before the encoder sees it: left to the encoder (PyAV 18), identical
-            # frames now and then gave other bytes under CPU load (3 of 6 runs; 0 of 12 this way).
-            planes = av.VideoFrame.from_image(image).reformat(format="yuv420p").to_ndarray()
-            container.mux(stream.encode(av.VideoFrame.from_ndarray(planes, format="yuv420p")))
+            # Converted to yuv420p before the encoder sees it, by swscale on one thread with its bit-exact
+            # C paths: left to the encoder, or to swscale's default (threads by CPU count, SIMD), identical
+            # frames now and then gave other bytes under CPU load.
+            frame = av.VideoFrame.from_image(image).reformat(format="yuv420p", threads=1, interpolation=EXACT_SCALING)
+            container.mux(stream.encode(frame))
         container.mux(stream.encode(None))  # flush delayed frames
     return buffer.getvalue()
 
