@@ -366,6 +366,11 @@ class TrainConfig:
     group_shared_encoding: bool = option(
         True, "Encode each group's prompt and media once (rollout and log-probs); false = the plain per-sample path."
     )
+    padding_free: bool = option(
+        False, "Pack the training forward's sequences into rows without padding (verl use_remove_padding): "
+        "first-fit by length into rows no wider than the longest; same log-probs. With group_shared_encoding a row "
+        "holds completions of one prompt behind its cached states (needs sdpa or eager attention)."
+    )
     device: str = option("auto", "auto, cpu, cuda or cuda:N.")
     num_threads: int | None = option(
         1, "torch CPU threads; None = torch's default. Tiny models on a small CPU run fastest with 1; "
@@ -389,6 +394,9 @@ class SFTConfig:
     warmup_ratio: float = option(0.0, "Share of SFT steps with linear warm-up.", ge=0, lt=1)
     batch_size: int = option(64, "Examples per SFT optimizer step.", ge=1)
     micro_batch_size: int = option(64, "Examples per forward/backward.", ge=1)
+    padding_free: bool = option(
+        False, "Pack each micro-batch's prompt + answer sequences into rows without padding (same loss)."
+    )
     weight_decay: float = option(0.0, "AdamW weight decay of SFT.", ge=0)
     max_grad_norm: float = option(1.0, "Clip the SFT gradient norm to this.", gt=0)
     data: list[DatasetConfig] = option(

@@ -156,6 +156,15 @@ def _training_backend(config: Config) -> Iterator[str]:
         yield f"train.deepspeed_config={train.deepspeed_config!r}: no such file"
 
 
+def _padding_free(config: Config) -> Iterator[str]:
+    """Packed continuations of a shared prompt need a 4-D attention mask, which flash attention does not take."""
+    train, attention = config.train, config.model.attn_implementation or ""
+    if train.padding_free and train.group_shared_encoding and attention.startswith("flash"):
+        yield (f"train.padding_free=true with train.group_shared_encoding=true needs sdpa or eager attention "
+               f"(model.attn_implementation={attention}): set train.group_shared_encoding=false to pack whole "
+               "sequences, which flash attention takes")
+
+
 def _data_parallel(config: Config) -> Iterator[str]:
     """Under N launched ranks (torchrun's WORLD_SIZE), the global batch sizes must split by rank."""
     ranks = launched_world_size()
@@ -350,6 +359,7 @@ RULES: list[Rule] = [
     _predictions_model,
     _lora,
     _training_backend,
+    _padding_free,
     _data_parallel,
     _rollout_engine,
     _async_rollout,

@@ -15,6 +15,7 @@ from typing import Literal
 import torch
 from torch.utils.checkpoint import checkpoint
 
+from mmgrpo.models.packing import packed_hidden_states
 from mmgrpo.models.train_batch import TrainBatch
 
 LogProbs = tuple[torch.Tensor, torch.Tensor | None]  # (log-probs [B, Tc], the statistic [B, Tc] or None)
@@ -31,10 +32,12 @@ def sequence_logprobs(
     statistic: TokenStatistic | None = None,
     chunk_size: int = 1024,
     temperature: float = 1.0,
+    padding_free: bool = False,
 ) -> LogProbs:
     """Log-probs ``[B, Tc]`` of ``batch.completion_ids`` (0 where ``completion_mask`` is 0), and ``statistic``.
 
-    Runs ``micro_batch_size`` rows per forward. Gradients flow when called under grad;
+    Runs ``micro_batch_size`` rows per forward, packed into one row without padding if ``padding_free``
+    (:mod:`mmgrpo.models.packing`). Gradients flow when called under grad;
     for gradient accumulation call it once per micro-batch (``batch.select``) and
     backward each loss, so that only one micro-batch's graph is alive at a time.
     ``temperature`` divides the logits, as the sampler did.
@@ -46,6 +49,7 @@ def sequence_logprobs(
             statistic=statistic,
             chunk_size=chunk_size,
             temperature=temperature,
+            padding_free=padding_free,
         )
         for rows in row_chunks(len(batch), micro_batch_size)
     ]
@@ -55,19 +59,18 @@ def sequence_logprobs(
 
 
 def _forward_logprobs(
-    model: torch.nn.Module, batch: TrainBatch, *, statistic: TokenStatistic | None, chunk_size: int, temperature: float
+    model: torch.nn.Module, batch: TrainBatch, *, statistic: TokenStatistic | None, chunk_size: int,
+    temperature: float, padding_free: bool,
 ) -> LogProbs:
     adapter = batch.prompt.adapter
-    inputs = batch.model_inputs()
-    if batch.has_inline_media:  # positions over each whole row, the media inside its completion included
-        position_ids, _ = adapter.prompt_positions(model, inputs)  # [(3,) B, T]
+    if padding_free:
+        predicting = packed_hidden_states(model, batch)  # [B, Tc, D]
     else:
-        prompt_positions, next_position = adapter.prompt_positions(model, batch.prompt.model_inputs())
-        completion_positions = adapter.continuation_positions(next_position, batch.completion_ids.shape[1])
-        position_ids = torch.cat([prompt_positions, completion_positions], -1)  # [(3,) B, T]
-    hidden = adapter.backbone(model)(**inputs, position_ids=position_ids, use_cache=False).last_hidden_state  # [B, T, D]
-    # The state before each completion token predicts it.
-    predicting = hidden[:, batch.prompt_length - 1 : -1]  # [B, Tc, D]
+        inputs, position_ids = batch.forward_inputs(model)
+        backbone = adapter.backbone(model)
+        hidden = backbone(**inputs, position_ids=position_ids, use_cache=False).last_hidden_state  # [B, T, D]
+        # The state before each completion token predicts it.
+        predicting = hidden[:, batch.prompt_length - 1 : -1]  # [B, Tc, D]
     return token_logprobs(
         adapter.output_head(model),
         predicting,

@@ -29,6 +29,7 @@ from mmgrpo.models.compat import cache_argument, checkpointed_layers_keep_cache
 from mmgrpo.models.inline_media import completion_positions, inline_inputs, placeholder_counts
 from mmgrpo.models.logprobs import LogProbs, TokenStatistic, sequence_logprobs, token_logprobs
 from mmgrpo.models.media_check import check_media_tokens
+from mmgrpo.models.packing import attention_mask_for, pack_continuations
 from mmgrpo.models.replay_cache import ReplayCache
 from mmgrpo.types import InlineMedia
 
@@ -45,15 +46,18 @@ def completion_logprobs(
     chunk_size: int = 1024,
     temperature: float = 1.0,
     media: Sequence[InlineMedia | None] | None = None,
+    padding_free: bool = False,
 ) -> LogProbs:
     """Log-probs ``[N, Tc]`` of ``completions`` (group after group, ``group_sizes[p]`` for prompt p), ``media[i]``
     the media inside completion i (a tool's images; None: none has any).
 
     ``group_shared_encoding`` picks :func:`grouped_logprobs`; off, every completion is
     a full prompt + completion row (:func:`~mmgrpo.models.logprobs.sequence_logprobs`).
+    ``padding_free`` packs rows without padding (:mod:`mmgrpo.models.packing`).
     """
     options = dict(
-        micro_batch_size=micro_batch_size, statistic=statistic, chunk_size=chunk_size, temperature=temperature
+        micro_batch_size=micro_batch_size, statistic=statistic, chunk_size=chunk_size, temperature=temperature,
+        padding_free=padding_free,
     )
     if group_shared_encoding:
         return grouped_logprobs(model, prompts, completions, group_sizes, media=media, **options)
@@ -73,6 +77,7 @@ def grouped_logprobs(
     chunk_size: int = 1024,
     temperature: float = 1.0,
     media: Sequence[InlineMedia | None] | None = None,
+    padding_free: bool = False,
 ) -> LogProbs:
     """Log-probs ``[N, Tc]`` (and ``statistic``) of ``completions``, each prompt encoded once.
 
@@ -99,6 +104,7 @@ def grouped_logprobs(
                 statistic=statistic,
                 chunk_size=chunk_size,
                 temperature=temperature,
+                padding_free=padding_free,
             )
         )
     logp = torch.cat([part[0] for part in parts])  # [N, Tc]
@@ -117,8 +123,10 @@ def _shared_forward(
     statistic: TokenStatistic | None,
     chunk_size: int,
     temperature: float,
+    padding_free: bool,
 ) -> LogProbs:
-    """One forward of P prompts (once each) and their n completions ``[n, Tc]`` (``media``: inside them)."""
+    """One forward of P prompts (once each) and their n completions ``[n, Tc]`` (``media``: inside them);
+    ``padding_free``: each prompt's completions packed into one row (padded if any holds media)."""
     adapter = prompts.adapter
     backbone = adapter.backbone(model)
     inputs = prompts.model_inputs()
@@ -137,9 +145,24 @@ def _shared_forward(
         # states (all but the last token's) predict the rest.
         predicting = encoded.last_hidden_state[expand, -1:]  # [n, 1, D]
         width = completion_ids.shape[1]
-        if width > 1:
+        inline = media is not None and any(m is not None for m in media)
+        if width > 1 and padding_free and not inline:
+            packed = pack_continuations(
+                completion_ids, completion_mask, group_sizes, prompts.attention_mask, prompts.pad_token_id
+            )
+            cache = cache.continued(packed.prompt_rows)  # a row per packed bin of one group's completions
+            continued = backbone(
+                input_ids=packed.input_ids,
+                attention_mask=attention_mask_for(packed.attention_mask, backbone.config),
+                position_ids=adapter.continuation_positions(next_position[packed.prompt_rows], 1) + packed.offsets,
+                **cache_argument(cache),
+                use_cache=False,
+            ).last_hidden_state  # [R, W, D]
+            _check_cache_length(cache, prompts.input_ids.shape[1] + packed.input_ids.shape[1])
+            states = continued.flatten(0, 1)[packed.predicting]  # [n, Tc - 1, D]
+            predicting = torch.cat([predicting, states], 1)  # [n, Tc, D]
+        elif width > 1:
             cache = cache.continued(expand)  # indexing: the backward sums the group's gradients
-            inline = media is not None and any(m is not None for m in media)
             continued = backbone(
                 input_ids=completion_ids[:, :-1],
                 attention_mask=torch.cat([prompts.attention_mask[expand], completion_mask[:, :-1]], 1),

@@ -64,6 +64,16 @@ class TrainBatch:
             **prompt.adapter.forward_media(prompt.media_inputs),
         }
 
+    def forward_inputs(self, model: torch.nn.Module) -> tuple[dict[str, Any], torch.Tensor]:
+        """:meth:`model_inputs` and the position ids ``[(3,) B, T]`` the family gives them."""
+        adapter, inputs = self.prompt.adapter, self.model_inputs()
+        if self.has_inline_media:  # positions over each whole row, the media inside its completion included
+            position_ids, _ = adapter.prompt_positions(model, inputs)  # [(3,) B, T]
+            return inputs, position_ids
+        prompt_positions, next_position = adapter.prompt_positions(model, self.prompt.model_inputs())
+        completion_positions = adapter.continuation_positions(next_position, self.completion_ids.shape[1])
+        return inputs, torch.cat([prompt_positions, completion_positions], -1)  # [(3,) B, T]
+
     def _inline_model_inputs(self) -> dict[str, Any]:
         """:meth:`model_inputs` of completions holding media: each row's media are its prompt's then its
         completion's, in the order of their placeholders."""

@@ -202,7 +202,7 @@ def run_sft(
                 parts = _stand_in_part(processor, model, [examples[i] for i in indices], budgets, family=family,
                                        max_prompt_len=max_prompt_len, cache=cache)
             with naming_rows([example.sample for example in batch], stage="SFT", step=step):
-                loss_here = _backward_parts(backend, parts, passes, config.micro_batch_size)
+                loss_here = _backward_parts(backend, parts, passes, config.micro_batch_size, config.padding_free)
                 loss, lr = sum(ranks.gather(loss_here)) / passes.total_tokens, scheduler.get_last_lr()[0]
                 with signals_deferred(), blamed_on([i for prompts, _ in parts for i in prompts.sample_ids]):
                     row = {"sft/loss": loss, "sft/grad_norm": backend.step(), "sft/lr": lr}  # update + record: one
@@ -249,11 +249,12 @@ def _stand_in_part(
 
 def _backward_parts(
     backend: TrainingBackend, parts: Sequence[tuple[PromptBatch, list[Completion]]], passes: _Passes,
-    micro_batch_size: int,
+    micro_batch_size: int, padding_free: bool,
 ) -> float:
     """Backward the completion-only loss (token mean over every rank's parts) of each part, then repeat the first at
     weight zero up to the agreed count; returns this rank's summed token loss. A part whose loss is not finite stops
-    the step before its backward, naming its rows."""
+    the step before its backward, naming its rows. ``padding_free``: a part's sequences packed into rows (one
+    answer per prompt: nothing to share, so the plain path)."""
     model = backend.model
     device = next(model.parameters()).device
     loss_sum = 0.0
@@ -264,6 +265,7 @@ def _backward_parts(
         logp, _ = completion_logprobs(
             model, prompts.to(device), [target.token_ids for target in part_targets], [1] * len(part_targets),
             micro_batch_size=micro_batch_size, media=media if any(m is not None for m in media) else None,
+            group_shared_encoding=not padding_free, padding_free=padding_free,
         )  # [n, Tc]
         mask = build_loss_mask(part_targets, [True] * len(part_targets), pad_token_id=0)  # [n, Tc]: not the tools'
         token_nll = -(logp * mask.to(device)).sum()

@@ -87,6 +87,7 @@ class UpdateSettings:
     micro_batch_size: int = 64  # completions per forward/backward (whole groups)
     mini_batch_size: int | None = None  # completions per optimizer step; None = all
     group_shared_encoding: bool = True
+    padding_free: bool = False  # sequences packed into rows without padding
     with_entropy: bool = True
     precision: str = "fp32"  # "bf16"/"fp16": forward/backward under autocast (log-probs stay float32)
     old_logp_source: str = "trainer"  # "engine": the sampler's log-probs are the PPO ratio's old log-probs
@@ -99,7 +100,8 @@ class UpdateSettings:
         return cls(
             num_iterations=config.algo.num_iterations, micro_batch_size=train.micro_batch_size,
             mini_batch_size=train.mini_batch_size and train.mini_batch_size // world_size,
-            group_shared_encoding=train.group_shared_encoding, precision=train.precision,
+            group_shared_encoding=train.group_shared_encoding, padding_free=train.padding_free,
+            precision=train.precision,
             old_logp_source=config.rollout.logprobs_source,
             # engines report log-probs at temperature 1 ("raw"), the trainer at rollout.temperature
             measure_sampler_gap=config.rollout.temperature == 1.0,
@@ -208,7 +210,7 @@ def batch_logprobs(
             micro = batch.select(chunk.rows, chunk.part)
             micro_logp, micro_stat = completion_logprobs(
                 model, micro.prompts, micro.completions, micro.group_sizes,
-                group_shared_encoding=settings.group_shared_encoding,
+                group_shared_encoding=settings.group_shared_encoding, padding_free=settings.padding_free,
                 micro_batch_size=len(micro.completions), temperature=temperature, statistic=statistic,
                 media=micro.media,
             )  # [n, width]
@@ -328,7 +330,8 @@ def _accumulate_gradients(
         with settings.autocast(micro.advantages.device):
             logp, entropy = completion_logprobs(
                 backend.model, micro.prompts, micro.completions, micro.group_sizes,
-                group_shared_encoding=settings.group_shared_encoding, micro_batch_size=len(micro.completions),
+                group_shared_encoding=settings.group_shared_encoding, padding_free=settings.padding_free,
+                micro_batch_size=len(micro.completions),
                 statistic="entropy" if settings.with_entropy else None, temperature=loss_settings.temperature,
                 media=micro.media,
             )  # [n, Tc]
