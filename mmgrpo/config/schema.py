@@ -330,6 +330,11 @@ class TrainConfig:
     mini_batch_size: int | None = option(
         None, "Completions per optimizer step; None = the whole rollout batch (one step per iteration).", ge=1
     )
+    max_tokens_per_micro_batch: int | None = option(
+        None, "Micro-batches by token budget instead of micro_batch_size (verl use_dynamic_bsz): whole groups, "
+        "balanced by their prompt + completion tokens, as few micro-batches as fit; all ranks run the same number. "
+        "A group over the budget gets one of its own.", ge=1,
+    )
     precision: Literal["fp32", "bf16", "fp16"] = option(
         "fp32", "Compute precision of the training forward/backward: bf16 or fp16 autocast (log-probs stay "
         "float32); fp16 adds dynamic loss scaling, for GPUs without bfloat16 (V100, T4)."

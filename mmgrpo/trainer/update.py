@@ -30,9 +30,10 @@ from mmgrpo.algos import ISCorrection, importance_weights, logprob_gap, masked_m
 from mmgrpo.models.batch import PromptBatch, ragged_rows
 from mmgrpo.models.logprobs import TokenStatistic
 from mmgrpo.models.train_batch import pad_completions
-from mmgrpo.models.shared_prefix import completion_logprobs, group_chunks
+from mmgrpo.models.shared_prefix import completion_logprobs
 from mmgrpo.config import AlgoConfig, Config
 from mmgrpo.trainer.backends import OptimizerSpec, TrainingBackend
+from mmgrpo.trainer.chunks import Chunk, Part, balanced_chunks, token_budget_chunks
 from mmgrpo.trainer.loss_scaling import autocast_dtype
 from mmgrpo.trainer.nonfinite import blamed_on, require_finite
 from mmgrpo.types import Completion, InlineMedia
@@ -88,6 +89,7 @@ class UpdateSettings:
     mini_batch_size: int | None = None  # completions per optimizer step; None = all
     group_shared_encoding: bool = True
     padding_free: bool = False  # sequences packed into rows without padding
+    max_tokens_per_micro_batch: int | None = None  # micro-batches by token budget instead of micro_batch_size
     with_entropy: bool = True
     precision: str = "fp32"  # "bf16"/"fp16": forward/backward under autocast (log-probs stay float32)
     old_logp_source: str = "trainer"  # "engine": the sampler's log-probs are the PPO ratio's old log-probs
@@ -101,7 +103,7 @@ class UpdateSettings:
             num_iterations=config.algo.num_iterations, micro_batch_size=train.micro_batch_size,
             mini_batch_size=train.mini_batch_size and train.mini_batch_size // world_size,
             group_shared_encoding=train.group_shared_encoding, padding_free=train.padding_free,
-            precision=train.precision,
+            max_tokens_per_micro_batch=train.max_tokens_per_micro_batch, precision=train.precision,
             old_logp_source=config.rollout.logprobs_source,
             # engines report log-probs at temperature 1 ("raw"), the trainer at rollout.temperature
             measure_sampler_gap=config.rollout.temperature == 1.0,
@@ -139,18 +141,33 @@ class StepBatch:
     policy_logp: torch.Tensor | None = None  # [N, Tc] the policy's own, before the update, if a step computed them
     media: list[InlineMedia | None] | None = None  # [N] the media inside each completion (a tool's images), if any
 
-    def select(self, rows: list[int], completions: slice) -> StepBatch:
+    def select(self, rows: list[int], completions: Part) -> StepBatch:
+        """Groups ``rows`` and their ``completions`` (consecutive, or by index)."""
+        def take(items: list) -> list:
+            return items[completions] if isinstance(completions, slice) else [items[i] for i in completions]
+
         return StepBatch(
             prompts=self.prompts.select(rows),
-            completions=self.completions[completions],
+            completions=take(self.completions),
             group_sizes=[self.group_sizes[r] for r in rows],
             advantages=self.advantages[completions],
             loss_mask=self.loss_mask[completions],
             ref_logp=None if self.ref_logp is None else self.ref_logp[completions],
             sampler_logp=None if self.sampler_logp is None else self.sampler_logp[completions],
             policy_logp=None if self.policy_logp is None else self.policy_logp[completions],
-            media=None if self.media is None else self.media[completions],
+            media=None if self.media is None else take(self.media),
         )
+
+    def group_tokens(self, group_shared: bool) -> list[int]:
+        """The tokens each group's forward runs: its prompt once (``group_shared``) or once per completion, and its
+        completions."""
+        prompt_lengths = self.prompts.attention_mask.sum(1).tolist()  # [P]
+        tokens, start = [], 0
+        for prompt_length, size in zip(prompt_lengths, self.group_sizes):
+            completion_tokens = sum(len(c) for c in self.completions[start : start + size])
+            tokens.append(prompt_length * (1 if group_shared else size) + completion_tokens)
+            start += size
+        return tokens
 
 
 def sampler_logprobs(completions: Sequence[Completion], like: torch.Tensor) -> torch.Tensor | None:
@@ -174,21 +191,12 @@ def build_loss_mask(completions: Sequence[Completion], include: Sequence[bool], 
     return mask * torch.tensor(include, dtype=mask.dtype).unsqueeze(1)
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """Whole groups of a batch processed together: prompt ``rows``, completions ``part``."""
-
-    rows: list[int]
-    part: slice
-    counts: bool = True  # False: a repeat that only keeps this rank in step with the others
-
-
-def balanced_chunks(backend: TrainingBackend, group_sizes: Sequence[int], limit: int) -> list[Chunk]:
-    """This rank's chunks of about ``limit`` completions, then repeats of its first (that count for
-    nothing) until it has as many as the rank with the most."""
-    chunks = [Chunk(rows, part) for rows, part in group_chunks(group_sizes, limit)]
-    most = int(backend.ranks.all_reduce({"chunks": len(chunks)}, "max")["chunks"])
-    return chunks + [replace(chunks[0], counts=False)] * (most - len(chunks))
+def micro_chunks(backend: TrainingBackend, batch: StepBatch, settings: UpdateSettings) -> list[Chunk]:
+    """The micro-batches of ``batch``: by token budget when one is set, else by completion count."""
+    if settings.max_tokens_per_micro_batch is None:
+        return balanced_chunks(backend, batch.group_sizes, settings.micro_batch_size)
+    return token_budget_chunks(backend, batch.group_sizes, batch.group_tokens(settings.group_shared_encoding),
+                               settings.max_tokens_per_micro_batch)
 
 
 def batch_logprobs(
@@ -206,7 +214,7 @@ def batch_logprobs(
     logp = torch.zeros(batch.loss_mask.shape, device=batch.loss_mask.device)  # [N, Tc]
     stat = torch.zeros_like(logp) if statistic else None
     with torch.no_grad(), context(), settings.autocast(batch.advantages.device), _eval_mode(model):
-        for chunk in balanced_chunks(backend, batch.group_sizes, settings.micro_batch_size):
+        for chunk in micro_chunks(backend, batch, settings):
             micro = batch.select(chunk.rows, chunk.part)
             micro_logp, micro_stat = completion_logprobs(
                 model, micro.prompts, micro.completions, micro.group_sizes,
@@ -322,7 +330,7 @@ def _accumulate_gradients(
     suspects: list[str] = []
     if normaliser == 0:  # every completion masked out (e.g. all truncated)
         return stats, suspects
-    for chunk in balanced_chunks(backend, batch.group_sizes, settings.micro_batch_size):
+    for chunk in micro_chunks(backend, batch, settings):
         micro = batch.select(chunk.rows, chunk.part)
         part = chunk.part
         # weight 0 still runs: every rank must run the same forward and backward passes

@@ -9,6 +9,7 @@ process: each rank trains on its share of the groups. Imported by
     DS_ACCELERATOR=cpu torchrun --nproc-per-node 2 tests/trainer/backend_parity.py \\
         --model-dir D --backend deepspeed --zero-stage 3 --out weights.pt   # or --backend fsdp2
 
+``--padding-free`` and ``--max-tokens N`` pack rows and form micro-batches by token budget.
 ``--also-frozen-tower`` trains a second time, in the same launch, with the tower frozen first, as
 ``model.freeze_vision_tower`` does. ``--lora fsdp2 zero3``
 trains LoRA adapters instead, on each back end named in turn (one launch). Audio
@@ -18,6 +19,7 @@ families get a clip of noise where image families get an image.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -164,7 +166,9 @@ def _updated(
     batch = rank_share(fixed_batch(processor, unwrap_model(model).config.model_type), backend.ranks.rank,
                        backend.ranks.world_size)
     backend.model.train()
-    return backend, batch, policy_update(backend, batch, LOSS, SETTINGS)
+    settings = replace(SETTINGS, padding_free=train.padding_free,
+                       max_tokens_per_micro_batch=train.max_tokens_per_micro_batch)
+    return backend, batch, policy_update(backend, batch, LOSS, settings)
 
 
 def _whole(weights: Iterable[tuple[str, torch.Tensor]]) -> Weights:
@@ -186,6 +190,8 @@ def main() -> None:
                         help="then again with model.freeze_vision_tower=true (its result under 'frozen')")
     parser.add_argument("--lora", nargs="+", choices=sorted(LORA_BACKENDS), default=[],
                         help="instead: LoRA on each of these back ends in turn, one result each in --out")
+    parser.add_argument("--padding-free", action="store_true", help="sequences packed into rows without padding")
+    parser.add_argument("--max-tokens", type=int, help="micro-batches by this token budget")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -193,6 +199,7 @@ def main() -> None:
     train = TrainConfig(
         backend=args.backend, zero_stage=args.zero_stage, micro_batch_size=MICRO_BATCH,
         offload_optimizer=args.offload, offload_parameters=args.offload,
+        padding_free=args.padding_free, max_tokens_per_micro_batch=args.max_tokens,
     )
     if args.lora:
         trains = {name: TrainConfig(micro_batch_size=MICRO_BATCH, **LORA_BACKENDS[name]) for name in args.lora}

@@ -33,7 +33,8 @@ MICRO_BATCH = backend_parity.MICRO_BATCH
 # fp32, 3 Adam steps at lr 1e-3: measured max |difference| 1.2e-6 (ZeRO-2, FSDP2) and 1.8e-6 (ZeRO-3)
 # where the steps move weights by ~3e-3; summation order differs (gradients reduced across ranks).
 WEIGHT_TOLERANCE = 2e-5
-MOVED_AT_LEAST = 1e-3  # the largest change the k steps make, so the comparison is not vacuous
+MOVED_AT_LEAST = 1e-3
+TOKEN_BUDGET = 100  # about two of the fixed batch's groups (~45 tokens each: prompt once + 4 completions)  # the largest change the k steps make, so the comparison is not vacuous
 # DeepSpeed compiles its CPU communication op on first use (~1 min): keep it across runs.
 EXTENSIONS_CACHE = Path(tempfile.gettempdir()) / "mmgrpo-torch-extensions"
 
@@ -83,6 +84,19 @@ def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, 
     # the frozen KL reference is sharded like the policy's weights (ZeRO-2 keeps weights whole)
     sharded = backend == "fsdp2" or zero_stage == 3
     assert metrics["reference_local_share"] < 0.6 if sharded else metrics["reference_local_share"] == 1.0
+
+
+def test_token_budget_packed_micro_batches_on_two_ranks_match_one_process(one_process, tiny_qwen25vl, tmp_path):
+    """Micro-batches by token budget (whole groups balanced by tokens; each rank's count agreed with the other's)
+    over packed rows, on FSDP2: the update of one process that splits by count and pads."""
+    reference_weights, reference_metrics = one_process
+    result = _run_two_ranks("--model-dir", str(tiny_qwen25vl), "--backend", "fsdp2", "--padding-free",
+                            "--max-tokens", str(TOKEN_BUDGET), out=tmp_path / "weights.pt")
+    weights, metrics = result["weights"], result["metrics"]
+    worst = max(((float((weights[n] - reference_weights[n]).abs().max()), n) for n in weights))
+    assert worst[0] <= WEIGHT_TOLERANCE, f"{worst[1]} differs by {worst[0]:.3g}"
+    for name in ("loss", "kl", "entropy", "clip_frac", "grad_norm"):
+        assert metrics[name] == pytest.approx(reference_metrics[name], rel=1e-5), name
 
 
 def test_lora_on_two_ranks_matches_one_process(tiny_qwen25vl, tmp_path):
