@@ -1,6 +1,7 @@
 """``mmgrpo models``: build tiny random checkpoints (``make-tiny``) or list their families.
 
-``mmgrpo models make-tiny --family qwen2_5_vl --out DIR [--seed S] [--vllm-cpu] [--set hidden_size=128 ...]``
+``mmgrpo models make-tiny --family qwen2_5_vl --out DIR [--seed S] [--vllm-cpu] [--shape qwen2_5_vl_3b]
+[--set hidden_size=128 ...]``
 writes a checkpoint that loads with ``load_model_and_processor`` or plain transformers.
 ``mmgrpo models list`` prints the families and the options ``--set`` accepts.
 """
@@ -22,6 +23,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="sizes vLLM's CPU build accepts: head_dim 32, a 30-second audio window (--set still overrides)",
     )
     make.add_argument(
+        "--shape", metavar="NAME",
+        help="a real checkpoint's widths, vocabulary and image budget with 2 layers (see `mmgrpo models list`; "
+        "--set still overrides)",
+    )
+    make.add_argument(
         "--set",
         dest="options",
         action="append",
@@ -34,14 +40,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mmgrpo.models.tiny import TINY_FAMILIES, VLLM_CPU_TINY_OPTIONS, TinySpec, make_tiny
+    from mmgrpo.models.tiny.families import REAL_SHAPES
 
     if args.action == "list":
         print("families:", ", ".join(TINY_FAMILIES.names()))
         print("options (--set NAME=INT):")
         for field in dataclasses.fields(TinySpec):
             print(f"  {field.name} = {field.default}")
+        print("shapes (--shape NAME):", ", ".join(sorted(REAL_SHAPES)))
         return 0
-    options = (VLLM_CPU_TINY_OPTIONS if args.vllm_cpu else {}) | parse_options(args.options)
+    if args.shape is not None and args.shape not in REAL_SHAPES:
+        raise ValueError(f"unknown --shape {args.shape!r}; known: {', '.join(sorted(REAL_SHAPES))}")
+    shape = REAL_SHAPES[args.shape] if args.shape else {}
+    options = shape | (VLLM_CPU_TINY_OPTIONS if args.vllm_cpu else {}) | parse_options(args.options)
     out = make_tiny(args.family, args.out, seed=args.seed, **options)
     print(f"saved tiny {args.family} (seed {args.seed}) to {out}")
     return 0

@@ -8,6 +8,7 @@ import pytest
 from transformers import AutoConfig
 
 from mmgrpo.cli import main
+from mmgrpo.models.loading import load_model_and_processor
 
 
 def test_make_tiny_applies_seed_and_options(tmp_path: Path, tiny_qwen25vl: Path) -> None:
@@ -33,6 +34,8 @@ def test_make_tiny_applies_seed_and_options(tmp_path: Path, tiny_qwen25vl: Path)
         (["--family", "qwen25"], "unknown tiny model family 'qwen25'. Did you mean 'qwen2_5_vl'"),
         (["--family", "qwen2_5_vl", "--set", "hidden_size"], "--set expects NAME=INT, got 'hidden_size'"),
         (["--family", "qwen2_5_vl", "--set", "width=3"], "unknown tiny-model option"),
+        (["--family", "qwen2_5_vl", "--shape", "qwen3b"], "unknown --shape 'qwen3b'; known: qwen2_5_vl_3b"),
+        (["--family", "qwen2_5_vl", "--set", "embedding_rows=10"], "embedding_rows=10 is below the tokenizer's"),
     ],
 )
 def test_bad_arguments_exit_2_with_the_reason(tmp_path: Path, capsys, extra: list[str], message: str) -> None:
@@ -46,6 +49,23 @@ def test_list_shows_families_and_options(capsys) -> None:
     from mmgrpo.models.compat import omni_thinker_holds_towers
 
     families = ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "qwen2_audio")
-    for name in (*families, "hidden_size", "max_pixels"):
+    for name in (*families, "hidden_size", "max_pixels", "embedding_rows", "qwen2_5_vl_3b"):
         assert name in printed
     assert ("qwen2_5_omni_thinker" in printed) == omni_thinker_holds_towers()  # refused at load where it is not
+
+
+def test_a_real_shape_keeps_its_widths_and_vocabulary_and_the_set_options_override_it(tmp_path: Path) -> None:
+    """``--shape``: Qwen2.5-VL-3B's widths and 151,936 embedding rows (the local tokenizer uses the first); here made
+    narrower with ``--set`` for speed, which must win over the shape. The head has a row per embedding."""
+    out = tmp_path / "shaped"
+    argv = ["models", "make-tiny", "--family", "qwen2_5_vl", "--out", str(out), "--shape", "qwen2_5_vl_3b",
+            "--set", "hidden_size=64", "--set", "intermediate_size=64", "--set", "num_heads=2", "--set", "num_kv_heads=1",
+            "--set", "vision_hidden_size=32", "--set", "vision_intermediate_size=32", "--set", "vision_heads=2",
+            "--set", "embedding_rows=20000"]
+    assert main(argv) == 0
+    config = AutoConfig.from_pretrained(out)
+    text = config.text_config
+    assert (text.vocab_size, text.hidden_size, text.num_hidden_layers) == (20000, 64, 2)
+    model, processor = load_model_and_processor(out)
+    assert model.get_output_embeddings().weight.shape[0] == 20000 > len(processor.tokenizer)
+    assert processor.image_processor.size["longest_edge"] == 448 * 448  # the budget of 256 merged tokens

@@ -27,12 +27,28 @@ DEFAULT_MAX_IMAGE_TOKENS = 16
 VLLM_CPU_TINY_OPTIONS: dict[str, int] = {"num_heads": 2, "num_kv_heads": 1, "audio_max_seconds": 30}
 
 
+# A real checkpoint's widths with a few layers (``make-tiny --shape``): the per-token cost of the real model (its
+# 151k-row head, 2048-wide layers, 1280-wide vision tower, 448 x 448 images as 256 merged tokens) at a depth a CPU
+# steps through in seconds to minutes. From the published configs of Qwen2.5-VL-3B/7B-Instruct.
+QWEN2_5_VL_VISION = {"vision_hidden_size": 1280, "vision_intermediate_size": 3420, "vision_heads": 16,
+                     "vision_depth": 2, "min_pixels": 56 * 56, "max_pixels": 448 * 448}
+REAL_SHAPES: dict[str, dict[str, int]] = {
+    "qwen2_5_vl_3b": {"embedding_rows": 151_936, "hidden_size": 2048, "intermediate_size": 11_008, "num_heads": 16,
+                      "num_kv_heads": 2, "num_layers": 2, **QWEN2_5_VL_VISION},
+    "qwen2_5_vl_7b": {"embedding_rows": 152_064, "hidden_size": 3584, "intermediate_size": 18_944, "num_heads": 28,
+                      "num_kv_heads": 4, "num_layers": 2, **QWEN2_5_VL_VISION},
+}
+
+
 @dataclass(frozen=True)
 class TinySpec:
     """Sizes and media budgets of a tiny model; every field is a ``make_tiny`` override."""
 
     vocab_size: int = 400
     """BPE vocabulary (256 bytes + merges); special and reasoning tokens come on top."""
+    embedding_rows: int | None = None
+    """Rows of the token embedding and the output head; None = the tokenizer's length. A real family's
+    vocabulary size (Qwen2.5-VL-3B: 151,936) gives them their real cost while the tokenizer uses the first rows."""
     hidden_size: int = 64
     intermediate_size: int = 128
     num_layers: int = 2
@@ -111,8 +127,10 @@ def generation_config(tokenizer: PreTrainedTokenizerBase, stop_tokens: Sequence[
 
 def decoder_config(spec: TinySpec, tokenizer: PreTrainedTokenizerBase, **overrides: Any) -> dict[str, Any]:
     """The language-model sizes and token ids every family's text config shares, plus ``overrides``."""
+    if spec.embedding_rows is not None and spec.embedding_rows < len(tokenizer):
+        raise ValueError(f"embedding_rows={spec.embedding_rows} is below the tokenizer's {len(tokenizer)} tokens")
     return {
-        "vocab_size": len(tokenizer),
+        "vocab_size": spec.embedding_rows or len(tokenizer),
         "hidden_size": spec.hidden_size,
         "intermediate_size": spec.intermediate_size,
         "num_hidden_layers": spec.num_layers,
