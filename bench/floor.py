@@ -16,6 +16,7 @@ its own process). Each script's process reports its peak RSS. Settings are inter
 round the median of ``--steps`` steps after a warm-up).
 
     python3 bench/floor.py [--shapes 32x8x6 4x8x32 1x8x32 4x8x128 4x8x512] [--beta 0.04] [--repeats 3] [--trl]
+                           [--model-shape qwen2_5_vl_3b]
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from step_setup import BenchInputs, ScriptResult, build_inputs, run_step_script
 from transformers import DynamicCache
 
 from mmgrpo.models.adapters import adapter_for
+from mmgrpo.models.tiny.families import REAL_SHAPES
 from mmgrpo.models.batch import build_prompt_batch
 from mmgrpo.models.train_batch import attach_completions
 from mmgrpo.models.compat import cache_argument
@@ -48,6 +50,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--steps", type=int, default=3, help="timed steps per round")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--model-shape", choices=sorted(REAL_SHAPES), default=None,
+                        help="a real checkpoint's widths, vocabulary and image budget at 2 layers (default: tiny)")
     parser.add_argument("--trl", action="store_true",
                         help="also time TRL's GRPOTrainer (bench/trl_grpo_step.py --full-length; needs trl installed)")
     return parser.parse_args()
@@ -56,7 +60,8 @@ def parse_args() -> argparse.Namespace:
 def shape_args(shape: str, args: Namespace) -> Namespace:
     prompts, generations, tokens = (int(part) for part in shape.split("x"))
     return Namespace(prompts=prompts, generations=generations, max_new_tokens=tokens, beta=args.beta,
-                     steps=args.steps, warmup=1, threads=args.threads, no_group_shared=False, full_length=True)
+                     steps=args.steps, warmup=1, threads=args.threads, no_group_shared=False, full_length=True,
+                     shape=args.model_shape, padding_free=False, image_size=None, gradient_checkpointing=False)
 
 
 def median_seconds(run: Callable[[], object], steps: int) -> float:
@@ -120,7 +125,7 @@ def script_step(script: str, args: Namespace) -> ScriptResult:
     return run_step_script(script, [
         "--full-length", "--prompts", str(args.prompts), "--generations", str(args.generations),
         "--max-new-tokens", str(args.max_new_tokens), "--beta", str(args.beta), "--steps", str(args.steps),
-        "--threads", str(args.threads),
+        "--threads", str(args.threads), *(["--shape", args.shape] if args.shape else []),
     ])
 
 

@@ -19,6 +19,7 @@ import torch
 
 from mmgrpo.config import Config, load_config
 from mmgrpo.models.tiny import make_tiny
+from mmgrpo.models.tiny.families import REAL_SHAPES
 from mmgrpo.inputs import SampleSet, load_samples, task_model_info
 from mmgrpo.trainer.setup import load_policy
 
@@ -44,6 +45,10 @@ def parse_args(description: str) -> argparse.Namespace:
                         help="mmgrpo only: the plain per-sample path instead of group-shared prompt encoding")
     parser.add_argument("--gradient-checkpointing", action="store_true",
                         help="recompute the decoder and vision layers' activations in backward")
+    parser.add_argument("--shape", choices=sorted(REAL_SHAPES), default=None,
+                        help="a real checkpoint's widths, vocabulary and image budget at 2 layers (default: tiny)")
+    parser.add_argument("--padding-free", action="store_true",
+                        help="mmgrpo only: training forwards on packed rows (train.padding_free)")
     parser.add_argument("--image-size", type=int, default=None,
                         help="side of the prompts' images, also the tiny model's pixel budget (default: the "
                              "generated set's 112, the tiny model's budget)")
@@ -52,13 +57,17 @@ def parse_args(description: str) -> argparse.Namespace:
 
 def bench_config(args: argparse.Namespace, work_dir: Path) -> Config:
     """The mmgrpo config of the benchmark: tiny model, small counting set, fixed P/G/lengths, no logging."""
-    images = []
+    images, tiny_options = [], dict(REAL_SHAPES[args.shape]) if args.shape else {}
     if args.image_size is not None:
         pixels = args.image_size**2
-        images = [f"data.train.0.recipe_args.image_size={args.image_size}",
-                  f"model.tiny_options={{max_pixels: {pixels}}}", f"model.max_pixels={pixels}"]
+        images = [f"data.train.0.recipe_args.image_size={args.image_size}", f"model.max_pixels={pixels}"]
+        tiny_options["max_pixels"] = pixels
+    elif args.shape:
+        images = [f"model.max_pixels={tiny_options['max_pixels']}"]
     return load_config(None, [
         *images,
+        "model.tiny_options={" + ", ".join(f"{key}: {value}" for key, value in tiny_options.items()) + "}",
+        f"train.padding_free={args.padding_free}",
         f"model.name_or_path={work_dir / 'model'}",
         f"data.dir={work_dir / 'data'}",
         f"data.train.0.recipe_args.n={DATASET_SIZE}",
