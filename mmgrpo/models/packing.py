@@ -84,7 +84,7 @@ def packed_hidden_states(model: torch.nn.Module, batch: TrainBatch) -> torch.Ten
     hidden = backbone(**inputs, use_cache=False).last_hidden_state.flatten(0, 1)  # [R * W, D]
     index = torch.zeros(real.shape, dtype=torch.long, device=real.device)  # [B, T]: each real token's slot
     index[real] = slots
-    predicting = hidden[index[:, batch.prompt_length - 1 : -1]]  # [B, Tc, D], rows in packing order
+    predicting = hidden[index[:, ordered.prompt_length - 1 : -1]]  # [B, Tc, D], rows in packing order
     return predicting[torch.as_tensor(order).argsort().to(predicting.device)]  # rows in batch order
 
 

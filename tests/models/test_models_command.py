@@ -65,7 +65,9 @@ def test_a_real_shape_keeps_its_widths_and_vocabulary_and_the_set_options_overri
     assert main(argv) == 0
     config = AutoConfig.from_pretrained(out)
     text = config.text_config
-    assert (text.vocab_size, text.hidden_size, text.num_hidden_layers) == (20000, 64, 2)
+    assert (text.vocab_size, text.hidden_size, text.num_hidden_layers, text.tie_word_embeddings) == (20000, 64, 2, True)
     model, processor = load_model_and_processor(out)
-    assert model.get_output_embeddings().weight.shape[0] == 20000 > len(processor.tokenizer)
+    head = model.get_output_embeddings().weight
+    assert head.shape[0] == 20000 > len(processor.tokenizer)
+    assert head.data_ptr() == model.get_input_embeddings().weight.data_ptr()  # 3B ties them
     assert processor.image_processor.size["longest_edge"] == 448 * 448  # the budget of 256 merged tokens

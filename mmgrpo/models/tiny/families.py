@@ -33,8 +33,9 @@ VLLM_CPU_TINY_OPTIONS: dict[str, int] = {"num_heads": 2, "num_kv_heads": 1, "aud
 QWEN2_5_VL_VISION = {"vision_hidden_size": 1280, "vision_intermediate_size": 3420, "vision_heads": 16,
                      "vision_depth": 2, "min_pixels": 56 * 56, "max_pixels": 448 * 448}
 REAL_SHAPES: dict[str, dict[str, int]] = {
-    "qwen2_5_vl_3b": {"embedding_rows": 151_936, "hidden_size": 2048, "intermediate_size": 11_008, "num_heads": 16,
-                      "num_kv_heads": 2, "num_layers": 2, **QWEN2_5_VL_VISION},
+    "qwen2_5_vl_3b": {"embedding_rows": 151_936, "tie_word_embeddings": 1, "hidden_size": 2048,
+                      "intermediate_size": 11_008, "num_heads": 16, "num_kv_heads": 2, "num_layers": 2,
+                      **QWEN2_5_VL_VISION},
     "qwen2_5_vl_7b": {"embedding_rows": 152_064, "hidden_size": 3584, "intermediate_size": 18_944, "num_heads": 28,
                       "num_kv_heads": 4, "num_layers": 2, **QWEN2_5_VL_VISION},
 }
@@ -49,6 +50,9 @@ class TinySpec:
     embedding_rows: int | None = None
     """Rows of the token embedding and the output head; None = the tokenizer's length. A real family's
     vocabulary size (Qwen2.5-VL-3B: 151,936) gives them their real cost while the tokenizer uses the first rows."""
+    tie_word_embeddings: bool = False
+    """One matrix for the token embedding and the output head (Qwen2.5-VL-3B ties them, 7B does not);
+    ``--set tie_word_embeddings=1``. Off: the family's default."""
     hidden_size: int = 64
     intermediate_size: int = 128
     num_layers: int = 2
@@ -140,5 +144,6 @@ def decoder_config(spec: TinySpec, tokenizer: PreTrainedTokenizerBase, **overrid
         "bos_token_id": None,
         "eos_token_id": tokenizer.eos_token_id,
         "pad_token_id": tokenizer.pad_token_id,
+        **({"tie_word_embeddings": True} if spec.tie_word_embeddings else {}),
         **overrides,
     }
