@@ -7,9 +7,10 @@ prompts of ``grpo_step.py``:
   ``grpo_step.py --full-length``, in its own process;
 - floor: the model work such a step cannot avoid, timed bare: the P prompts prefilled once,
   each prompt's KV cache repeated G times, then T batched forward passes of one token per
-  row (fixed tokens: no sampling, stopping or masks); one forward + backward over the P x G
-  prompt + completion rows with the loss on the completion tokens; and with beta > 0 one
-  no-grad forward over the same rows (the reference).
+  row (fixed tokens: no sampling, stopping or masks); one forward + backward of the P prompts
+  once and the P x G completions continuing their repeated caches (a group's prompt is not
+  counted G times, issue 34), the loss on the completion tokens; and with beta > 0 the same
+  forward without grad (the reference).
 
 With ``--trl``, TRL's ``GRPOTrainer`` at the same shape too (``trl_grpo_step.py --full-length``,
 its own process). Each script's process reports its peak RSS. Settings are interleaved over ``--repeats`` rounds (medians and spread over rounds, each
@@ -36,7 +37,6 @@ from transformers import DynamicCache
 from mmgrpo.models.adapters import adapter_for
 from mmgrpo.models.tiny.families import REAL_SHAPES
 from mmgrpo.models.batch import build_prompt_batch
-from mmgrpo.models.train_batch import attach_completions
 from mmgrpo.models.compat import cache_argument
 from mmgrpo.inputs import media_budgets
 
@@ -86,7 +86,6 @@ def floor_step(inputs: BenchInputs, args: Namespace) -> Callable[[], None]:
     rows = torch.arange(len(samples)).repeat_interleave(group)  # [N] prompt of each completion
     digit = inputs.processor.tokenizer("3")["input_ids"][0]  # an ordinary text token: what is decoded is irrelevant
     completion = torch.full((len(rows), args.max_new_tokens), digit)  # [N, T]
-    train_batch = attach_completions(prompts, completion.tolist(), rows.tolist())
 
     def decode() -> None:
         with torch.no_grad():
@@ -104,9 +103,19 @@ def floor_step(inputs: BenchInputs, args: Namespace) -> Callable[[], None]:
                       **cache_argument(cache), use_cache=True, logits_to_keep=1)
 
     def forward() -> torch.Tensor:
-        model_inputs = train_batch.model_inputs()
-        positions, _ = adapter.prompt_positions(model, model_inputs)
-        logits = model(**model_inputs, position_ids=positions).logits[:, train_batch.prompt_length - 1 : -1]
+        """The P prompts once, their KV cache repeated G times, the completions continuing it (a group's prompt
+        work is not counted G times); the loss on the completion tokens."""
+        inputs_ = prompts.model_inputs()
+        positions, next_position = adapter.prompt_positions(model, inputs_)
+        cache = DynamicCache(config=model.config)
+        first = model(**inputs_, position_ids=positions, **cache_argument(cache), use_cache=True,
+                      logits_to_keep=1).logits[rows]  # [N, 1, V]
+        cache.reorder_cache(rows)
+        mask = torch.cat([inputs_["attention_mask"][rows], torch.ones_like(completion[:, :-1])], 1)  # [N, Tp + T - 1]
+        rest = model(input_ids=completion[:, :-1], attention_mask=mask,
+                     position_ids=adapter.continuation_positions(next_position[rows], args.max_new_tokens - 1),
+                     **cache_argument(cache), use_cache=True).logits  # [N, T - 1, V]
+        logits = torch.cat([first, rest], 1)  # [N, T, V]
         return torch.nn.functional.cross_entropy(logits.flatten(0, 1), completion.flatten())
 
     def step() -> None:

@@ -21,12 +21,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 from PIL import Image
+from torch.profiler import ProfilerActivity, profile
 from step_setup import peak_rss_mib
 
 from mmgrpo.config.schema import ModelConfig
@@ -64,6 +66,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=1, help="interleaved rounds")
     parser.add_argument("--steps", type=int, default=2, help="timed steps per setting, after one warm-up")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--profile", action="store_true", help="print the timed update's top operators (torch.profiler)")
     parser.add_argument("--run", help=argparse.SUPPRESS)  # internal: one setting in this process
     parser.add_argument("--model-dir", help=argparse.SUPPRESS)
     return parser.parse_args()
@@ -116,8 +119,11 @@ def run_setting(args: argparse.Namespace) -> dict[str, float]:
         reference, _ = batch_logprobs(model, backend, batch, settings, 1.0)  # as the KL reference's pass
         middle = time.perf_counter()
         model.train()
-        policy_update(backend, replace(batch, ref_logp=reference), LossSettings(beta=0.04, max_len=args.lengths[1]),
-                      settings)
+        with profile(activities=[ProfilerActivity.CPU]) if args.profile and step else nullcontext() as profiled:
+            policy_update(backend, replace(batch, ref_logp=reference),
+                          LossSettings(beta=0.04, max_len=args.lengths[1]), settings)
+        if profiled is not None:
+            print(profiled.key_averages().table(sort_by="self_cpu_time_total", row_limit=15), file=sys.stderr)
         if step:
             seconds["logprobs_s"].append(middle - start)
             seconds["update_s"].append(time.perf_counter() - middle)
@@ -140,12 +146,15 @@ def main() -> None:
         for _ in range(args.repeats):
             for name in args.settings:
                 flags = [f"--{key.replace('_', '-')}={value}" for key, value in vars(args).items()
-                         if key not in ("run", "model_dir", "settings", "lengths") and value is not None]
+                         if key not in ("run", "model_dir", "settings", "lengths", "profile") and value is not None]
+                flags += ["--profile"] if args.profile else []
                 command = [sys.executable, __file__, *flags, "--lengths", *map(str, args.lengths),
                            "--run", name, "--model-dir", str(model_dir)]
                 done = subprocess.run(command, capture_output=True, text=True)
                 if done.returncode:
                     raise SystemExit(f"setting {name} failed:\n{done.stderr[-3000:]}")
+                if args.profile:
+                    print(f"{name}: the update's operators by self CPU time\n{done.stderr[done.stderr.find('---'):]}")
                 results[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
         print("| setting | reference log-probs (s) | update (s) | total (s) | peak RSS (MiB) |")
         print("| --- | --- | --- | --- | --- |")
