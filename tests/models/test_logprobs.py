@@ -21,15 +21,17 @@ def random_completions(lengths=COMPLETION_LENGTHS, seed: int = 0) -> list[list[i
     return [torch.randint(0, 256, (length,), generator=generator).tolist() for length in lengths]
 
 
+@pytest.mark.parametrize("padding_free", [False, True], ids=["padded", "packed"])
 @pytest.mark.parametrize("family", TINY_FAMILIES.names())
-def test_logprobs_equal_unbatched_reference(family, load_tiny, media_samples, reference) -> None:
+def test_logprobs_equal_unbatched_reference(family, padding_free, load_tiny, media_samples, reference) -> None:
+    """Padded, or packed into rows without padding (:mod:`mmgrpo.models.packing`): the same log-probs."""
     model, processor = load_tiny(family)
     samples = [media_samples(family)[p] for p in PROMPT_OF]
     completions = random_completions()
     batch = build_train_batch(processor, samples, completions, family=model.config.model_type)
 
     with torch.no_grad():
-        logp, _ = sequence_logprobs(model, batch, micro_batch_size=len(samples))
+        logp, _ = sequence_logprobs(model, batch, micro_batch_size=len(samples), padding_free=padding_free)
 
     assert logp.shape == (len(samples), max(COMPLETION_LENGTHS))
     for row, (sample, completion) in enumerate(zip(samples, completions)):

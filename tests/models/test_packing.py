@@ -1,4 +1,5 @@
-"""Padding-free (packed) log-probs equal the padded path's and one unbatched HF forward, for every tiny family."""
+"""Padding-free (packed) log-probs and gradients equal the padded path's, for every tiny family (the per-sample
+path's against one unbatched HF forward: ``test_logprobs.py``)."""
 
 from __future__ import annotations
 
@@ -16,23 +17,7 @@ from mmgrpo.models.packing import attention_mask_for, first_fit_bins
 from mmgrpo.models.shared_prefix import completion_logprobs
 from mmgrpo.models.tiny import TINY_FAMILIES
 from mmgrpo.models.train_batch import build_train_batch
-from tests.models.test_logprobs import ATOL, COMPLETION_LENGTHS, PROMPT_OF, random_completions
-
-
-@pytest.mark.parametrize("family", TINY_FAMILIES.names())
-def test_packed_logprobs_equal_padded_and_unbatched_reference(family, load_tiny, media_samples, reference) -> None:
-    model, processor = load_tiny(family)
-    samples = [media_samples(family)[p] for p in PROMPT_OF]
-    completions = random_completions()
-    batch = build_train_batch(processor, samples, completions, family=model.config.model_type)
-    with torch.no_grad():
-        packed, _ = sequence_logprobs(model, batch, micro_batch_size=len(samples), padding_free=True)
-        padded, _ = sequence_logprobs(model, batch, micro_batch_size=len(samples))
-    torch.testing.assert_close(packed, padded, atol=ATOL, rtol=0)
-    for row, (sample, completion) in enumerate(zip(samples, completions)):
-        expected = reference(model, processor, sample, completion)
-        torch.testing.assert_close(packed[row, : len(completion)], expected, atol=ATOL, rtol=0)
-        assert not packed[row, len(completion) :].any()  # padding stays 0
+from tests.models.test_logprobs import ATOL, PROMPT_OF, random_completions
 
 
 def test_first_fit_bins_fills_rows_longest_first() -> None:
