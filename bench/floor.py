@@ -61,7 +61,8 @@ def shape_args(shape: str, args: Namespace) -> Namespace:
     prompts, generations, tokens = (int(part) for part in shape.split("x"))
     return Namespace(prompts=prompts, generations=generations, max_new_tokens=tokens, beta=args.beta,
                      steps=args.steps, warmup=1, threads=args.threads, no_group_shared=False, full_length=True,
-                     shape=args.model_shape, padding_free=False, image_size=None, gradient_checkpointing=False)
+                     shape=args.model_shape, padding_free=False, image_size=None, gradient_checkpointing=False,
+                     logprob_chunk_tokens=1024)
 
 
 def median_seconds(run: Callable[[], object], steps: int) -> float:

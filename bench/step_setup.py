@@ -49,6 +49,8 @@ def parse_args(description: str) -> argparse.Namespace:
                         help="a real checkpoint's widths, vocabulary and image budget at 2 layers (default: tiny)")
     parser.add_argument("--padding-free", action="store_true",
                         help="mmgrpo only: training forwards on packed rows (train.padding_free)")
+    parser.add_argument("--logprob-chunk-tokens", type=int, default=1024,
+                        help="mmgrpo only: tokens through the output head at a time (train.logprob_chunk_tokens)")
     parser.add_argument("--image-size", type=int, default=None,
                         help="side of the prompts' images, also the tiny model's pixel budget (default: the "
                              "generated set's 112, the tiny model's budget)")
@@ -68,6 +70,7 @@ def bench_config(args: argparse.Namespace, work_dir: Path) -> Config:
         *images,
         "model.tiny_options={" + ", ".join(f"{key}: {value}" for key, value in tiny_options.items()) + "}",
         f"train.padding_free={args.padding_free}",
+        f"train.logprob_chunk_tokens={args.logprob_chunk_tokens}",
         f"model.name_or_path={work_dir / 'model'}",
         f"data.dir={work_dir / 'data'}",
         f"data.train.0.recipe_args.n={DATASET_SIZE}",

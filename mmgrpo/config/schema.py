@@ -330,6 +330,12 @@ class TrainConfig:
     mini_batch_size: int | None = option(
         None, "Completions per optimizer step; None = the whole rollout batch (one step per iteration).", ge=1
     )
+    logprob_chunk_tokens: int = option(
+        1024, "Tokens whose vocabulary logits exist at once when log-probs (and entropy) are computed: the output "
+        "head runs on this many at a time, each chunk recomputed in the backward. Memory ~4 x this x vocab x 4 bytes "
+        "(1024 tokens, Qwen2.5's 152k vocabulary: ~2.5 GB); smaller saves memory at a slightly lower matmul speed.",
+        ge=1,
+    )
     max_tokens_per_micro_batch: int | None = option(
         None, "Micro-batches by token budget instead of micro_batch_size (verl use_dynamic_bsz): whole groups, "
         "balanced by their prompt + completion tokens, as few micro-batches as fit; all ranks run the same number. "

@@ -90,6 +90,7 @@ class UpdateSettings:
     group_shared_encoding: bool = True
     padding_free: bool = False  # sequences packed into rows without padding
     max_tokens_per_micro_batch: int | None = None  # micro-batches by token budget instead of micro_batch_size
+    logprob_chunk_tokens: int = 1024  # tokens through the output head at a time
     with_entropy: bool = True
     precision: str = "fp32"  # "bf16"/"fp16": forward/backward under autocast (log-probs stay float32)
     old_logp_source: str = "trainer"  # "engine": the sampler's log-probs are the PPO ratio's old log-probs
@@ -103,7 +104,8 @@ class UpdateSettings:
             num_iterations=config.algo.num_iterations, micro_batch_size=train.micro_batch_size,
             mini_batch_size=train.mini_batch_size and train.mini_batch_size // world_size,
             group_shared_encoding=train.group_shared_encoding, padding_free=train.padding_free,
-            max_tokens_per_micro_batch=train.max_tokens_per_micro_batch, precision=train.precision,
+            max_tokens_per_micro_batch=train.max_tokens_per_micro_batch, logprob_chunk_tokens=train.logprob_chunk_tokens,
+            precision=train.precision,
             old_logp_source=config.rollout.logprobs_source,
             # engines report log-probs at temperature 1 ("raw"), the trainer at rollout.temperature
             measure_sampler_gap=config.rollout.temperature == 1.0,
@@ -220,6 +222,7 @@ def batch_logprobs(
                 model, micro.prompts, micro.completions, micro.group_sizes,
                 group_shared_encoding=settings.group_shared_encoding, padding_free=settings.padding_free,
                 micro_batch_size=len(micro.completions), temperature=temperature, statistic=statistic,
+                chunk_size=settings.logprob_chunk_tokens,
                 media=micro.media,
             )  # [n, width]
             if chunk.counts:
@@ -339,7 +342,7 @@ def _accumulate_gradients(
             logp, entropy = completion_logprobs(
                 backend.model, micro.prompts, micro.completions, micro.group_sizes,
                 group_shared_encoding=settings.group_shared_encoding, padding_free=settings.padding_free,
-                micro_batch_size=len(micro.completions),
+                micro_batch_size=len(micro.completions), chunk_size=settings.logprob_chunk_tokens,
                 statistic="entropy" if settings.with_entropy else None, temperature=loss_settings.temperature,
                 media=micro.media,
             )  # [n, Tc]

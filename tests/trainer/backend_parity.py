@@ -166,7 +166,7 @@ def _updated(
     batch = rank_share(fixed_batch(processor, unwrap_model(model).config.model_type), backend.ranks.rank,
                        backend.ranks.world_size)
     backend.model.train()
-    settings = replace(SETTINGS, padding_free=train.padding_free,
+    settings = replace(SETTINGS, padding_free=train.padding_free, logprob_chunk_tokens=train.logprob_chunk_tokens,
                        max_tokens_per_micro_batch=train.max_tokens_per_micro_batch)
     return backend, batch, policy_update(backend, batch, LOSS, settings)
 

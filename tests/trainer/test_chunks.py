@@ -10,6 +10,7 @@ import torch
 
 from mmgrpo.config.schema import TrainConfig
 from mmgrpo.distributed import Ranks
+from mmgrpo.models import shared_prefix
 from mmgrpo.trainer.chunks import budget_bins, token_budget_chunks
 from tests.trainer import backend_parity
 
@@ -60,3 +61,18 @@ def test_token_budget_update_equals_count_based_update(options, tiny_qwen25vl) -
     assert worst <= 1e-5
     for name in ("loss", "kl", "entropy", "clip_frac", "grad_norm"):
         assert metrics[name] == pytest.approx(expected_metrics[name], rel=1e-5), name
+
+
+def test_the_head_runs_on_chunks_of_the_configured_size_and_the_update_is_unchanged(tiny_qwen25vl, monkeypatch):
+    """``train.logprob_chunk_tokens`` bounds the tokens whose vocabulary logits exist at once; the update is the
+    same (each token's log-prob is its own)."""
+    expected, _ = backend_parity.train_on_fixed_rollouts(tiny_qwen25vl, TrainConfig(micro_batch_size=4))
+    sizes = []
+    original = shared_prefix.token_logprobs
+    monkeypatch.setattr(shared_prefix, "token_logprobs",
+                        lambda *args, chunk_size, **kwargs: sizes.append(chunk_size) or original(
+                            *args, chunk_size=chunk_size, **kwargs))
+    weights, _ = backend_parity.train_on_fixed_rollouts(tiny_qwen25vl, TrainConfig(micro_batch_size=4,
+                                                                                   logprob_chunk_tokens=3))
+    assert sizes and set(sizes) == {3}
+    assert max(float((weights[name] - expected[name]).abs().max()) for name in expected) <= 1e-5  # matmul blocking
