@@ -66,7 +66,8 @@ def make_dataset(
 ) -> dict[str, Any]:
     """Generate ``n`` examples of ``recipe`` into ``out_dir``; returns the written dataset info.
 
-    Same recipe, options, ``n`` and ``seed`` -> byte-identical files.
+    Same recipe, options, ``n`` and ``seed`` -> identical files; an mp4 may come out with other bytes of the same
+    frames up to x264's noise (its output is not reproducible across a process's history).
     """
     if n < 1 or not 0.0 <= test_fraction < 1.0:
         raise ValueError(f"need n >= 1 and 0 <= test_fraction < 1, got n={n}, test_fraction={test_fraction}")

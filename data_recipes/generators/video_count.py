@@ -41,7 +41,7 @@ def mp4_bytes(frames: Sequence[Image.Image], fps: int, crf: int) -> bytes:
         stream.width, stream.height = frames[0].size
         stream.pix_fmt = "yuv420p"
         stream.options = {"crf": str(crf), "x264-params": "threads=1:lookahead-threads=1:sliced-threads=0"}
-        stream.codec_context.thread_count = 1  # one thread: identical bytes on every machine
+        stream.codec_context.thread_count = 1  # one thread: the same bytes far more often (not always, see make.py)
         for image in frames:
             # Converted to yuv420p before the encoder sees it, by swscale on one thread with its bit-exact
             # C paths: left to the encoder, or to swscale's default (threads by CPU count, SIMD), identical

@@ -49,10 +49,26 @@ def test_same_seed_gives_identical_files_and_another_seed_differs(recipe, made, 
     make_dataset(recipe, N, tmp_path / "again", seed=7)
     make_dataset(recipe, N, tmp_path / "other", seed=8)
     first, again, other = file_bytes(made[recipe]), file_bytes(tmp_path / "again"), file_bytes(tmp_path / "other")
-    assert first == again
+    assert first.keys() == again.keys()
+    for name in first:
+        if name.endswith(".mp4") and first[name] != again[name]:
+            assert_same_video(made[recipe] / name, tmp_path / "again" / name)
+        else:
+            assert first[name] == again[name], name
     assert len(first) == N + 3  # media files + train/test jsonl + dataset_info.json
     media = [name for name in first if name.startswith("media/")]
     assert sum(first[name] != other[name] for name in media) > N // 2
+
+
+def assert_same_video(first: Path, again: Path) -> None:
+    """The same frames up to x264's noise. Its bytes are not reproducible across a process's history: in CI's
+    long-lived test workers one clip of the same frames, encoded on one thread after a bit-exact colour conversion,
+    came out other than its first encoding in the same process (never in a fresh one): frames 4-10 decoded off by
+    mean 0.03, at most 5 grey levels. Another clip is off by tens of levels wherever its objects differ."""
+    one, other = np.stack(decoded_frames(first)).astype(int), np.stack(decoded_frames(again)).astype(int)
+    assert one.shape == other.shape, first.name
+    difference = np.abs(one - other)
+    assert difference.mean() < 0.25 and difference.max() <= 16, (first.name, difference.mean(), difference.max())
 
 
 @pytest.mark.parametrize("recipe", RECIPES)
