@@ -126,7 +126,7 @@ def _shared_forward(
     padding_free: bool,
 ) -> LogProbs:
     """One forward of P prompts (once each) and their n completions ``[n, Tc]`` (``media``: inside them);
-    ``padding_free``: each prompt's completions packed into one row (padded if any holds media)."""
+    ``padding_free``: each prompt's completions packed into rows of their own (padded if any holds media)."""
     adapter = prompts.adapter
     backbone = adapter.backbone(model)
     inputs = prompts.model_inputs()
