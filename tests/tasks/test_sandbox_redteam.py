@@ -9,6 +9,7 @@ resource exhaustion, forging the grade, leftovers. Each must end ``forbidden``, 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import platform
 import resource
@@ -68,6 +69,25 @@ def processes_with(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+MARKERS = itertools.count()
+"""Numbers the markers of this worker's sandboxes."""
+PF_EXITING = 0x4
+"""``/proc/PID/stat``'s flag of a process inside ``exit()``."""
+
+
+def running_code(pid: int) -> bool:
+    """Whether ``pid`` can still run instructions of its own: not gone, not a zombie, not exiting and no SIGKILL
+    pending (a killed process waiting on a throttled disk or its reaper runs nothing more, whatever it is)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return False
+    pending = [int(line.split()[1], 16) for line in status if line.startswith(("SigPnd:", "ShdPnd:"))]
+    killed = any(mask >> (signal.SIGKILL - 1) & 1 for mask in pending)
+    return fields[0] not in "ZX" and not int(fields[6]) & PF_EXITING and not killed
 
 
 # --- file read/write, by every route ---------------------------------------------------------------------------
@@ -229,7 +249,7 @@ def test_processes_memfd_ipc_aio_notify_and_sockets_but_unix_ones_are_forbidden(
 
 CLEARS_PARENT_DEATH_SIGNAL = "ctypes.CDLL(None).prctl(1, 0, 0, 0, 0)\n"  # PR_SET_PDEATHSIG, 0
 """Round 10: bubblewrap's --die-with-parent is the parent-death signal, which the code could clear (now EPERM)."""
-EXEC_FROM_A_THREAD = ("import threading\nthreading.Thread(target=os.execv, args=('/bin/sleep', ['sleep', '4343.5'])"
+EXEC_FROM_A_THREAD = ("import threading\nthreading.Thread(target=os.execv, args=('/bin/sleep', ['sleep', '{marker}'])"
                       ").start()\n")
 """Round 10's check of that fix: a new thread has no parent-death signal, and its exec took the process over (now
 exec kills the process: the child seals it before the code runs)."""
@@ -243,8 +263,10 @@ exec kills the process: the child seals it before the code runs)."""
 def test_a_killed_trainer_takes_its_running_sandboxes_with_it(sandbox, attack, stop):
     """The code names its thread (``comm``) to be found, then tries to outlive the trainer: the trainer is killed
     once the code runs (or its run has ended), and nothing of the code may be left."""
-    marker = "4343.5"
-    source = f"import ctypes, os, time\nctypes.CDLL(None).prctl(15, b'{marker}', 0, 0, 0)\n{attack}time.sleep(50)"
+    # a number (sleep takes it) of this worker and variant: variants running at once on other workers stay apart
+    marker = f"4343.{os.getpid():07d}{next(MARKERS):02d}"
+    source = (f"import ctypes, os, time\nctypes.CDLL(None).prctl(15, b'{marker}', 0, 0, 0)\n"
+              f"{attack.format(marker=marker)}time.sleep(50)")
     trainer = subprocess.Popen([sys.executable, "-c", (
         "from tasks.sandbox import SandboxLimits, run_tests\nfrom tasks.sandbox_bwrap import BwrapSandbox\n"
         f"print(run_tests({source!r}, [], BwrapSandbox(), SandboxLimits(wall_seconds=60)).status)")],
@@ -259,12 +281,12 @@ def test_a_killed_trainer_takes_its_running_sandboxes_with_it(sandbox, attack, s
         getattr(trainer, stop)()
         trainer.wait()
     deadline = time.monotonic() + 5
-    while processes_with(marker) and time.monotonic() < deadline:
+    while any(map(running_code, processes_with(marker))) and time.monotonic() < deadline:
         time.sleep(0.1)
-    left = processes_with(marker)
-    for pid in left:
+    running = {pid: Path(f"/proc/{pid}/stat").read_text() for pid in processes_with(marker) if running_code(pid)}
+    for pid in running:
         os.kill(pid, signal.SIGKILL)
-    assert left == []
+    assert running == {}
 
 
 def test_namespaces_and_tracing_are_forbidden(sandbox, limits):
