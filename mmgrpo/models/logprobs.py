@@ -19,9 +19,10 @@ from mmgrpo.models.packing import packed_hidden_states
 from mmgrpo.models.train_batch import TrainBatch
 
 LogProbs = tuple[torch.Tensor, torch.Tensor | None]  # (log-probs [B, Tc], the statistic [B, Tc] or None)
-TokenStatistic = Literal["entropy", "sum_pi_squared"]
+TokenStatistic = Literal["entropy", "differentiable_entropy", "sum_pi_squared"]
 """A statistic of each token's predicted distribution computed beside its log-prob: ``entropy``, or
-``sum_pi_squared`` (the probability that two draws agree, ``sum_v pi_v^2``: the optimal token baseline's)."""
+``sum_pi_squared`` (the probability that two draws agree, ``sum_v pi_v^2``: the optimal token baseline's), both
+without a gradient; ``differentiable_entropy`` is the entropy with its gradient (an entropy bonus in the loss)."""
 
 
 def sequence_logprobs(
@@ -116,7 +117,10 @@ def token_logprobs(
     stats = torch.cat(parts, -1) if parts else states.new_zeros(rows, 0, dtype=torch.float32)  # [rows, n]
     zeros = torch.zeros(targets.shape, dtype=torch.float32, device=hidden.device)  # [B, Tc]
     logp = zeros.masked_scatter(valid, stats[0])
-    return logp, zeros.masked_scatter(valid, stats[1]) if statistic else None
+    if not statistic:
+        return logp, None
+    stat = stats[1] if statistic == "differentiable_entropy" else stats[1].detach()
+    return logp, zeros.masked_scatter(valid, stat)
 
 
 def _chunk_logprobs(
@@ -131,11 +135,13 @@ def _chunk_logprobs(
     logp = logits.gather(-1, tokens[:, None]).squeeze(-1) - log_norm  # [n]
     if statistic is None:
         return logp[None]
-    if statistic == "entropy":
+    if statistic != "differentiable_entropy":  # a backward through its [n, V] passes would only carry zeros
+        logits, log_norm = logits.detach(), log_norm.detach()
+    if statistic in ("entropy", "differentiable_entropy"):
         return torch.stack([logp, log_norm - (logits.softmax(-1) * logits).sum(-1)])
     if statistic == "sum_pi_squared":
         return torch.stack([logp, logits.softmax(-1).square().sum(-1)])
-    raise ValueError(f"unknown token statistic {statistic!r}: entropy or sum_pi_squared")
+    raise ValueError(f"unknown token statistic {statistic!r}: entropy, differentiable_entropy or sum_pi_squared")
 
 
 def row_chunks(num_rows: int, size: int) -> Iterator[range]:

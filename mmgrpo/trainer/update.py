@@ -343,7 +343,7 @@ def _accumulate_gradients(
                 backend.model, micro.prompts, micro.completions, micro.group_sizes,
                 group_shared_encoding=settings.group_shared_encoding, padding_free=settings.padding_free,
                 micro_batch_size=len(micro.completions), chunk_size=settings.logprob_chunk_tokens,
-                statistic="entropy" if settings.with_entropy else None, temperature=loss_settings.temperature,
+                statistic=_entropy_statistic(settings, loss_settings), temperature=loss_settings.temperature,
                 media=micro.media,
             )  # [n, Tc]
         width = logp.shape[1]
@@ -380,6 +380,13 @@ def _normaliser(loss_mask: torch.Tensor, agg: str) -> float:
     if agg == "token-mean":
         return float(loss_mask.sum())
     return float(loss_mask.any(dim=1).sum())
+
+
+def _entropy_statistic(settings: UpdateSettings, loss_settings: LossSettings) -> TokenStatistic | None:
+    """The entropy the update computes: with its gradient only where an entropy bonus is in the loss."""
+    if not settings.with_entropy:
+        return None
+    return "differentiable_entropy" if loss_settings.entropy_coeff else "entropy"
 
 
 def _single_mini_batch(batch: StepBatch, settings: UpdateSettings) -> bool:

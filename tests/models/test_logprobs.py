@@ -133,3 +133,33 @@ def test_token_logprobs_only_computes_masked_positions() -> None:
     expected = log_probs.gather(-1, targets[..., None]).squeeze(-1) * mask
     torch.testing.assert_close(logp, expected)
     torch.testing.assert_close(entropy, -(log_probs.exp() * log_probs).sum(-1) * mask)
+
+
+@pytest.mark.parametrize("checkpointed", [True, False], ids=["checkpointed-head", "plain-head"])
+def test_only_the_differentiable_entropy_carries_a_gradient(checkpointed) -> None:
+    """The logged entropy is the bonus's value but without a backward through the [tokens, vocab] passes; the
+    bonus's entropy has the gradient of the entropy computed by hand."""
+    torch.manual_seed(0)
+    head = torch.nn.Linear(8, 11, bias=False)
+    hidden = torch.randn(2, 4, 8, requires_grad=checkpointed)  # a grad-requiring input: the head is checkpointed
+    targets, mask = torch.randint(0, 11, (2, 4)), torch.ones(2, 4)
+    logp, logged = token_logprobs(head, hidden, targets, mask, statistic="entropy", chunk_size=3)
+    _, bonus = token_logprobs(head, hidden, targets, mask, statistic="differentiable_entropy", chunk_size=3)
+    assert logp.requires_grad and not logged.requires_grad and bonus.requires_grad
+    assert not any("Softmax" in name for name in graph_nodes(logp))  # nor does the log-prob's backward pass
+    torch.testing.assert_close(logged, bonus.detach())
+    (grad,) = torch.autograd.grad(bonus.sum(), head.weight)
+    log_probs = head(hidden).log_softmax(-1)
+    (expected,) = torch.autograd.grad(-(log_probs.exp() * log_probs).sum(), head.weight)
+    torch.testing.assert_close(grad, expected)
+
+
+def graph_nodes(tensor: torch.Tensor) -> set[str]:
+    """The names of the autograd nodes ``tensor``'s backward runs."""
+    seen, todo = {}, [tensor.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and id(node) not in seen:
+            seen[id(node)] = node.name()
+            todo.extend(next_node for next_node, _ in node.next_functions)
+    return set(seen.values())

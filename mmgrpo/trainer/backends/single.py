@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from mmgrpo.config.schema import TrainConfig
+from mmgrpo.models.embedding_grads import use_sparse_lookup_gradients
 from mmgrpo.models.policy_weights import streamed_plain_weights
 from mmgrpo.config.backend_traits import BACKEND_TRAITS
 from mmgrpo.distributed import Ranks
@@ -29,6 +30,7 @@ class SingleProcessBackend:
 
     def __init__(self, model: torch.nn.Module, spec: OptimizerSpec, train: TrainConfig | None = None) -> None:
         self.model, self.spec = model, spec
+        use_sparse_lookup_gradients(model)
         self.optimizer, self.scheduler = spec.build(model)
         train = train or TrainConfig()  # SFT and tests pass none: fp32, no scaling
         self.loss_scaler = LossScaler(
