@@ -31,7 +31,7 @@ class Reference:
 
 def make_reference(config: Config, model: torch.nn.Module, source: str | None, *, fresh: bool) -> Reference | None:
     """None when beta = 0; with LoRA see :func:`lora_reference`; else a frozen initial policy: a copy of
-    ``model`` in a fresh run, reloaded from ``source`` in a resumed one. Under a back end that shards the
+    ``model`` in a fresh run, reloaded from ``source`` in a resumed one, sharing the policy's frozen parameters. Under a back end that shards the
     weights it is always loaded from ``source``, on the CPU: the back end shards it onto the device
     (``prepare_frozen``), where a copy of the policy would put a second whole model on every rank's device."""
     if config.algo.beta == 0:
@@ -41,16 +41,28 @@ def make_reference(config: Config, model: torch.nn.Module, source: str | None, *
     if source is None:
         raise ValueError("algo.beta > 0 with full fine-tuning needs reference_source: where the initial policy loads from")
     sharded = config.train.shards_weights
+    shared = _frozen_parameters(model) if config.train.backend == "single" else {}
     if fresh and not sharded:
-        frozen = copy.deepcopy(model)
+        frozen = copy.deepcopy(model, {id(parameter): parameter for parameter in shared.values()})
     else:
         frozen, _ = load_model_and_processor(
             source, dtype=config.model.dtype, attn_implementation=config.model.attn_implementation,
             trust_remote_code=config.model.trust_remote_code,
             device=loading_device(config, torch.device("cpu")) if sharded else next(model.parameters()).device,
         )
+        for name, parameter in shared.items():
+            owner, _, leaf = name.rpartition(".")
+            setattr(frozen.get_submodule(owner), leaf, parameter)
     frozen.eval().requires_grad_(False)
     return Reference(frozen, nullcontext)
+
+
+def _frozen_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
+    """The policy's frozen parameters by every name (``model.freeze_*``): they never change, so the reference
+    uses them rather than a copy of its own. Only on the single-process back end, which keeps the reference as it
+    is made (the others cast or shard it on their own)."""
+    return {name: parameter for name, parameter in model.named_parameters(remove_duplicate=False)
+            if not parameter.requires_grad}
 
 
 def lora_reference(model: Any, source: str | None) -> Reference:

@@ -56,6 +56,7 @@ def test_trainable_patterns_train_only_their_matches_and_a_frozen_run_resumes(sm
     assert any(not torch.equal(p, before[n]) for n, p in full.model.named_parameters() if p.requires_grad)
     trainable_ids = {id(p) for p in full.model.parameters() if p.requires_grad}
     assert set(map(id, full.optimizer.state)) <= trainable_ids and full.optimizer.state
+    assert_reference_shares_only_the_frozen_parts(full, before)
 
     restore_step = interrupt_step(monkeypatch, 1)
     with pytest.raises(KeyboardInterrupt):
@@ -66,6 +67,15 @@ def test_trainable_patterns_train_only_their_matches_and_a_frozen_run_resumes(sm
     assert [row["step"] for row in read_metrics(tmp_path / "half" / "metrics.jsonl")] == [1, 2]
     for (name, p), (_, q) in zip(full.model.named_parameters(), resumed.model.named_parameters()):
         assert torch.allclose(p, q, atol=1e-6), name
+    assert_reference_shares_only_the_frozen_parts(resumed, before)
+
+
+def assert_reference_shares_only_the_frozen_parts(trainer, initial: dict[str, torch.Tensor]) -> None:
+    """The KL reference uses the policy's frozen tensors themselves, and is the initial policy everywhere."""
+    policy = dict(trainer.model.named_parameters())
+    for name, parameter in trainer.reference.module.named_parameters():
+        assert (parameter is policy[name]) == (not policy[name].requires_grad), name
+        assert torch.equal(parameter, initial[name]), name
 
 
 def test_weight_pushes_after_the_first_leave_frozen_tensors_out(tiny_qwen25vl):
