@@ -8,6 +8,7 @@ times compare like for like.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import subprocess
 import sys
@@ -51,6 +52,12 @@ def parse_args(description: str) -> argparse.Namespace:
                         help="mmgrpo only: training forwards on packed rows (train.padding_free)")
     parser.add_argument("--logprob-chunk-tokens", type=int, default=1024,
                         help="mmgrpo only: tokens through the output head at a time (train.logprob_chunk_tokens)")
+    parser.add_argument("--freeze-vision-tower", action="store_true",
+                        help="model.freeze_vision_tower: no tower gradients or optimizer state in either trainer "
+                             "(mmgrpo's KL reference also shares the frozen tower)")
+    parser.add_argument("--video-frames", type=int, default=None,
+                        help="mmgrpo only: prompts are one-second video_count clips of this many frames (as large as "
+                             "the images would be) instead of clevr_count images")
     parser.add_argument("--image-size", type=int, default=None,
                         help="side of the prompts' images, also the tiny model's pixel budget (default: the "
                              "generated set's 112, the tiny model's budget)")
@@ -66,11 +73,14 @@ def bench_config(args: argparse.Namespace, work_dir: Path) -> Config:
         tiny_options["max_pixels"] = pixels
     elif args.shape:
         images = [f"model.max_pixels={tiny_options['max_pixels']}"]
+    side = math.isqrt(tiny_options["max_pixels"]) if "max_pixels" in tiny_options else None  # of images and frames
     return load_config(None, [
         *images,
+        *(_video_overrides(args.video_frames, side) if args.video_frames else []),
         "model.tiny_options={" + ", ".join(f"{key}: {value}" for key, value in tiny_options.items()) + "}",
         f"train.padding_free={args.padding_free}",
         f"train.logprob_chunk_tokens={args.logprob_chunk_tokens}",
+        f"model.freeze_vision_tower={args.freeze_vision_tower}",
         f"model.name_or_path={work_dir / 'model'}",
         f"data.dir={work_dir / 'data'}",
         f"data.train.0.recipe_args.n={DATASET_SIZE}",
@@ -95,6 +105,15 @@ def bench_config(args: argparse.Namespace, work_dir: Path) -> Config:
         "log.log_completions_every=0",
         "checkpoint.every_n_steps=0",
     ])
+
+
+def _video_overrides(frames: int, side: int | None) -> list[str]:
+    """One-second ``video_count`` clips of ``frames`` frames, ``side`` pixels square (None: the recipe's), all of
+    them sampled (``model.fps`` = ``frames``)."""
+    size = f", frame_size: {side}" if side else ""
+    return ["data.train.0.recipe=video_count", "task.name=video_count", f"model.fps={frames}",
+            f"model.max_frames={frames}",
+            f"data.train.0.recipe_args={{n: {DATASET_SIZE}, num_frames: {frames}, fps: {frames}{size}}}"]
 
 
 @dataclass

@@ -123,6 +123,8 @@ def main() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' renamed-option notices
     if args.no_group_shared:
         sys.exit("--no-group-shared is an mmgrpo option; TRL always encodes each completion's prompt anew")
+    if args.video_frames:
+        sys.exit("--video-frames is an mmgrpo option: the TRL step here builds image prompts only")
     with tempfile.TemporaryDirectory(prefix="trl-bench-") as work:
         inputs = build_inputs(args, Path(work))
         scoring = scoring_rule(inputs.config, next(iter(inputs.train_set.tasks.values())))
