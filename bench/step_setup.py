@@ -84,7 +84,7 @@ def bench_config(args: argparse.Namespace, work_dir: Path) -> Config:
         f"model.name_or_path={work_dir / 'model'}",
         f"data.dir={work_dir / 'data'}",
         f"data.train.0.recipe_args.n={DATASET_SIZE}",
-        "task.name=clevr_count",
+        f"task.name={'video_count' if args.video_frames else 'clevr_count'}",
         f"rollout.prompts_per_step={args.prompts}",
         f"rollout.num_generations={args.generations}",
         f"rollout.max_new_tokens={args.max_new_tokens}",
@@ -111,7 +111,7 @@ def _video_overrides(frames: int, side: int | None) -> list[str]:
     """One-second ``video_count`` clips of ``frames`` frames, ``side`` pixels square (None: the recipe's), all of
     them sampled (``model.fps`` = ``frames``)."""
     size = f", frame_size: {side}" if side else ""
-    return ["data.train.0.recipe=video_count", "task.name=video_count", f"model.fps={frames}",
+    return ["data.train.0.recipe=video_count", f"model.fps={frames}",
             f"model.max_frames={frames}",
             f"data.train.0.recipe_args={{n: {DATASET_SIZE}, num_frames: {frames}, fps: {frames}{size}}}"]
 
