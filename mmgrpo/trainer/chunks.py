@@ -9,6 +9,7 @@ collective under a sharded back end. A rank with fewer repeats its first chunk, 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -46,11 +47,11 @@ def token_budget_chunks(
         if agreed == count:
             break
         count = agreed
-    starts = [sum(group_sizes[:p]) for p in range(len(group_sizes))]
+    starts = list(itertools.accumulate(group_sizes, initial=0))
     chunks = [
         Chunk(rows, [i for p in rows for i in range(starts[p], starts[p] + group_sizes[p])]) for rows in bins if rows
     ]
-    return _in_step(backend, chunks, count)
+    return _padded(chunks, count)  # every rank agreed on ``count``: no second collective
 
 
 def budget_bins(costs: Sequence[int], count: int, budget: int) -> list[list[int]]:
@@ -72,5 +73,9 @@ def budget_bins(costs: Sequence[int], count: int, budget: int) -> list[list[int]
 
 def _in_step(backend: TrainingBackend, chunks: list[Chunk], count: int) -> list[Chunk]:
     """``chunks`` followed by repeats of the first (at weight 0) up to the most any rank runs (at least ``count``)."""
-    most = int(backend.ranks.all_reduce({"chunks": max(len(chunks), count)}, "max")["chunks"])
-    return chunks + [replace(chunks[0], counts=False)] * (most - len(chunks))
+    return _padded(chunks, int(backend.ranks.all_reduce({"chunks": max(len(chunks), count)}, "max")["chunks"]))
+
+
+def _padded(chunks: list[Chunk], count: int) -> list[Chunk]:
+    """``chunks`` followed by repeats of the first (at weight 0) up to ``count``."""
+    return chunks + [replace(chunks[0], counts=False)] * (count - len(chunks))
