@@ -2,7 +2,9 @@
 
 Trains on ``--data`` JSON-lines files (``mmgrpo reject`` output: prompt messages + completion),
 else on ``sft.data``, else on the task's reference completions of ``data.train``, and saves
-the model with ``save_pretrained`` to ``--out``.
+the model with ``save_pretrained`` to ``--out``. Under ``torchrun`` it trains on every rank through
+``train.backend`` (each rank on its share of every batch, as the cold start of ``mmgrpo train`` does); the main
+process saves.
 """
 
 from __future__ import annotations
@@ -23,14 +25,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config = config_from_args("sft", args.recipe, args.overrides)
     # heavy imports once the config is known good
+    from mmgrpo.distributed import Ranks
     from mmgrpo.models.prompt_cache import open_prompt_cache
     from mmgrpo.skipped_rows import LEDGER_FILE, SkipLedger
-    from mmgrpo.trainer.pipeline import load_run_policy
-    from mmgrpo.trainer.pipeline import base_model_path
+    from mmgrpo.trainer.checkpoint import write_model
+    from mmgrpo.trainer.pipeline import base_model_path, load_run_policy, sft_backend
     from mmgrpo.inputs import load_samples, media_budgets, task_model_info
     from mmgrpo.trainer.setup import demonstrator
     from mmgrpo.trainer.sft import run_sft, sft_examples
 
+    ranks = Ranks.join(config.train.collective_timeout_s)  # under torchrun: every rank trains on its share
+    main = ranks.is_main_process
     model, processor, paths = load_run_policy(config)
     files = args.data or [spec.path for spec in config.sft.data]
     train_set = None if files else load_samples(
@@ -38,16 +43,21 @@ def run(args: argparse.Namespace) -> int:
         model=task_model_info(config.model, base_model_path(config, paths)),
     )
     examples = sft_examples(files, train_set)
-    ledger = SkipLedger(Path(args.out) / LEDGER_FILE)
+    ledger = SkipLedger(Path(args.out) / LEDGER_FILE if main else None)
     ledger.add(train_set.skipped if train_set else [], split="train", stage="load")
+    backend = sft_backend(config, model, ranks)
     history = run_sft(
         model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
-        progress_bar=config.log.progress_bar, max_prompt_len=config.data.max_prompt_tokens, skip_ledger=ledger,
-        cache=open_prompt_cache(config), demonstrate=demonstrator(config, model, processor),
+        progress_bar=config.log.progress_bar and main, max_prompt_len=config.data.max_prompt_tokens,
+        skip_ledger=ledger, cache=open_prompt_cache(config), backend=backend,
+        demonstrate=demonstrator(config, model, processor),
     )
-    model.save_pretrained(args.out)
-    processor.save_pretrained(args.out)
-    final = f", final loss {history[-1]['sft/loss']:.4f}" if history else ""
-    skipped = f"; {len(ledger.records)} rows skipped (see {ledger.path})" if ledger.records else ""
-    print(f"SFT: {len(examples)} examples, {len(history)} steps{final}; saved to {args.out}{skipped}")
+    weights = backend.full_state_dict() if backend is not None and backend.shards_weights else None
+    if main:
+        write_model(Path(args.out), model, processor, weights)  # beside the skipped-rows ledger
+        final = f", final loss {history[-1]['sft/loss']:.4f}" if history else ""
+        skipped = f"; {len(ledger.records)} rows skipped (see {ledger.path})" if ledger.records else ""
+        where = f" on {ranks.world_size} ranks (train.backend={config.train.backend})" if backend is not None else ""
+        print(f"SFT: {len(examples)} examples, {len(history)} steps{where}{final}; saved to {args.out}{skipped}")
+    ranks.leave()
     return 0

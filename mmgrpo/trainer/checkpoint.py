@@ -130,7 +130,7 @@ def save_checkpoint(
         weights = backend.full_state_dict() if backend.shards_weights else None  # else the module here is whole
     if main:
         state.rng, state.rank_rngs = rngs[0], rngs if len(rngs) > 1 else None
-        _save_model(staging, model, processor, weights)
+        write_model(staging, model, processor, weights)
         dump_state(asdict(state), staging / STATE_FILE, staging / TENSORS_FILE)
         _commit(staging, final)
         if keep_last is not None and keep_last > 0:
@@ -147,13 +147,14 @@ def save_model(
     """``save_pretrained`` of the model (and processor) into ``folder``, atomically (``weights``: the whole model's
     state when ``model`` itself holds only shards of it)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    return _write_atomically(folder, lambda staging: _save_model(staging, model, processor, weights))
+    return _write_atomically(folder, lambda staging: write_model(staging, model, processor, weights))
 
 
-def _save_model(
+def write_model(
     folder: Path, model: torch.nn.Module, processor: Any, weights: dict[str, torch.Tensor] | None = None
 ) -> None:
-    """``weights``: the whole model's state when ``model`` itself holds only shards of it."""
+    """``save_pretrained`` of the model (and processor) into ``folder`` as it is, other files kept (not atomic:
+    :func:`save_model` is); ``weights``: the whole model's state when ``model`` itself holds only shards of it."""
     gathered = {} if weights is None else {"state_dict": weights}
     if getattr(model, "peft_config", None):  # the adapter being trained, not a frozen reference beside it
         model.save_pretrained(folder, selected_adapters=[model.active_adapter], **gathered)

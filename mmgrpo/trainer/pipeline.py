@@ -268,14 +268,8 @@ def _cold_start(  # noqa: ANN001
     sft_log = MetricsLogger(
         run_dir / "sft", tensorboard=config.log.tensorboard, resume_step=resume_step
     ) if main else SilentMetricsLogger()
-    sharded = ranks.world_size > 1
-    backend = build_backend(model, sft_optimizer_spec(config.sft),
-                            dataclasses.replace(config.train, micro_batch_size=config.sft.micro_batch_size)) \
-        if sharded else None
-    if sharded:
-        logger.info("SFT on %d ranks through train.backend=%s: each rank trains on %d of the %d examples of a step",
-                    ranks.world_size, config.train.backend, config.sft.batch_size // ranks.world_size,
-                    config.sft.batch_size)
+    backend = sft_backend(config, model, ranks)
+    sharded = backend is not None
     try:
         run_sft(
             model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
@@ -293,6 +287,17 @@ def _cold_start(  # noqa: ANN001
     if backend is not None:
         backend.release()
     ranks.barrier()  # sft/model is in place (a KL reference loads from it on resume)
+
+
+def sft_backend(config: Config, model: torch.nn.Module, ranks: Ranks) -> TrainingBackend | None:
+    """The back end SFT trains through on several ranks (``train.backend``, ``sft.micro_batch_size`` at a time);
+    None in one process (SFT's own single-process back end)."""
+    if ranks.world_size == 1:
+        return None
+    logger.info("SFT on %d ranks through train.backend=%s: each rank trains on %d of the %d examples of a step",
+                ranks.world_size, config.train.backend, config.sft.batch_size // ranks.world_size, config.sft.batch_size)
+    return build_backend(model, sft_optimizer_spec(config.sft),
+                         dataclasses.replace(config.train, micro_batch_size=config.sft.micro_batch_size))
 
 
 def _initial_policy(source: str | Path) -> str:

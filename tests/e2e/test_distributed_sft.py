@@ -1,6 +1,6 @@
 """The cold-start SFT of ``mmgrpo train`` on 2 ranks (torchrun, gloo on CPU) through the run's back end: each rank
 trains on its share of every batch, the result is one process's SFT, and a run stopped by SIGTERM in an SFT step
-resumes to the uninterrupted run's model."""
+resumes to the uninterrupted run's model. The stand-alone ``mmgrpo sft`` trains on ranks the same way."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 
 from mmgrpo.run_files import read_metrics
 from tests.e2e.ranks import NEEDS_DEEPSPEED, stopped_after_step_one, succeeded, torchrun_train
+from tests.torchrun import torchrun
 
 pytestmark = pytest.mark.distributed
 SHARDED_TOLERANCE = 2e-5
@@ -55,3 +56,22 @@ def test_sft_on_two_ranks_is_one_process_sft_and_resumes_exactly(backend, small_
               for run in ("whole", "cut", "one")}
     assert losses["whole"] == pytest.approx(losses["one"], rel=1e-4) and len(losses["whole"]) == 3
     assert losses["cut"] == pytest.approx(losses["whole"], rel=1e-6)  # step 1 before the stop, 2 and 3 resumed
+
+
+def test_the_sft_command_on_two_ranks_is_the_one_process_command(small_config, tiny_qwen25vl, tmp_path):
+    """``torchrun ... -m mmgrpo sft`` under FSDP2 saves (from the main process only) what one process saves."""
+    config = small_config("sft.steps=3", "sft.batch_size=4", "sft.micro_batch_size=1", "sft.lr=1e-3")
+    recipe = tmp_path / "recipe.yaml"
+    config.save_yaml(recipe)
+    saved = {}
+    for ranks, backend in ((1, []), (2, ["train.backend=fsdp2"])):
+        out = tmp_path / f"sft-{ranks}"
+        done = torchrun(ranks, ["-m", "mmgrpo", "sft", str(recipe), *backend, "--out", str(out)])
+        succeeded(done)
+        assert done.stdout.count("SFT: ") == 1, done.stdout  # the main process reports and saves
+        saved[ranks] = load_file(str(out / "model.safetensors"))
+    assert "3 steps on 2 ranks (train.backend=fsdp2)" in done.stdout  # not two one-process runs
+    initial = load_file(str(tiny_qwen25vl / "model.safetensors"))
+    assert saved[1].keys() == saved[2].keys()
+    assert max(float((saved[1][name] - saved[2][name]).abs().max()) for name in saved[1]) <= SHARDED_TOLERANCE
+    assert max(float((saved[1][name] - initial[name]).abs().max()) for name in initial if name in saved[1]) > 1e-3
