@@ -59,12 +59,13 @@ def attack(sandbox, limits, source: str, tests: list[str] = ADD_TESTS):
     return result
 
 
-def processes_with(marker: str) -> list[int]:
-    """Host processes whose command line or name (``comm``) contains ``marker``."""
+def processes_with(marker: str, parts: tuple[str, ...] = ("cmdline", "comm")) -> list[int]:
+    """Host processes whose command line or name (``comm``), or the ``parts`` of ``/proc/PID`` named, contain
+    ``marker``."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if any(marker.encode() in Path(f"/proc/{pid}/{part}").read_bytes() for part in ("cmdline", "comm")):
+            if any(marker.encode() in Path(f"/proc/{pid}/{part}").read_bytes() for part in parts):
                 found.append(int(pid))
         except OSError:
             continue
@@ -78,12 +79,28 @@ PF_EXITING = 0x4
 
 
 def running_code(pid: int) -> bool:
-    """Whether ``pid`` can still run instructions of its own: not gone, not a zombie, not exiting and no SIGKILL
-    pending (a killed process waiting on a throttled disk or its reaper runs nothing more, whatever it is)."""
+    """Whether any thread of ``pid`` can still run instructions of its own: one that is not gone, not a zombie (a
+    leader that called ``exit`` alone shows as one while its other threads run on), not inside ``exit()``, and has
+    no SIGKILL pending (a killed thread waiting on a throttled disk or its reaper runs nothing more). The threads
+    are listed again after the check: one that started a successor and ended in between shows as a new one."""
+    listed = _threads(pid)
+    if any(_thread_can_run(f"/proc/{pid}/task/{thread}") for thread in listed):
+        return True
+    return bool(_threads(pid) - listed)
+
+
+def _threads(pid: int) -> set[str]:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        status = Path(f"/proc/{pid}/status").read_text().splitlines()
-    except OSError:
+        return set(os.listdir(f"/proc/{pid}/task"))
+    except (FileNotFoundError, ProcessLookupError):
+        return set()
+
+
+def _thread_can_run(folder: str) -> bool:
+    try:
+        fields = Path(f"{folder}/stat").read_text().rsplit(")", 1)[1].split()
+        status = Path(f"{folder}/status").read_text().splitlines()
+    except (FileNotFoundError, ProcessLookupError):
         return False
     pending = [int(line.split()[1], 16) for line in status if line.startswith(("SigPnd:", "ShdPnd:"))]
     killed = any(mask >> (signal.SIGKILL - 1) & 1 for mask in pending)
@@ -255,11 +272,16 @@ EXEC_FROM_A_THREAD = ("import threading\nthreading.Thread(target=os.execv, args=
 exec kills the process: the child seals it before the code runs)."""
 
 
+LEADER_EXITS_ALONE = ("import threading\nthreading.Thread(target=time.sleep, args=(50,)).start()\n"
+                      "ctypes.CDLL(None).pthread_exit(None)\n")
+"""The main thread ends alone: the process shows as a zombie while its other thread runs on."""
+
+
 @pytest.mark.parametrize(("attack", "stop"), [("", "kill"), (CLEARS_PARENT_DEATH_SIGNAL, "kill"),
                                              (CLEARS_PARENT_DEATH_SIGNAL, "terminate"), (EXEC_FROM_A_THREAD, "kill"),
-                                             (EXEC_FROM_A_THREAD, "terminate")],
+                                             (EXEC_FROM_A_THREAD, "terminate"), (LEADER_EXITS_ALONE, "kill")],
                          ids=["plain", "death-signal-cleared", "death-signal-cleared-sigterm", "exec-from-a-thread",
-                              "exec-from-a-thread-sigterm"])
+                              "exec-from-a-thread-sigterm", "leader-exits-alone"])
 def test_a_killed_trainer_takes_its_running_sandboxes_with_it(sandbox, attack, stop):
     """The code names its thread (``comm``) to be found, then tries to outlive the trainer: the trainer is killed
     once the code runs (or its run has ended), and nothing of the code may be left."""
@@ -271,22 +293,44 @@ def test_a_killed_trainer_takes_its_running_sandboxes_with_it(sandbox, attack, s
         "from tasks.sandbox import SandboxLimits, run_tests\nfrom tasks.sandbox_bwrap import BwrapSandbox\n"
         f"print(run_tests({source!r}, [], BwrapSandbox(), SandboxLimits(wall_seconds=60)).status)")],
         stdout=subprocess.PIPE, text=True)
-    try:
+    try:  # the code names itself (comm); the trainer's command line holds the marker too
         deadline = time.monotonic() + 30
-        while not processes_with(marker) and trainer.poll() is None and time.monotonic() < deadline:
+        while not processes_with(marker, ("comm",)) and trainer.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(0.5)  # the attack's own moves
-        assert processes_with(marker) or trainer.poll() is not None, "the sandbox never started"
+        sealed = attack == EXEC_FROM_A_THREAD and trainer.poll() is not None  # the exec ended the run
+        assert sealed or processes_with(marker, ("comm",)), "the code was not running when the trainer was stopped"
     finally:
         getattr(trainer, stop)()
         trainer.wait()
     deadline = time.monotonic() + 5
     while any(map(running_code, processes_with(marker))) and time.monotonic() < deadline:
         time.sleep(0.1)
-    running = {pid: Path(f"/proc/{pid}/stat").read_text() for pid in processes_with(marker) if running_code(pid)}
+    running = [pid for pid in processes_with(marker) if running_code(pid)]
+    states = {pid: [Path(f"/proc/{pid}/task/{thread}/stat").read_text() for thread in _threads(pid)] for pid in running}
     for pid in running:
         os.kill(pid, signal.SIGKILL)
-    assert running == {}
+    assert running == [], states
+
+
+@pytest.mark.parametrize("survivor", [
+    "threading.Thread(target=time.sleep, args=(60,)).start()",
+    "def hop():\n    threading.Thread(target=hop).start()\nthreading.Thread(target=hop).start()",  # thread after thread
+], ids=["sleeping-thread", "hopping-threads"])
+def test_a_process_whose_leader_exited_alone_still_counts_as_running(survivor):
+    """The check above on a host process: its main thread ended (a zombie leader) and other threads run on."""
+    process = subprocess.Popen([sys.executable, "-c", f"import ctypes, threading, time\n{survivor}\n"
+                                "time.sleep(0.2)\nctypes.CDLL(None).pthread_exit(None)"])
+    try:
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the main thread never ended"
+            time.sleep(0.05)
+        assert all(running_code(process.pid) for _ in range(200))
+    finally:
+        process.kill()
+        process.wait()
+    assert not running_code(process.pid)
 
 
 def test_namespaces_and_tracing_are_forbidden(sandbox, limits):
