@@ -32,7 +32,7 @@ def balanced_chunks(backend: TrainingBackend, group_sizes: Sequence[int], limit:
     """This rank's chunks of about ``limit`` completions, then repeats of its first until it has as many as the
     rank with the most."""
     chunks = [Chunk(rows, part) for rows, part in group_chunks(group_sizes, limit)]
-    return _in_step(backend, chunks, len(chunks))
+    return _in_step(backend, chunks)
 
 
 def token_budget_chunks(
@@ -71,9 +71,9 @@ def budget_bins(costs: Sequence[int], count: int, budget: int) -> list[list[int]
     return [sorted(members) for members in bins]
 
 
-def _in_step(backend: TrainingBackend, chunks: list[Chunk], count: int) -> list[Chunk]:
-    """``chunks`` followed by repeats of the first (at weight 0) up to the most any rank runs (at least ``count``)."""
-    return _padded(chunks, int(backend.ranks.all_reduce({"chunks": max(len(chunks), count)}, "max")["chunks"]))
+def _in_step(backend: TrainingBackend, chunks: list[Chunk]) -> list[Chunk]:
+    """``chunks`` followed by repeats of the first (at weight 0) up to the most any rank runs."""
+    return _padded(chunks, int(backend.ranks.all_reduce({"chunks": len(chunks)}, "max")["chunks"]))
 
 
 def _padded(chunks: list[Chunk], count: int) -> list[Chunk]:

@@ -31,9 +31,10 @@ class Reference:
 
 def make_reference(config: Config, model: torch.nn.Module, source: str | None, *, fresh: bool) -> Reference | None:
     """None when beta = 0; with LoRA see :func:`lora_reference`; else a frozen initial policy: a copy of
-    ``model`` in a fresh run, reloaded from ``source`` in a resumed one, sharing the policy's frozen parameters. Under a back end that shards the
-    weights it is always loaded from ``source``, on the CPU: the back end shards it onto the device
-    (``prepare_frozen``), where a copy of the policy would put a second whole model on every rank's device."""
+    ``model`` in a fresh run, reloaded from ``source`` in a resumed one, sharing the policy's frozen parameters.
+    Under a back end that shards the weights it is always loaded from ``source``, on the CPU: the back end shards
+    it onto the device (``prepare_frozen``), where a copy of the policy would put a second whole model on every
+    rank's device."""
     if config.algo.beta == 0:
         return None
     if config.lora.enabled:
