@@ -97,7 +97,10 @@ class LogConfig:
 class CheckpointConfig:
     """Checkpoints under <run dir>/checkpoints/step-N/."""
 
-    every_n_steps: int = option(100, "Save every N GRPO steps (and at the end); 0 = only at the end.", ge=0)
+    every_n_steps: int = option(
+        100, "Save every N GRPO steps (and at the end), and every N SFT steps (its end: the finished model); "
+        "0 = only at the end.", ge=0
+    )
     keep_last: int | None = option(2, "Keep the newest K checkpoints; None = keep all.", ge=1)
     resume: str | None = option(
         None, "Checkpoint folder to resume from, or 'latest' (where the run named by log.run_name stopped); "

@@ -53,7 +53,7 @@ from mmgrpo.inputs import (
     SampleSet, load_samples, media_budgets, pick_device, resolve_model_path, reward_policy, task_model_info,
 )
 from mmgrpo.trainer.setup import build_engine, demonstrator, load_policy, loading_device
-from mmgrpo.trainer.sft import run_sft, sft_examples, sft_optimizer_spec
+from mmgrpo.trainer.sft import SFTCheckpoints, run_sft, sft_examples, sft_optimizer_spec
 from processors import MODALITIES
 
 logger = logging.getLogger(__name__)
@@ -274,7 +274,7 @@ def _cold_start(  # noqa: ANN001
         run_sft(
             model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
             metrics=sft_log, progress_bar=config.log.progress_bar and main, max_prompt_len=config.data.max_prompt_tokens,
-            skip_ledger=ledger, checkpoints=run_dir / SFT_CHECKPOINTS if main or sharded else None,
+            skip_ledger=ledger, checkpoints=sft_checkpoints(config, run_dir / SFT_CHECKPOINTS) if main or sharded else None,
             resume_from=resume_from, cache=open_prompt_cache(config), backend=backend,
             demonstrate=demonstrator(config, model, processor),
         )
@@ -298,6 +298,11 @@ def sft_backend(config: Config, model: torch.nn.Module, ranks: Ranks) -> Trainin
                 ranks.world_size, config.train.backend, config.sft.batch_size // ranks.world_size, config.sft.batch_size)
     return build_backend(model, sft_optimizer_spec(config.sft),
                          dataclasses.replace(config.train, micro_batch_size=config.sft.micro_batch_size))
+
+
+def sft_checkpoints(config: Config, root: Path) -> SFTCheckpoints:
+    """SFT's checkpoints under ``root``, as often and as many as ``checkpoint`` says of GRPO's."""
+    return SFTCheckpoints(root, config.checkpoint.every_n_steps, config.checkpoint.keep_last)
 
 
 def _initial_policy(source: str | Path) -> str:

@@ -4,6 +4,7 @@ Checked before any heavy work: a fresh run never writes into an existing run's f
 ``--resume`` continues a folder from its newest checkpoint (GRPO, else the finished SFT
 model, else an SFT checkpoint), with a config that may differ only in keys that do not
 change what the run computes, unless ``checkpoint.allow_config_changes`` says otherwise.
+``mmgrpo sft --out DIR`` follows the same rules for its checkpoints under ``DIR/checkpoints``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ CONFIG_FILE = "config.yaml"
 CHECKPOINTS = "checkpoints"
 SFT_MODEL = Path("sft") / "model"  # the policy after SFT: the start (and KL reference) of GRPO
 SFT_CHECKPOINTS = Path("sft") / "checkpoints"
+SFT_RUN_CONFIG = "sft_config.yaml"  # beside the model ``mmgrpo sft`` saves: the config it trained with
 # Keys (or sections, ending in ".") that a resumed run may change and still continue exactly:
 # where and how it logs, checkpoints and evaluates, and how many threads it runs on.
 SAFE_TO_CHANGE = ("log.", "checkpoint.", "eval.", "data.dir", "train.num_threads", "task.reward_workers")
@@ -87,6 +89,24 @@ def plan_resume(config: Config, run_dir: Path) -> ResumePoint:
     check_config_changes(run_dir / CONFIG_FILE, config)
     logger.info("resuming %s from %s", run_dir, point.weights)
     return point
+
+
+def plan_sft_resume(config: Config, out: Path, resume: bool) -> Path | None:
+    """The checkpoint under ``out/checkpoints`` that ``mmgrpo sft --out out`` continues (``resume``), None for a
+    fresh start; raises :class:`RunFolderError` for a fresh start over a stopped run (its checkpoints would be lost),
+    a resume with nothing to resume, or a config that changes what the run computes."""
+    saved = latest_checkpoint(out / CHECKPOINTS)
+    if not resume:
+        if saved is not None:
+            raise RunFolderError(f"{out} holds a stopped SFT run (its {saved.name}): continue it with --resume, "
+                                 "or choose another --out, or delete the folder")
+        return None
+    if saved is None:
+        finished = " (it holds a finished model)" if (out / "config.json").is_file() else ""
+        raise RunFolderError(f"--resume: no SFT checkpoint under {out / CHECKPOINTS}{finished}")
+    check_config_changes(out / SFT_RUN_CONFIG, config)
+    logger.info("resuming the SFT of %s from %s", out, saved)
+    return saved
 
 
 def check_config_changes(saved_path: Path, config: Config) -> list[str]:

@@ -142,7 +142,7 @@ def run_sft(
     progress_bar: bool = True,
     max_prompt_len: int | None = None,
     skip_ledger: SkipLedger | None = None,
-    checkpoints: Path | None = None,
+    checkpoints: SFTCheckpoints | None = None,
     resume_from: Path | None = None,
     cache: PromptCache | None = None,
     backend: TrainingBackend | None = None,
@@ -152,9 +152,9 @@ def run_sft(
 
     Examples left out by the batch builder go to ``skip_ledger`` (split "train"); a step
     with none left is skipped with a warning (no optimizer step).
-    With ``checkpoints``, a stop request (Ctrl-C, SIGTERM) or an error inside a step saves
-    the last finished step there as ``step-N``, then propagates. ``resume_from`` is such a
-    checkpoint, whose weights ``model`` already holds: training continues from it exactly.
+    With ``checkpoints``, every ``checkpoints.every_n_steps`` steps are saved there as ``step-N``, and a stop request
+    (Ctrl-C, SIGTERM) or an error inside a step saves the last finished step, then propagates. ``resume_from`` is
+    such a checkpoint, whose weights ``model`` already holds: training continues from it exactly.
     ``cache`` is the preprocessing cache prompts are read from and stored in. ``demonstrate`` makes the
     trajectories of examples that call tools (:func:`mmgrpo.trainer.demonstrations.demonstrated`).
 
@@ -170,7 +170,7 @@ def run_sft(
     ranks, scheduler = backend.ranks, backend.scheduler
     order = _ExampleOrder(len(examples), seed)
     done = _restore_sft(resume_from, backend, order) if resume_from is not None else 0
-    progress = _SFTProgress(done, scheduler.last_epoch, order.state_dict(), capture_rng_state())
+    progress = _SFTProgress(done, scheduler.last_epoch, order.state_dict(), capture_rng_state(), resume_from)
     family = unwrap_model(model).config.model_type
     history = []
     backend.model.train()
@@ -213,6 +213,8 @@ def run_sft(
                     history.append(row)
                     if metrics is not None:
                         metrics.log(step, row)
+                if checkpoints is not None and checkpoints.due(step, config.steps):
+                    progress.saved = _save_sft_checkpoint(checkpoints, backend, processor, progress)
     backend.model.eval()
     return history
 
@@ -282,6 +284,19 @@ def sft_optimizer_spec(config: SFTConfig) -> OptimizerSpec:
     )
 
 
+@dataclass(frozen=True)
+class SFTCheckpoints:
+    """Where SFT saves ``step-N`` checkpoints, how often (0: only when stopped) and how many it keeps."""
+
+    root: Path
+    every_n_steps: int = 0
+    keep_last: int | None = 1
+
+    def due(self, step: int, last_step: int) -> bool:
+        """A periodic save after ``step`` (not after the last: the finished model supersedes it)."""
+        return bool(self.every_n_steps) and step % self.every_n_steps == 0 and step < last_step
+
+
 @dataclass
 class _SFTProgress:
     """The last finished SFT step and what a checkpoint of it records besides weights and optimizer."""
@@ -290,37 +305,43 @@ class _SFTProgress:
     optimizer_steps: int  # scheduler.last_epoch after it: moves with each optimizer step
     order: dict[str, Any]
     rng: dict[str, Any]
+    saved: Path | None = None  # the checkpoint of ``step`` once saved
 
     def finish(self, step: int, optimizer_steps: int, order: _ExampleOrder) -> None:
         self.step, self.optimizer_steps, self.order, self.rng = step, optimizer_steps, order.state_dict(), capture_rng_state()
+        self.saved = None
 
 
 def _save_last_sft_step(
-    checkpoints: Path | None, backend: TrainingBackend, processor: Any, progress: _SFTProgress,
+    checkpoints: SFTCheckpoints | None, backend: TrainingBackend, processor: Any, progress: _SFTProgress,
 ) -> Callable[[BaseException], None]:
     """The emergency save of SFT's last finished step (none without a checkpoint folder; on several ranks only on a
     stop request, which every rank gets: after an error on one the others are elsewhere)."""
 
     def save_last(failure: BaseException) -> None:
-        if checkpoints is None:
+        if checkpoints is None or progress.saved is not None:
             return
         if backend.ranks.world_size > 1 and not isinstance(failure, KeyboardInterrupt):
             logger.error("rank %d failed during SFT step %d: no emergency checkpoint with %d ranks",
                          backend.ranks.rank, progress.step + 1, backend.ranks.world_size)
             return
 
-        def save() -> Path:
-            backend.zero_grad()
-            state = TrainerState(step=progress.step, scheduler=backend.scheduler.state_dict(), data=progress.order)
-            return save_checkpoint(checkpoints, backend.model, processor, state, keep_last=1, rng=progress.rng,
-                                   backend=backend)
-
         save_last_finished(
-            failure, progress.step, save, weights_intact=backend.scheduler.last_epoch == progress.optimizer_steps,
-            phase="SFT step",
+            failure, progress.step, lambda: _save_sft_checkpoint(checkpoints, backend, processor, progress),
+            weights_intact=backend.scheduler.last_epoch == progress.optimizer_steps, phase="SFT step",
         )
 
     return save_last
+
+
+def _save_sft_checkpoint(
+    checkpoints: SFTCheckpoints, backend: TrainingBackend, processor: Any, progress: _SFTProgress,
+) -> Path:
+    """``step-N`` of the last finished step (every rank calls it: a sharded back end gathers)."""
+    backend.zero_grad()
+    state = TrainerState(step=progress.step, scheduler=backend.scheduler.state_dict(), data=progress.order)
+    return save_checkpoint(checkpoints.root, backend.model, processor, state, keep_last=checkpoints.keep_last,
+                           rng=progress.rng, backend=backend)
 
 
 def _restore_sft(checkpoint: Path, backend: TrainingBackend, order: _ExampleOrder) -> int:

@@ -1,10 +1,10 @@
-"""``mmgrpo train`` as one rank under torchrun, optionally stopped during step K's rollout by a
+"""``mmgrpo train`` (or ``mmgrpo sft``: ARGS starting with ``sft``) as one rank under torchrun, optionally stopped during step K's rollout by a
 SIGTERM on every rank (as torchrun passes a scheduler's SIGTERM to each of them), or in SFT step K
 (``--stop-in-sft-step K``), or with the last rank hanging there (``--hang-in-step K``)::
 
     torchrun --standalone --nproc-per-node 2 tests/e2e/distributed_train.py [--stop-in-step K] ARGS...
 
-ARGS are ``mmgrpo train``'s. Launched by the 2-rank tests (``tests/e2e/ranks.py``).
+ARGS are ``mmgrpo train``'s, or ``sft`` and ``mmgrpo sft``'s. Launched by the 2-rank tests (``tests/e2e/ranks.py``).
 """
 
 from __future__ import annotations
@@ -59,4 +59,4 @@ if __name__ == "__main__":
         when, action = faults[arguments[0]]
         when(int(arguments[1]), action)
         arguments = arguments[2:]
-    sys.exit(main(["train", *arguments]))
+    sys.exit(main(arguments if arguments[:1] == ["sft"] else ["train", *arguments]))

@@ -58,8 +58,11 @@ def test_sft_on_two_ranks_is_one_process_sft_and_resumes_exactly(backend, small_
     assert losses["cut"] == pytest.approx(losses["whole"], rel=1e-6)  # step 1 before the stop, 2 and 3 resumed
 
 
-def test_the_sft_command_on_two_ranks_is_the_one_process_command(small_config, tiny_qwen25vl, tmp_path):
-    """``torchrun ... -m mmgrpo sft`` under FSDP2 saves (from the main process only) what one process saves."""
+def test_the_sft_command_on_two_ranks_is_the_one_process_command_and_resumes_exactly(
+    small_config, tiny_qwen25vl, tmp_path
+):
+    """``torchrun ... -m mmgrpo sft`` under FSDP2 saves (from the main process only) what one process saves; stopped
+    by SIGTERM in step 2 it leaves step 1's checkpoint (each rank's optimizer shard), and ``--resume`` ends there."""
     config = small_config("sft.steps=3", "sft.batch_size=4", "sft.micro_batch_size=1", "sft.lr=1e-3")
     recipe = tmp_path / "recipe.yaml"
     config.save_yaml(recipe)
@@ -75,3 +78,10 @@ def test_the_sft_command_on_two_ranks_is_the_one_process_command(small_config, t
     assert saved[1].keys() == saved[2].keys()
     assert max(float((saved[1][name] - saved[2][name]).abs().max()) for name in saved[1]) <= SHARDED_TOLERANCE
     assert max(float((saved[1][name] - initial[name]).abs().max()) for name in initial if name in saved[1]) > 1e-3
+
+    cut = tmp_path / "sft-cut"
+    command = ["sft", str(recipe), "train.backend=fsdp2", "--out", str(cut)]
+    stopped_after_step_one(torchrun_train(*command, stop_in_sft_step=2), cut / "checkpoints")
+    succeeded(torchrun_train(*command, "--resume"))
+    resumed = load_file(str(cut / "model.safetensors"))
+    assert max(float((saved[2][name] - resumed[name]).abs().max()) for name in saved[2]) <= RESUME_TOLERANCE

@@ -19,7 +19,7 @@ from mmgrpo.trainer.nonfinite import NonFiniteTrainingError
 from mmgrpo.trainer.pipeline import run_training
 from mmgrpo.inputs import generate_dataset, media_budgets
 from mmgrpo.trainer.setup import build_engine
-from mmgrpo.trainer.sft import reference_examples, run_sft
+from mmgrpo.trainer.sft import SFTCheckpoints, reference_examples, run_sft
 
 from tests.training import DENSE_REWARD, build_trainer_inputs
 from tests.trainer.test_bad_rows import ledger_rows, with_image, with_question
@@ -135,7 +135,7 @@ def test_a_nan_loss_in_sft_names_the_micro_batch_rows_and_keeps_the_last_finishe
     with pytest.raises(NonFiniteTrainingError) as caught:
         run_sft(
             model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=0,
-            progress_bar=False, metrics=arm, checkpoints=checkpoints,
+            progress_bar=False, metrics=arm, checkpoints=SFTCheckpoints(checkpoints),
         )
 
     error = caught.value
