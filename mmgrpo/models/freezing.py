@@ -89,6 +89,23 @@ def lora_excluded_modules(parts: FrozenParts, target_modules: Sequence[str]) -> 
     )
 
 
+def unchanging_weights(model: torch.nn.Module, parts: FrozenParts) -> frozenset[str]:
+    """The frozen names that a rollout engine's weight push may leave out once the engine holds every weight:
+    those whose module's parent owns frozen parameters only, so sibling projections an engine fuses into one
+    layer (q/k/v, gate/up) are sent all together or not at all (vLLM rebuilds a layer from what it is sent, and
+    a partly sent layer would lose the rest)."""
+    all_frozen: dict[str, bool] = {}
+    for name in _aliases(unwrap_model(model)):
+        group = _sibling_group(name)
+        all_frozen[group] = all_frozen.get(group, True) and name in parts.names
+    return frozenset(name for name in parts.names if all_frozen.get(_sibling_group(name), False))
+
+
+def _sibling_group(name: str) -> str:
+    """``a.b.q_proj.weight`` -> ``a.b``: the parent of the module that owns the parameter."""
+    return name.rsplit(".", 2)[0]
+
+
 def parameter_counts(model: torch.nn.Module) -> tuple[int, int]:
     """(trainable, frozen) parameter counts of ``model``, each shared tensor counted once."""
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)

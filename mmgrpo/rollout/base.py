@@ -40,9 +40,10 @@ class WeightSource(Protocol):
     shards_weights: bool
     """True when forward passes gather weights from every rank (all ranks must run the same ones)."""
 
-    def whole_weights(self) -> Iterator[tuple[str, torch.Tensor]]:
-        """The policy's weights (plain names, LoRA merged) one whole tensor at a time, on every rank: gathering
-        is collective, so every rank draws all of them; a tensor may be freed once the next is drawn."""
+    def whole_weights(self, skip: frozenset[str] = frozenset()) -> Iterator[tuple[str, torch.Tensor]]:
+        """The policy's weights (plain names, LoRA merged; less the names in ``skip``) one whole tensor at a time,
+        on every rank: gathering is collective, so every rank draws all of them (with the same ``skip``); a tensor
+        may be freed once the next is drawn."""
         ...
 
 

@@ -34,9 +34,11 @@ from transformers.core_model_loading import revert_weight_conversion
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import MediaBudgets, PreparedPrompt, PromptBatch, build_prompt_batch
 from mmgrpo.models.compat import names_in_files
+from mmgrpo.models.freezing import frozen_parts, unchanging_weights
 from mmgrpo.models.policy_weights import checkpoint_dir, streamed_plain_weights
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
 from mmgrpo.rollout.base import ENGINES, SamplingParams, WeightSource, resolve_group_sizes
+from mmgrpo.rollout.weight_broadcast import WORKER_EXTENSION
 from mmgrpo.rollout.hf import generation_eos_ids
 from mmgrpo.rollout.vllm_ranks import EXECUTOR, group_requests, tensor_parallel_group
 from mmgrpo.types import Completion, Sample
@@ -82,6 +84,7 @@ class EngineSpec:
     seed: int
     enable_chunked_prefill: bool
     distributed_executor_backend: str | None = None  # external_launcher: an engine spanning ranks
+    worker_extension_cls: str = WORKER_EXTENSION  # mmgrpo's reload (and broadcast) methods on vLLM's workers
 
 
 _SHARED_LLMS: dict[tuple[EngineSpec, bool], Any] = {}
@@ -140,8 +143,12 @@ class VLLMSampling:
 
     def __init__(
         self, model: torch.nn.Module, processor: ProcessorMixin, *, budgets: MediaBudgets | None,
-        max_prompt_len: int | None, logprobs_mode: str,
+        max_prompt_len: int | None, logprobs_mode: str, unchanging: frozenset[str] = frozenset(),
     ) -> None:
+        """``unchanging``: the policy's weights (plain names) no update changes: a weight push after the first
+        leaves them out (:func:`mmgrpo.models.freezing.unchanging_weights`)."""
+        self.unchanging = unchanging
+        self.holds_every_weight = False
         self.processor = processor
         self.budgets = budgets
         self.max_prompt_len = max_prompt_len
@@ -150,6 +157,10 @@ class VLLMSampling:
         self.family = unwrap_model(model).config.model_type
         self.stop_ids = generation_eos_ids(model, self.tokenizer)
         self.forbidden_ids = tuple(forbidden_generation_token_ids(processor, allowed=self.stop_ids))
+
+    def left_out_of_push(self) -> frozenset[str]:
+        """The weights the next push leaves out: none until the engine has had them all once."""
+        return self.unchanging if self.holds_every_weight else frozenset()
 
     def encode(self, samples: Sequence[Sample]) -> PromptBatch:
         """``samples`` as the trainer's prompt batch (the token ids vLLM must reproduce)."""
@@ -228,6 +239,7 @@ class VLLMEngine(VLLMSampling):
         logprobs_mode: str = "raw",
         seed: int = 0,
         backend: WeightSource | None = None,
+        unchanging: frozenset[str] = frozenset(),
     ) -> None:
         """Builds (or reuses) the engine from ``model``'s checkpoint folder and loads ``model``'s
         current weights into it. ``budgets`` and ``max_prompt_len`` go to ``build_prompt_batch``,
@@ -237,7 +249,8 @@ class VLLMEngine(VLLMSampling):
         several ranks a ``tensor_parallel_size`` > 1 makes each group of that many ranks one engine
         (:mod:`mmgrpo.rollout.vllm_ranks`), whose calls are collectives of the group (``lockstep``)."""
         super().__init__(
-            model, processor, budgets=budgets, max_prompt_len=max_prompt_len, logprobs_mode=logprobs_mode
+            model, processor, budgets=budgets, max_prompt_len=max_prompt_len, logprobs_mode=logprobs_mode,
+            unchanging=unchanging,
         )
         self.options = options
         self.backend = backend
@@ -279,18 +292,21 @@ class VLLMEngine(VLLMSampling):
         return cls(
             model, processor, options=options, budgets=budgets, max_prompt_len=config.data.max_prompt_tokens,
             max_model_len=options.max_model_len or config.data.max_prompt_tokens + config.rollout.max_new_tokens,
-            seed=config.seed, backend=backend,
+            seed=config.seed, backend=backend, unchanging=unchanging_weights(model, frozen_parts(model, config.model)),
         )
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
-        """Load the policy's current weights into the engine, then reset its encoder and prefix caches."""
+        """Load the policy's current weights into the engine (after the first time, less the unchanging ones:
+        their layers keep what they hold), then reset its encoder and prefix caches."""
         self._wake("weights")  # the KV cache stays asleep while the weights load
+        skip = self.left_out_of_push()
         if self.in_process:
-            weights = policy_weights(model_or_state_dict, self.backend)
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+            source: dict[str, Any] = {"weights_iterator": policy_weights(model_or_state_dict, self.backend, skip)}
         else:
-            save_weights(model_or_state_dict, self.weights_dir, self.backend)
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_path": str(self.weights_dir)})
+            save_weights(model_or_state_dict, self.weights_dir, self.backend, skip)
+            source = {"weights_path": str(self.weights_dir)}
+        self.llm.collective_rpc("mmgrpo_reload", kwargs={"partial": bool(skip), **source})
+        self.holds_every_weight = True
         self.llm.llm_engine.reset_encoder_cache()
         self.llm.reset_prefix_cache()
 
@@ -303,7 +319,7 @@ class VLLMEngine(VLLMSampling):
         outputs = self.llm.generate(
             [request for request, _ in requests], [vllm.SamplingParams(**o) for _, o in requests], use_tqdm=False
         )
-        if self.sleeps:  # level 1: weights offloaded to CPU memory, KV cache freed, until the next wake
+        if self.sleeps:  # level 1: weights offloaded to CPU memory (kept: a push may leave some out), KV cache freed
             self.llm.sleep(level=1)
             _AWAKE_PARTS[id(self.llm)].clear()
         return [sampled_prompt(output) for output in outputs[own]]
@@ -388,20 +404,21 @@ def check_prompt_ids(prompts: PromptBatch, row: int, engine_ids: list[int]) -> N
 
 
 def policy_weights(
-    model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor], backend: WeightSource | None = None
+    model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor], backend: WeightSource | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> Iterator[tuple[str, Any]]:
     """(name, tensor) pairs of the policy under the checkpoint's names (what vLLM's loader maps; a
     transformers 5 module names some weights otherwise, e.g. Qwen2-Audio's language model); a PEFT
     LoRA model gives its merged weights (base + scaled B @ A), the model itself left untouched. With a
     ``backend`` that shards the weights they are gathered from its shards one tensor at a time (collective:
-    every rank draws all of them; a tensor may be freed once the next is drawn). A state dict is passed on
-    as it is: it must use the checkpoint's names."""
+    every rank draws all of them; a tensor may be freed once the next is drawn); ``skip``: plain names left
+    out. A state dict is passed on as it is: it must use the checkpoint's names."""
     if not isinstance(model_or_state_dict, torch.nn.Module):
         for name, tensor in model_or_state_dict.items():
             yield name, tensor.detach()
         return
     sharded = backend is not None and backend.shards_weights
-    weights = backend.whole_weights() if sharded else streamed_plain_weights(model_or_state_dict)
+    weights = backend.whole_weights(skip) if sharded else streamed_plain_weights(model_or_state_dict, skip=skip)
     yield from checkpoint_named(model_or_state_dict, weights)
 
 
@@ -434,15 +451,16 @@ def tied_copies(model: torch.nn.Module) -> frozenset[str]:
 
 
 def save_weights(
-    model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor], directory: Path, backend: WeightSource | None = None
+    model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor], directory: Path, backend: WeightSource | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> None:
-    """The policy's weights (:func:`policy_weights`) as safetensors in ``directory`` (read by vLLM's
+    """The policy's weights (:func:`policy_weights`, less ``skip``) as safetensors in ``directory`` (read by vLLM's
     ``reload_weights``); every rank of a sharded ``backend`` takes part and writes its own ``directory``."""
     from safetensors.torch import save_file
 
     directory.mkdir(parents=True, exist_ok=True)
     tensors, seen = {}, set()
-    for name, tensor in policy_weights(model_or_state_dict, backend):
+    for name, tensor in policy_weights(model_or_state_dict, backend, skip):
         if tensor.data_ptr() not in seen:  # tied weights are stored once, as vLLM's loader expects
             seen.add(tensor.data_ptr())
             tensors[name] = tensor.contiguous().cpu()

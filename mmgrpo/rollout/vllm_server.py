@@ -40,6 +40,7 @@ from PIL import Image
 from transformers import ProcessorMixin
 
 from mmgrpo.models.batch import MediaBudgets, PreparedPrompt
+from mmgrpo.models.freezing import frozen_parts, unchanging_weights
 from mmgrpo.rollout.base import ENGINES, WeightSource
 from mmgrpo.rollout.vllm import (
     SampledPrompt, VLLMSampling, policy_weights, sampled_prompt, save_weights, vllm_prompt,
@@ -131,7 +132,7 @@ async def _serve_generate(request: Any) -> dict[str, Any]:
 async def _serve_update(request: Any) -> dict[str, Any]:
     body = await request.json()
     engine = request.app.state.mmgrpo_engine_client
-    await engine.collective_rpc("reload_weights", kwargs={"weights_path": body["path"]})
+    await engine.collective_rpc("mmgrpo_reload", kwargs={"weights_path": body["path"], "partial": body["partial"]})
     await _reset_caches(engine)
     return {"updated": True}
 
@@ -165,7 +166,7 @@ async def _serve_sync_receive(request: Any) -> dict[str, Any]:
     body = await request.json()
     state = request.app.state
     state.mmgrpo_sync = asyncio.create_task(
-        state.mmgrpo_engine_client.collective_rpc("mmgrpo_receive", args=(body["meta"],))
+        state.mmgrpo_engine_client.collective_rpc("mmgrpo_receive", args=(body["meta"], body["partial"]))
     )
     return {"started": True}
 
@@ -217,6 +218,7 @@ class VLLMServerEngine(VLLMSampling):
         wait_s: float = 60.0,
         backend: WeightSource | None = None,
         sync_address: str | None = None,
+        unchanging: frozenset[str] = frozenset(),
     ) -> None:
         """Waits up to ``wait_s`` for the server's ``/health``, then sends it ``model``'s weights
         through ``weights_dir`` (a temporary folder by default: a server on this machine reads it).
@@ -224,7 +226,8 @@ class VLLMServerEngine(VLLMSampling):
         alone pushes the weights, gathered from the shards under ZeRO-3 and FSDP2. ``sync_address``
         ("host:port" the server's workers can reach, a port free here) broadcasts the weights over a
         process group of the trainer and the server's workers instead of going through files."""
-        super().__init__(model, processor, budgets=budgets, max_prompt_len=max_prompt_len, logprobs_mode="raw")
+        super().__init__(model, processor, budgets=budgets, max_prompt_len=max_prompt_len, logprobs_mode="raw",
+                         unchanging=unchanging)
         self.backend = backend if backend is not None and backend.ranks.world_size > 1 else None
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
@@ -248,32 +251,37 @@ class VLLMServerEngine(VLLMSampling):
             weights_dir=rollout.vllm.weights_dir, timeout_s=rollout.server_timeout_s,
             retries=rollout.server_retries, wait_s=rollout.server_wait_s, backend=backend,
             sync_address=rollout.server_sync_address if rollout.server_weight_sync == "broadcast" else None,
+            unchanging=unchanging_weights(model, frozen_parts(model, config.model)),
         )
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
-        """Write the policy's weights to ``weights_dir``; the server reloads them and resets its caches.
-        On several ranks each takes part in gathering them; the others wait until the server has them."""
+        """Write the policy's weights to ``weights_dir`` (after the first time, less the unchanging ones); the
+        server reloads them and resets its caches. On several ranks each takes part in gathering them; the others
+        wait until the server has them."""
+        skip = self.left_out_of_push()
         if self.backend is None:
-            self._push(model_or_state_dict)
-            return
-        if not isinstance(model_or_state_dict, torch.nn.Module):
-            raise TypeError("on several ranks the server engine gathers the weights itself: pass the policy module")
-        main = self.backend.ranks.is_main_process
-        gathered = {}
-        for name, tensor in policy_weights(model_or_state_dict, self.backend):  # collective: the main rank keeps each
+            self._push(model_or_state_dict, skip)
+        else:
+            if not isinstance(model_or_state_dict, torch.nn.Module):
+                raise TypeError("on several ranks the server engine gathers the weights itself: pass the policy module")
+            main = self.backend.ranks.is_main_process
+            gathered = {}
+            for name, tensor in policy_weights(model_or_state_dict, self.backend, skip):  # collective: main keeps each
+                if main:
+                    gathered[name] = tensor.to("cpu", copy=True)
             if main:
-                gathered[name] = tensor.to("cpu", copy=True)
-        if main:
-            self._push(gathered)
-        self.backend.ranks.barrier()
+                self._push(gathered, skip)
+            self.backend.ranks.barrier()
+        self.holds_every_weight = True
 
-    def _push(self, weights: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
+    def _push(self, weights: torch.nn.Module | Mapping[str, torch.Tensor], skip: frozenset[str]) -> None:
+        """``weights`` (a module: less ``skip``; a gathered dict: already without them) to the server."""
         if self.sync_group is None:
-            save_weights(weights, self.weights_dir)
-            self._post("/mmgrpo/update_weights", {"path": str(self.weights_dir.resolve())})
+            save_weights(weights, self.weights_dir, skip=skip)
+            self._post("/mmgrpo/update_weights", {"path": str(self.weights_dir.resolve()), "partial": bool(skip)})
             return
-        named = dict(policy_weights(weights))
-        self._post("/mmgrpo/sync/receive", {"meta": weight_meta(named)})
+        named = dict(policy_weights(weights, skip=skip))
+        self._post("/mmgrpo/sync/receive", {"meta": weight_meta(named), "partial": bool(skip)})
         send_weights(self.sync_group, named)
         self._post("/mmgrpo/sync/done", {"weights_changed": True})
 

@@ -6,18 +6,23 @@ outside any group the trainer or vLLM already use: a TCP store the trainer hosts
 CPU. Each update, the trainer sends the weights' names, dtypes and shapes over HTTP and then
 broadcasts the tensors in that order; each worker receives them into fresh tensors that feed
 vLLM's in-place ``reload_weights``. :class:`WeightSyncWorker` is the server side, installed by
-``mmgrpo rollout-serve`` as vLLM's ``--worker-extension-cls``.
+``mmgrpo rollout-serve`` as vLLM's ``--worker-extension-cls`` (and by the colocated engine); its
+``mmgrpo_reload`` is the in-place reload every weight update goes through.
 """
 
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
 
 WeightMeta = tuple[str, str, list[int]]  # name, dtype ("bfloat16"), shape
+WORKER_EXTENSION = "mmgrpo.rollout.weight_broadcast.WeightSyncWorker"
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload"
 
 
 def open_group(host: str, port: int, world_size: int, rank: int, timeout_s: float) -> dist.ProcessGroup:
@@ -48,17 +53,37 @@ def send_weights(group: dist.ProcessGroup, weights: dict[str, torch.Tensor]) -> 
         broadcast_from_trainer(group, tensor.detach().to(device).contiguous())
 
 
+@contextmanager
+def quiet_partial_reload(partial: bool) -> Iterator[None]:
+    """For a ``partial`` reload (unchanged weights left out on purpose), vLLM's warnings about each layer it was
+    sent nothing for, and its list of weights not sent, are expected: silenced for that reload only."""
+    reload_logger = logging.getLogger(RELOAD_LOGGER)
+    level = reload_logger.level
+    if partial:
+        reload_logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        reload_logger.setLevel(level)
+
+
 class WeightSyncWorker:
     """Methods vLLM adds to each of its workers (``--worker-extension-cls``), called by mmgrpo's
-    endpoint plugin through ``collective_rpc``."""
+    engines and endpoint plugin through ``collective_rpc``."""
+
+    def mmgrpo_reload(self, partial: bool = False, **source: object) -> None:
+        """vLLM's in-place ``reload_weights`` from ``source`` (``weights_iterator`` or ``weights_path``); a
+        ``partial`` one leaves the layers it is sent nothing for as they are."""
+        with quiet_partial_reload(partial):
+            self.reload_weights(**source)
 
     def mmgrpo_join(self, host: str, port: int, world_size: int, timeout_s: float) -> None:
         """Join the trainer's group as rank 1 + this worker's rank."""
         self.mmgrpo_group = open_group(host, port, world_size, 1 + self.rank, timeout_s)
 
-    def mmgrpo_receive(self, meta: Sequence[WeightMeta]) -> None:
-        """Receive the broadcast weights and load them in place."""
-        self.model_runner.reload_weights(weights_iterator=self._mmgrpo_received(meta))
+    def mmgrpo_receive(self, meta: Sequence[WeightMeta], partial: bool = False) -> None:
+        """Receive the broadcast weights and load them in place (``partial``: see :meth:`mmgrpo_reload`)."""
+        self.mmgrpo_reload(partial, weights_iterator=self._mmgrpo_received(meta))
 
     def _mmgrpo_received(self, meta: Sequence[WeightMeta]) -> Iterator[tuple[str, torch.Tensor]]:
         for name, dtype, shape in meta:

@@ -9,7 +9,7 @@ from transformers import LlamaConfig
 
 from mmgrpo.config import ConfigError, load_config
 from mmgrpo.config.schema import ModelConfig
-from mmgrpo.models.freezing import freeze, frozen_parts, parameter_counts
+from mmgrpo.models.freezing import freeze, frozen_parts, parameter_counts, unchanging_weights
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.trainer.setup import load_policy
 
@@ -115,3 +115,17 @@ def test_a_tied_tensor_trains_when_any_of_its_names_is_trainable(tiny_model_dir)
     assert "lm_head.weight" not in frozen and "model.language_model.embed_tokens.weight" not in frozen
     frozen = frozen_parts(model, ModelConfig(frozen=["lm_head.*"])).names
     assert {"lm_head.weight", "model.language_model.embed_tokens.weight"} <= frozen
+
+
+def test_a_push_leaves_out_frozen_weights_only_with_all_their_siblings(tiny_qwen25vl):
+    """A frozen tower is left out of weight pushes whole; a frozen q projection beside trainable k and v is sent
+    (an engine that fuses q/k/v rebuilds the layer from what it is sent), a whole frozen attention block is not."""
+    model, _ = load_model_and_processor(str(tiny_qwen25vl))
+    tower = frozen_parts(model, ModelConfig(freeze_vision_tower=True))
+    assert unchanging_weights(model, tower) == tower.names
+    attention = "model.language_model.layers.0.self_attn."
+    only_q = frozen_parts(model, ModelConfig(frozen=[f"{attention}q_proj.*"]))
+    assert only_q.names and unchanging_weights(model, only_q) == frozenset()
+    whole_block = frozen_parts(model, ModelConfig(frozen=[f"{attention}*"]))
+    assert unchanging_weights(model, whole_block) == whole_block.names
+    assert {name.rsplit(".", 2)[1] for name in whole_block.names} >= {"q_proj", "k_proj", "v_proj", "o_proj"}

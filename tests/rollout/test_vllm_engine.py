@@ -20,7 +20,9 @@ from peft import LoraConfig, get_peft_model
 from PIL import Image
 from safetensors.torch import load_file, save_file
 
+from mmgrpo.config.schema import ModelConfig
 from mmgrpo.config.vllm_section import VLLMConfig
+from mmgrpo.models.freezing import frozen_parts, unchanging_weights
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
 from mmgrpo.rollout import SamplingParams
@@ -188,6 +190,30 @@ def test_a_lora_policy_reaches_the_engine_as_merged_weights(vllm_policy, teacher
         assert not all(torch.allclose(torch.tensor(c.logprobs), b, atol=1e-3) for g in groups for c, b in
                        zip(g, base[: len(g)]))
     finally:
+        engine.update_weights(model)
+
+
+def test_a_push_after_the_first_leaves_the_frozen_tower_out(vllm_policy, make_peaked, teacher_forced_logprobs, capfd):
+    """The engine keeps the tower it had (a changed copy of it in the pushed policy does not reach the engine, and the
+    layers sent nothing are not rebuilt empty), takes everything else, and says nothing about the layers left out."""
+    model, processor, engine = vllm_policy("qwen2_5_vl")
+    engine.unchanging = unchanging_weights(model, frozen_parts(model, ModelConfig(freeze_vision_tower=True)))
+    updated = make_peaked(model)
+    expected = copy.deepcopy(updated)  # the new language model with the tower the engine holds
+    with torch.no_grad():
+        for name, weight in updated.named_parameters():
+            if name in engine.unchanging:
+                weight.add_(torch.randn_like(weight))
+    try:
+        capfd.readouterr()
+        engine.update_weights(updated)
+        said = "".join(capfd.readouterr())
+        samples = image_samples(seed=3)
+        groups = engine.generate(samples, SAMPLED)
+        assert_logprobs_match(groups, teacher_forced_logprobs(expected.eval(), processor, samples, groups))
+        assert "Failed to load weights" not in said
+    finally:
+        engine.unchanging = frozenset()
         engine.update_weights(model)
 
 

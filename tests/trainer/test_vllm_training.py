@@ -10,7 +10,7 @@ import pytest
 
 from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
 
-from tests.training import reward_at_start_and_end
+from tests.training import DENSE_REWARD, reward_at_start_and_end
 from tests.trainer.test_grpo_trainer import train
 
 pytestmark = pytest.mark.skipif(
@@ -51,3 +51,26 @@ def test_async_worker_samples_with_the_vllm_engine_and_gets_every_update(small_c
     assert any(m["grad_norm"] > 0 for m in metrics[:-1])  # the policy moved before the last sampling
     assert max(m["rollout/logprob_gap_max"] for m in metrics) < 1e-4, "the worker's vLLM engine missed an update"
     assert all(m["reward/greedy_frac"] == 1.0 for m in metrics)
+
+
+def test_a_frozen_tower_reaches_the_vllm_engine_once(small_config, tiny_model_dir, tmp_path, monkeypatch):
+    """model.freeze_vision_tower=true: the engine gets the tower with the first weights only, every later push leaves
+    it out, and the sampled-token log-probs still equal the trainer's at every step."""
+    from mmgrpo.rollout import vllm as vllm_module
+
+    left_out, real = [], vllm_module.policy_weights
+
+    def recording(model_or_state_dict, backend=None, skip=frozenset()):  # noqa: ANN001, ANN202
+        left_out.append(skip)
+        return real(model_or_state_dict, backend, skip)
+
+    monkeypatch.setattr(vllm_module, "policy_weights", recording)
+    model = f"model.name_or_path={tiny_model_dir('qwen2_5_vl', **VLLM_CPU_TINY_OPTIONS)}"
+    config = small_config(model, "rollout.engine=vllm", "model.freeze_vision_tower=true", "train.steps=3",
+                          "eval.before=false", "eval.after=false", DENSE_REWARD)
+    train(config, tmp_path / "run")
+    assert len(left_out) == 4 and not left_out[0]  # built with every weight, then one push per step
+    assert all(skip and all(name.startswith("model.visual.") for name in skip) for skip in left_out[1:])
+    metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert any(m["grad_norm"] > 0 for m in metrics[:-1])
+    assert max(m["rollout/logprob_gap_max"] for m in metrics) < 1e-4, "the engine's tower is not the trainer's"
