@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from safetensors.torch import load_file
 
 from mmgrpo.models.batch import build_prompt_batch
 from mmgrpo.rollout.vllm import PromptMismatchError, check_prompt_ids, engine_model_dir, vllm_request
@@ -110,9 +111,9 @@ class FakeRanks:
         self.state, self.calls, self.shards_weights = state, [], True
         self.ranks = SimpleNamespace(world_size=2, is_main_process=main, barrier=lambda: self.calls.append("barrier"))
 
-    def whole_weights(self) -> Iterator[tuple[str, Any]]:
+    def whole_weights(self, skip: frozenset[str] = frozenset()) -> Iterator[tuple[str, Any]]:
         self.calls.append("gather")
-        yield from self.state.items()  # every rank draws every tensor
+        yield from ((name, value) for name, value in self.state.items() if name not in skip)  # every rank draws all
 
 
 @pytest.mark.parametrize("main", [True, False])
@@ -125,13 +126,20 @@ def test_on_several_ranks_the_main_process_alone_pushes_gathered_weights(policy,
     monkeypatch.setattr(VLLMServerEngine, "_post", lambda self, route, payload: posted.append((route, payload)))
     model, processor = policy
     ranks = FakeRanks(main, {name: tensor.clone() for name, tensor in model.state_dict().items()})
-    VLLMServerEngine(model, processor, url="http://server", weights_dir=tmp_path, backend=ranks)
+    tower = frozenset(name for name in ranks.state if name.startswith("model.visual."))
+    engine = VLLMServerEngine(model, processor, url="http://server", weights_dir=tmp_path, backend=ranks,
+                              unchanging=tower)
     assert ranks.calls == ["gather", "barrier"]  # every rank gathers (a collective) and waits
     if main:
-        assert posted == [("/mmgrpo/update_weights", {"path": str(tmp_path.resolve())})]
-        assert (tmp_path / "model.safetensors").is_file()
+        assert posted == [("/mmgrpo/update_weights", {"path": str(tmp_path.resolve()), "partial": False})]
+        assert len(load_file(tmp_path / "model.safetensors")) == len(ranks.state)
     else:
         assert posted == [] and not (tmp_path / "model.safetensors").exists()
+    engine.update_weights(model)  # the server holds every weight now: the tower stays out
+    assert ranks.calls[2:] == ["gather", "barrier"]
+    if main:
+        assert posted[1] == ("/mmgrpo/update_weights", {"path": str(tmp_path.resolve()), "partial": True})
+        assert tower and len(load_file(tmp_path / "model.safetensors")) == len(ranks.state) - len(tower)
 
 
 @pytest.mark.parametrize(
