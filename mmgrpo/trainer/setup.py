@@ -6,6 +6,7 @@ What eval needs as well (model paths, budgets, samples) lives in :mod:`mmgrpo.in
 from __future__ import annotations
 
 import logging
+import warnings
 from pathlib import Path
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -59,11 +60,16 @@ def load_policy(
     frozen = frozen_parts(model, config.model)
     freeze(model, frozen)
     if config.lora.enabled and checkpoint is not None:
-        model = PeftModel.from_pretrained(model, str(checkpoint), is_trainable=True)
+        with warnings.catch_warnings():  # on the meta device the adapter's values arrive from the main process
+            warnings.filterwarnings("ignore", message=META_COPY_WARNING)
+            model = PeftModel.from_pretrained(model, str(checkpoint), is_trainable=True)
     elif config.lora.enabled:
         model = add_lora(model, config.lora, frozen)
     _log_trainable(model, frozen)
     return model, processor
+
+
+META_COPY_WARNING = ".*copying from a non-meta parameter in the checkpoint to a meta parameter"
 
 
 def loading_device(config: Config, device: torch.device) -> torch.device:
@@ -71,10 +77,10 @@ def loading_device(config: Config, device: torch.device) -> torch.device:
     that shards the weights (FSDP2, ZeRO-3) on several ranks with full fine-tuning, where the main process reads them
     into CPU memory and every other rank makes the model on the meta device, without weights: the back end shards it
     and scatters the main process's copy (:mod:`mmgrpo.trainer.backends.sharded_loading`), so no other rank holds a
-    whole copy. LoRA loads whole (a PEFT model is not made on the meta device)."""
+    whole copy. With LoRA too: PEFT adds its adapters on the meta device (new ones get the main process's initial
+    values, a resumed adapter the main process's loaded ones)."""
     distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-    if not distributed or torch.distributed.get_world_size() == 1 or not config.train.shards_weights \
-            or config.lora.enabled:
+    if not distributed or torch.distributed.get_world_size() == 1 or not config.train.shards_weights:
         return device
     return torch.device("cpu") if torch.distributed.get_rank() == 0 else torch.device("meta")
 

@@ -19,6 +19,7 @@ from transformers import AutoModelForImageTextToText, AutoProcessor
 from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.checkpoint import latest_checkpoint
 from tests.e2e.ranks import NEEDS_DEEPSPEED, STEPS, stopped_after_step_one, succeeded, torchrun_train
+from tests.training import DENSE_REWARD
 
 pytestmark = pytest.mark.distributed
 # fp32 on CPU, same ranks, same order of every reduction: a resumed run repeats the uninterrupted one.
@@ -133,3 +134,24 @@ def _continues_on_one_rank(recipe: Path, run: Path, backend: str) -> None:
     assert latest_checkpoint(run / "checkpoints").name == f"step-{STEPS}"
     if backend == "deepspeed":
         assert "to DeepSpeed's universal checkpoint" in (run / "train.log").read_text()
+
+
+def test_lora_on_two_fsdp2_ranks_stops_and_resumes_exactly(small_config, tmp_path):
+    """LoRA under FSDP2, the PEFT model made on the meta device on rank 1 (sharded loading), at the start and on
+    resume (the checkpoint's adapter arrives from the main process): the resumed run's adapter is the whole run's."""
+    config = small_config(f"train.steps={STEPS}", "checkpoint.every_n_steps=1", "algo.beta=0.04", "train.backend=fsdp2",
+                          "lora.enabled=true", "lora.r=4", "lora.dropout=0", "train.lr=0.05", DENSE_REWARD,
+                          "eval.before=false", "eval.after=false")
+    recipe = tmp_path / "recipe.yaml"
+    config.save_yaml(recipe)
+    runs = Path(config.log.output_dir)
+    succeeded(torchrun_train(str(recipe), "log.run_name=whole"))
+    stopped_after_step_one(torchrun_train(str(recipe), "log.run_name=cut", stop_in_step=2), runs / "cut" / "checkpoints")
+    succeeded(torchrun_train(str(recipe), "log.run_name=cut", "--resume"))
+    final = f"checkpoints/step-{STEPS}/adapter_model.safetensors"
+    expected, resumed = load_file(str(runs / "whole" / final)), load_file(str(runs / "cut" / final))
+    assert expected.keys() == resumed.keys() and any("lora_B" in name for name in expected)
+    assert max(float((expected[n] - resumed[n]).abs().max()) for n in expected) <= RESUME_TOLERANCE
+    assert max(float(expected[n].abs().max()) for n in expected if "lora_B" in n) > 1e-4  # B left zero: it trained
+    for whole_row, cut_row in zip(read_metrics(runs / "whole" / "metrics.jsonl"), read_metrics(runs / "cut" / "metrics.jsonl")):
+        assert cut_row["loss"] == pytest.approx(whole_row["loss"], rel=1e-5, abs=1e-7)
