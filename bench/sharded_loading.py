@@ -9,6 +9,7 @@ alone, where the policy's peak also holds the optimizer's set-up (ZeRO-3's fp32 
 
     DS_ACCELERATOR=cpu python3 bench/sharded_loading.py   # 2 ranks, hidden 1024, 16 layers (~250 M parameters)
     python3 bench/sharded_loading.py --backends fsdp2 --hidden 1536 --layers 20
+    DS_ACCELERATOR=cpu python3 bench/sharded_loading.py --lora   # LoRA adapters (r 16): the reference is the policy
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 MIB = 1 << 20
 BACKENDS = {"fsdp2": {"backend": "fsdp2"}, "zero3": {"backend": "deepspeed", "zero_stage": 3}}
+LORA_RANK = 16
 
 
 def build_model(folder: Path, hidden: int, layers: int) -> int:
@@ -48,9 +50,10 @@ def build_model(folder: Path, hidden: int, layers: int) -> int:
     return sum(parameter.numel() for parameter in model.parameters())
 
 
-def rank_main(model_path: str, backend_name: str, sharded: bool) -> None:
-    """One rank: load as ``mmgrpo train`` does (``sharded``: the sharded-loading placement), build the back end, then
-    load and prepare a frozen copy as the KL reference is (no optimizer state: its rise in peak is loading alone)."""
+def rank_main(model_path: str, backend_name: str, sharded: bool, lora: bool) -> None:
+    """One rank: load as ``mmgrpo train`` does (``sharded``: the sharded-loading placement; ``lora``: with LoRA
+    adapters), build the back end, then load and prepare a frozen copy as the KL reference is (no optimizer state:
+    its rise in peak is loading alone; none with LoRA, whose reference is the policy with its adapters off)."""
     import torch
 
     from mmgrpo.config import Config
@@ -61,7 +64,7 @@ def rank_main(model_path: str, backend_name: str, sharded: bool) -> None:
     from mmgrpo.trainer.setup import load_policy, loading_device
 
     config = Config.from_dict({"model": {"name_or_path": model_path, "dtype": "float32"},
-                               "train": BACKENDS[backend_name]})
+                               "train": BACKENDS[backend_name], "lora": {"enabled": lora, "r": LORA_RANK}})
     init_process_group(600)
     baseline = _peak_mib()  # torch and transformers imported
     started = time.perf_counter()
@@ -71,8 +74,9 @@ def rank_main(model_path: str, backend_name: str, sharded: bool) -> None:
     backend = build_backend(model, OptimizerSpec(lr=1e-5, weight_decay=0.0, total_steps=1), config.train)
     seconds, peak = time.perf_counter() - started, _peak_mib()
     shard = sum(_own_elements(parameter) for parameter in backend.model.parameters()) * 4 / MIB
-    reference, _ = load_model_and_processor(model_path, dtype="float32", device=device)
-    backend.prepare_frozen(reference)
+    if not lora:
+        reference, _ = load_model_and_processor(model_path, dtype="float32", device=device)
+        backend.prepare_frozen(reference)
     report = {"rank": torch.distributed.get_rank(), "device": str(device), "baseline_mib": round(baseline),
               "peak_after_load_mib": round(loaded), "peak_mib": round(peak), "shard_mib": round(shard),
               "seconds": round(seconds, 1), "reference_rise_mib": round(_peak_mib() - peak)}
@@ -96,29 +100,31 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=16)
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--backends", nargs="+", choices=sorted(BACKENDS), default=sorted(BACKENDS))
+    parser.add_argument("--lora", action="store_true", help=f"train LoRA adapters (r {LORA_RANK}) on the model")
     parser.add_argument("--rank-main", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.rank_main:
-        rank_main(args.rank_main[0], args.rank_main[1], args.rank_main[2] == "sharded")
+        rank_main(args.rank_main[0], args.rank_main[1], args.rank_main[2] == "sharded", args.lora)
         return
     with tempfile.TemporaryDirectory(prefix="mmgrpo-sharded-loading-") as folder:
         parameters = build_model(Path(folder), args.hidden, args.layers)
         whole = parameters * 4 / MIB
-        print(f"model: {parameters / 1e6:.0f} M parameters, {whole:.0f} MiB in fp32; {args.ranks} ranks (gloo, CPU)")
+        print(f"model: {parameters / 1e6:.0f} M parameters, {whole:.0f} MiB in fp32; {args.ranks} ranks (gloo, CPU)"
+              f"{f'; LoRA r {LORA_RANK}' if args.lora else ''}")
         print(f"{'back end':<9}{'loading':<10}{'rank':>5}{'reads to':>9}{'before':>10}{'after load':>12}{'peak':>10}"
               f"{'peak - before':>15}{'own shard':>11}{'time':>7}{'reference':>11}")
         for backend, mode in ((backend, mode) for backend in args.backends for mode in ("whole", "sharded")):
-            for row in _launch(Path(folder), backend, mode, args.ranks):
+            for row in _launch(Path(folder), backend, mode, args.ranks, args.lora):
                 print(f"{backend:<9}{mode:<10}{row['rank']:>5}{row['device']:>9}{row['baseline_mib']:>6} MiB"
                       f"{row['peak_after_load_mib']:>8} MiB{row['peak_mib']:>6} MiB"
                       f"{row['peak_mib'] - row['baseline_mib']:>11} MiB{row['shard_mib']:>7} MiB{row['seconds']:>6}s"
                       f"{row['reference_rise_mib']:>7} MiB")
 
 
-def _launch(folder: Path, backend: str, mode: str, ranks: int) -> list[dict]:
+def _launch(folder: Path, backend: str, mode: str, ranks: int, lora: bool) -> list[dict]:
     """Every rank's report of one torchrun launch loading ``folder``'s model under ``backend``, ``mode``ly."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
-               __file__, "--rank-main", str(folder / "model"), backend, mode]
+               __file__, "--rank-main", str(folder / "model"), backend, mode, *(["--lora"] if lora else [])]
     results = folder / f"{backend}-{mode}"
     results.mkdir()
     done = subprocess.run(command, capture_output=True, text=True,
