@@ -42,7 +42,7 @@ def make_reference(config: Config, model: torch.nn.Module, source: str | None, *
     if source is None:
         raise ValueError("algo.beta > 0 with full fine-tuning needs reference_source: where the initial policy loads from")
     sharded = config.train.shards_weights
-    shared = _frozen_parameters(model) if config.train.backend == "single" else {}
+    shared = {} if sharded else _frozen_parameters(model)
     if fresh and not sharded:
         frozen = copy.deepcopy(model, {id(parameter): parameter for parameter in shared.values()})
     else:
@@ -60,8 +60,9 @@ def make_reference(config: Config, model: torch.nn.Module, source: str | None, *
 
 def _frozen_parameters(model: torch.nn.Module) -> dict[str, torch.nn.Parameter]:
     """The policy's frozen parameters by every name (``model.freeze_*``): they never change, so the reference
-    uses them rather than a copy of its own. Only on the single-process back end, which keeps the reference as it
-    is made (the others cast or shard it on their own)."""
+    uses them rather than a copy of its own. Only under back ends that keep whole weights on every rank (one
+    process, ZeRO-2: a cast of the reference to the policy's dtype finds the shared ones cast already); sharding
+    ones shard the reference on their own."""
     return {name: parameter for name, parameter in model.named_parameters(remove_duplicate=False)
             if not parameter.requires_grad}
 

@@ -3,6 +3,9 @@ optimizer holds no state for it, and a frozen run checkpoints and resumes."""
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 import torch
 
@@ -14,7 +17,9 @@ from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.backends import OptimizerSpec, SingleProcessBackend
 from mmgrpo.trainer.checkpoint import latest_checkpoint
 
-from tests.trainer import backend_parity
+from tests.e2e.ranks import EXTENSIONS_CACHE, NEEDS_DEEPSPEED
+from tests.torchrun import torchrun
+from tests.trainer import backend_parity, reference_sharing_worker
 from tests.trainer.test_grpo_trainer import train
 from tests.training import DENSE_REWARD, interrupt_step
 
@@ -85,3 +90,18 @@ def test_weight_pushes_after_the_first_leave_frozen_tensors_out(tiny_qwen25vl):
     everything = dict(backend.whole_weights())
     pushed = dict(backend.whole_weights(frozen))
     assert frozen <= everything.keys() and pushed.keys() == everything.keys() - frozen
+
+
+@pytest.mark.distributed
+@NEEDS_DEEPSPEED
+def test_under_zero2_the_reference_uses_the_policys_frozen_tower(tiny_qwen25vl, tmp_path):
+    """ZeRO-2 keeps whole weights on every rank, so the reference shares the frozen tower as on one process (in
+    bf16 too, where DeepSpeed casts the policy and the back end the reference)."""
+    out = tmp_path / "shared.json"
+    env = {"DS_ACCELERATOR": "cpu", "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_CACHE))}
+    done = torchrun(2, [reference_sharing_worker.__file__, "--model-dir", str(tiny_qwen25vl), "--out", str(out)], env=env)
+    assert done.returncode == 0, f"torchrun failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    for precision, result in json.loads(out.read_text()).items():
+        assert result["frozen"] and result["shared"] == result["frozen"], precision
+        assert all(name.startswith("model.visual.") for name in result["frozen"]), precision
+        assert result["dtypes"] == ["torch.bfloat16" if precision == "bf16" else "torch.float32"], precision
