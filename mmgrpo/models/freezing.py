@@ -89,16 +89,22 @@ def lora_excluded_modules(parts: FrozenParts, target_modules: Sequence[str]) -> 
     )
 
 
-def unchanging_weights(model: torch.nn.Module, parts: FrozenParts) -> frozenset[str]:
-    """The frozen names that a rollout engine's weight push may leave out once the engine holds every weight:
-    those whose module's parent owns frozen parameters only, so sibling projections an engine fuses into one
-    layer (q/k/v, gate/up) are sent all together or not at all (vLLM rebuilds a layer from what it is sent, and
-    a partly sent layer would lose the rest)."""
-    all_frozen: dict[str, bool] = {}
-    for name in _aliases(unwrap_model(model)):
-        group = _sibling_group(name)
-        all_frozen[group] = all_frozen.get(group, True) and name in parts.names
-    return frozenset(name for name in parts.names if all_frozen.get(_sibling_group(name), False))
+def unchanging_weights(model: torch.nn.Module) -> frozenset[str]:
+    """The weights (plain names) no update changes, which a rollout engine's weight push may leave out once the engine
+    holds every weight: gradients off (frozen parts; under LoRA every base weight but a LoRA layer's, which a push
+    merges with its adapters), and only where the module's parent owns such weights only, so that sibling projections
+    an engine fuses into one layer (q/k/v, gate/up) are sent all together or not at all (vLLM rebuilds a layer from
+    what it is sent, and a partly sent layer would lose the rest)."""
+    changing: set[str] = set()
+    fixed: set[str] = set()
+    for name, parameter in unwrap_model(model).named_parameters(remove_duplicate=False):
+        if ".lora_" in name:
+            continue
+        merged = name.endswith(".base_layer.weight")
+        (changing if parameter.requires_grad or merged else fixed).add(name.replace(".base_layer.", "."))
+    fixed -= changing
+    groups_changing = {_sibling_group(name) for name in changing}
+    return frozenset(name for name in fixed if _sibling_group(name) not in groups_changing)
 
 
 def _sibling_group(name: str) -> str:

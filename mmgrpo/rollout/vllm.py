@@ -34,7 +34,7 @@ from transformers.core_model_loading import revert_weight_conversion
 from mmgrpo.models.adapters import unwrap_model
 from mmgrpo.models.batch import MediaBudgets, PreparedPrompt, PromptBatch, build_prompt_batch
 from mmgrpo.models.compat import names_in_files
-from mmgrpo.models.freezing import frozen_parts, unchanging_weights
+from mmgrpo.models.freezing import unchanging_weights
 from mmgrpo.models.policy_weights import checkpoint_dir, streamed_plain_weights
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
 from mmgrpo.rollout.base import ENGINES, SamplingParams, WeightSource, resolve_group_sizes
@@ -292,7 +292,7 @@ class VLLMEngine(VLLMSampling):
         return cls(
             model, processor, options=options, budgets=budgets, max_prompt_len=config.data.max_prompt_tokens,
             max_model_len=options.max_model_len or config.data.max_prompt_tokens + config.rollout.max_new_tokens,
-            seed=config.seed, backend=backend, unchanging=unchanging_weights(model, frozen_parts(model, config.model)),
+            seed=config.seed, backend=backend, unchanging=unchanging_weights(model),
         )
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:

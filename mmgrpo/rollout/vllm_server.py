@@ -40,7 +40,7 @@ from PIL import Image
 from transformers import ProcessorMixin
 
 from mmgrpo.models.batch import MediaBudgets, PreparedPrompt
-from mmgrpo.models.freezing import frozen_parts, unchanging_weights
+from mmgrpo.models.freezing import unchanging_weights
 from mmgrpo.rollout.base import ENGINES, WeightSource
 from mmgrpo.rollout.vllm import (
     SampledPrompt, VLLMSampling, policy_weights, sampled_prompt, save_weights, vllm_prompt,
@@ -251,7 +251,7 @@ class VLLMServerEngine(VLLMSampling):
             weights_dir=rollout.vllm.weights_dir, timeout_s=rollout.server_timeout_s,
             retries=rollout.server_retries, wait_s=rollout.server_wait_s, backend=backend,
             sync_address=rollout.server_sync_address if rollout.server_weight_sync == "broadcast" else None,
-            unchanging=unchanging_weights(model, frozen_parts(model, config.model)),
+            unchanging=unchanging_weights(model),
         )
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:

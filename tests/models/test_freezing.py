@@ -8,10 +8,10 @@ import torch
 from transformers import LlamaConfig
 
 from mmgrpo.config import ConfigError, load_config
-from mmgrpo.config.schema import ModelConfig
+from mmgrpo.config.schema import LoraConfig, ModelConfig
 from mmgrpo.models.freezing import freeze, frozen_parts, parameter_counts, unchanging_weights
 from mmgrpo.models.loading import load_model_and_processor
-from mmgrpo.trainer.setup import load_policy
+from mmgrpo.trainer.setup import add_lora, load_policy
 
 # The tower and projector of each family as transformers 5 names them in memory.
 TOWERS = {
@@ -120,12 +120,30 @@ def test_a_tied_tensor_trains_when_any_of_its_names_is_trainable(tiny_model_dir)
 def test_a_push_leaves_out_frozen_weights_only_with_all_their_siblings(tiny_qwen25vl):
     """A frozen tower is left out of weight pushes whole; a frozen q projection beside trainable k and v is sent
     (an engine that fuses q/k/v rebuilds the layer from what it is sent), a whole frozen attention block is not."""
-    model, _ = load_model_and_processor(str(tiny_qwen25vl))
-    tower = frozen_parts(model, ModelConfig(freeze_vision_tower=True))
-    assert unchanging_weights(model, tower) == tower.names
     attention = "model.language_model.layers.0.self_attn."
-    only_q = frozen_parts(model, ModelConfig(frozen=[f"{attention}q_proj.*"]))
-    assert only_q.names and unchanging_weights(model, only_q) == frozenset()
-    whole_block = frozen_parts(model, ModelConfig(frozen=[f"{attention}*"]))
-    assert unchanging_weights(model, whole_block) == whole_block.names
-    assert {name.rsplit(".", 2)[1] for name in whole_block.names} >= {"q_proj", "k_proj", "v_proj", "o_proj"}
+
+    def frozen(**options: object) -> tuple[frozenset[str], frozenset[str]]:
+        model, _ = load_model_and_processor(str(tiny_qwen25vl))
+        parts = frozen_parts(model, ModelConfig(**options))
+        freeze(model, parts)
+        return parts.names, unchanging_weights(model)
+
+    tower, left_out = frozen(freeze_vision_tower=True)
+    assert left_out == tower and tower
+    only_q, left_out = frozen(frozen=[f"{attention}q_proj.*"])
+    assert only_q and left_out == frozenset()
+    block, left_out = frozen(frozen=[f"{attention}*"])
+    assert left_out == block and {name.rsplit(".", 2)[1] for name in block} >= {"q_proj", "k_proj", "v_proj", "o_proj"}
+
+
+def test_under_lora_a_push_leaves_out_what_no_adapter_changes(tiny_qwen25vl):
+    """The merged attention of every adapted layer is sent (its biases with it); the untouched base weights (the
+    tower, embeddings, head, norms, MLPs) are not."""
+    model, _ = load_model_and_processor(str(tiny_qwen25vl))
+    names = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    lora = add_lora(model, LoraConfig(enabled=True, r=4), frozen_parts(model, ModelConfig()))
+    left_out = unchanging_weights(lora)
+    sent = names - left_out
+    assert sent == {name for name in names if ".self_attn." in name and ".language_model." in name}
+    assert {"lm_head.weight", "model.language_model.embed_tokens.weight"} <= left_out
+    assert any(name.startswith("model.visual.") for name in left_out)

@@ -22,7 +22,7 @@ from safetensors.torch import load_file, save_file
 
 from mmgrpo.config.schema import ModelConfig
 from mmgrpo.config.vllm_section import VLLMConfig
-from mmgrpo.models.freezing import frozen_parts, unchanging_weights
+from mmgrpo.models.freezing import freeze, frozen_parts, unchanging_weights
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
 from mmgrpo.rollout import SamplingParams
@@ -175,14 +175,21 @@ def test_after_a_weight_update_the_engine_samples_the_new_policy(vllm_policy, ma
 
 
 def test_a_lora_policy_reaches_the_engine_as_merged_weights(vllm_policy, teacher_forced_logprobs) -> None:
+    """Only the adapted layers' merged weights travel; the rest the engine holds already."""
     model, processor, engine = vllm_policy("qwen2_5_vl")
     lora = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"]))
     with torch.no_grad():
         for name, weight in lora.named_parameters():
             if "lora_B" in name:
                 weight.normal_(0, 0.5)
+    pushed = copy.deepcopy(lora)  # the weights no adapter changes perturbed: a push leaves them out, the engine's stay
+    engine.unchanging = unchanging_weights(lora)
+    with torch.no_grad():
+        for name, weight in pushed.get_base_model().named_parameters():
+            if name in engine.unchanging:
+                weight.add_(torch.randn_like(weight))
     try:
-        engine.update_weights(lora)
+        engine.update_weights(pushed)
         samples = image_samples()
         groups = engine.generate(samples, SAMPLED)
         assert_logprobs_match(groups, teacher_forced_logprobs(lora.eval(), processor, samples, groups))
@@ -190,6 +197,7 @@ def test_a_lora_policy_reaches_the_engine_as_merged_weights(vllm_policy, teacher
         assert not all(torch.allclose(torch.tensor(c.logprobs), b, atol=1e-3) for g in groups for c, b in
                        zip(g, base[: len(g)]))
     finally:
+        engine.unchanging = frozenset()
         engine.update_weights(model)
 
 
@@ -197,7 +205,9 @@ def test_a_push_after_the_first_leaves_the_frozen_tower_out(vllm_policy, make_pe
     """The engine keeps the tower it had (a changed copy of it in the pushed policy does not reach the engine, and the
     layers sent nothing are not rebuilt empty), takes everything else, and says nothing about the layers left out."""
     model, processor, engine = vllm_policy("qwen2_5_vl")
-    engine.unchanging = unchanging_weights(model, frozen_parts(model, ModelConfig(freeze_vision_tower=True)))
+    frozen = copy.deepcopy(model)
+    freeze(frozen, frozen_parts(frozen, ModelConfig(freeze_vision_tower=True)))
+    engine.unchanging = unchanging_weights(frozen)
     updated = make_peaked(model)
     expected = copy.deepcopy(updated)  # the new language model with the tower the engine holds
     with torch.no_grad():
