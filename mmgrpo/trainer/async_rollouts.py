@@ -31,7 +31,7 @@ import torch
 
 from mmgrpo.config import Config
 from mmgrpo.models.batch import PromptBatch
-from mmgrpo.models.freezing import frozen_parts
+from mmgrpo.models.freezing import unchanging_weights
 from mmgrpo.rollout.base import SamplingParams
 from mmgrpo.trainer.backends import TrainingBackend
 from mmgrpo.trainer.prompt_drawer import PromptDrawer, RolloutRequest
@@ -54,8 +54,8 @@ class AsyncRollouts:
     """Rounds of scored groups from a worker process, at most ``max_staleness`` policy versions old.
 
     ``draw()`` gives the next batch to request (the trainer's prompt order); ``params_for(batch)``
-    its sampling parameters; ``weights()`` the policy's weights after an update (frozen ones, which
-    never change, left out: the worker keeps its first copy); ``version`` is the policy's version
+    its sampling parameters; ``weights()`` the policy's weights after an update (those no update changes left
+    out: the worker keeps its first copy); ``version`` is the policy's version
     (its step count) at the start; ``restored``: rounds a checkpoint kept (:meth:`recorded_rollouts`),
     given to the trainer when their batch is requested instead of sampled.
     """
@@ -99,8 +99,8 @@ class AsyncRollouts:
         )
         warn_if_stale_uncorrected(config)
         worker = RolloutWorker(spec, backend.whole_weights(), version=version)
-        frozen = frozen_parts(model, config.model).names
-        return cls(worker, drawer.draw, drawer.samples, params_for, partial(backend.whole_weights, frozen), encode,
+        unchanging = unchanging_weights(model)
+        return cls(worker, drawer.draw, drawer.samples, params_for, partial(backend.whole_weights, unchanging), encode,
                    max_staleness=config.rollout.max_staleness, version=version, restored=restored)
 
     def next_round(self, step: int, round_index: int) -> Rollouts:
