@@ -85,6 +85,8 @@ class Completion:
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     """The calls the rollout ran, in order (one per turn: its last): ``{"name", "arguments"}`` as written, or
     ``{"problem"}`` for one that could not be read."""
+    turn_text_ends: list[int] = field(default_factory=list)
+    """Where in ``text`` (the policy's turns, joined) each policy turn that a tool turn follows ends, in order."""
     media: InlineMedia | None = None
     """The media of the tool turns (a ``zoom_in`` crop), where the model family can take media mid-sequence."""
 

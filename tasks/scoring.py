@@ -59,9 +59,17 @@ def reward_fields(samples: Sequence[Sample]) -> dict[str, list[Any]]:
 
 def trajectory_fields(completions: Sequence[Completion]) -> dict[str, list[Any]]:
     """What multi-turn rollouts did, one entry per completion, as reward fields: ``tool_calls`` (the calls run,
-    :attr:`~mmgrpo.types.Completion.tool_calls`) and ``tool_outcomes`` (how each went)."""
+    :attr:`~mmgrpo.types.Completion.tool_calls`), ``tool_outcomes`` (how each went) and ``turn_spans`` (each policy
+    turn's ``(start, end)`` in the completion's text: one span for a single-turn completion)."""
     return {"tool_calls": [list(c.tool_calls) for c in completions],
-            "tool_outcomes": [list(c.tool_outcomes) for c in completions]}
+            "tool_outcomes": [list(c.tool_outcomes) for c in completions],
+            "turn_spans": [turn_spans(c.text, c.turn_text_ends) for c in completions]}
+
+
+def turn_spans(text: str, turn_ends: Sequence[int]) -> list[tuple[int, int]]:
+    """The policy turns of ``text`` as ``(start, end)`` spans, the turns ending at ``turn_ends`` then the last."""
+    bounds = [0, *turn_ends, len(text)]
+    return list(zip(bounds[:-1], bounds[1:]))
 
 
 def score_completions(

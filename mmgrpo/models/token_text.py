@@ -17,15 +17,21 @@ class TokenTextEnds:
         self.tokenizer = tokenizer
         self._pieces: dict[int, str] = {}
 
-    def __call__(self, token_ids: Sequence[int], text: str) -> list[int]:
-        pieces = [self._piece(token) for token in token_ids]
+    def __call__(self, token_ids: Sequence[int], text: str, hidden: Sequence[tuple[int, int]] = ()) -> list[int]:
+        """``hidden``: token ranges ``[start, end)`` whose text ``text`` leaves out (a trajectory's tool turns):
+        they add no text."""
+        shown = [True] * len(token_ids)
+        for start, end in hidden:
+            shown[start:end] = [False] * (end - start)
+        pieces = [self._piece(token) if own else "" for token, own in zip(token_ids, shown)]
         if "".join(pieces) == text:
             return list(itertools.accumulate(len(piece) for piece in pieces))
         # Pieces that do not add up to the text (a character split over tokens, decoder clean-up of
-        # spaces): decode each prefix, keeping the ends non-decreasing.
+        # spaces): decode each prefix of the shown tokens, keeping the ends non-decreasing.
+        own_ids = [token for token, own in zip(token_ids, shown) if own]
         ends, longest = [], 0
-        for count in range(1, len(token_ids) + 1):
-            longest = max(longest, len(self.tokenizer.decode(token_ids[:count], skip_special_tokens=True)))
+        for count in itertools.accumulate(shown):
+            longest = max(longest, len(self.tokenizer.decode(own_ids[:count], skip_special_tokens=True)))
             ends.append(longest)
         return ends
 

@@ -188,7 +188,8 @@ class ToolTurns:
         for trajectory, (turn,) in zip(going, turns):
             done = trajectory.completion
             trajectory.completion = replace(
-                done, text=f"{done.text}{turn.text}", token_ids=[*done.token_ids, *turn.token_ids],
+                done, text=f"{done.text}{turn.text}", turn_text_ends=[*done.turn_text_ends, len(done.text)],
+                token_ids=[*done.token_ids, *turn.token_ids],
                 logprobs=None if done.logprobs is None or turn.logprobs is None else [*done.logprobs, *turn.logprobs],
                 truncated=turn.truncated,
             )

@@ -10,7 +10,8 @@ import torch
 from mmgrpo.algos.process import normalized_step_rewards, process_advantages, step_end_tokens
 from mmgrpo.trainer.rollouts import Rollouts
 
-TokenTextEnds = Callable[[Sequence[int], str], list[int]]  # (token ids, text) -> text length after each token
+TokenTextEnds = Callable[[Sequence[int], str, Sequence[tuple[int, int]]], list[int]]
+"""(token ids, text, token ranges the text leaves out: tool turns) -> text length after each token"""
 
 
 def step_advantages(
@@ -24,7 +25,7 @@ def step_advantages(
         [[score for _, _, score in spans] for spans in steps], rollouts.group_sizes, scale_std=scale_std, eps=eps
     )
     ends = [
-        step_end_tokens(spans, token_text_ends(completion.token_ids, completion.text))
+        step_end_tokens(spans, token_text_ends(completion.token_ids, completion.text, completion.observation_spans))
         for spans, completion in zip(steps, rollouts.completions)
     ]
     return process_advantages(ends, normalized, length)

@@ -58,6 +58,9 @@ def test_a_tool_call_gets_its_observation_and_the_next_turn_samples_as_the_train
         for trajectory in group:
             (start, end), = trajectory.observation_spans
             assert trajectory.tool_outcomes == ["ok"]
+            (first_turn_end,) = trajectory.turn_text_ends  # the text is the policy's turns, joined
+            assert trajectory.text[:first_turn_end] == engine.tokenizer.decode(trajectory.token_ids[:start],
+                                                                               skip_special_tokens=True)
             assert "42" in engine.tokenizer.decode(trajectory.token_ids[start:end])  # the calculator's answer
             assert 0 < len(trajectory.token_ids) - end <= 8  # the policy's second turn
     forced = teacher_forced_logprobs(model, processor, samples[:2], groups)  # raw log-probs, as the engine reports

@@ -162,3 +162,15 @@ def test_rewards_see_each_trajectorys_calls_and_a_negative_weight_charges_each_c
     assert breakdown.components["tool_calls_ok"] == [1.0, 1.0, 0.0, 0.0]
     assert breakdown.components["tool_calls"] == [1.0, 2.0, 2.0, 0.0]
     assert totals == pytest.approx([0.9, 0.8, -0.2, 0.0])
+
+
+def test_a_process_reward_scores_each_turn_that_called_a_tool_by_how_the_call_went():
+    from mmgrpo.trainer.rollouts import ScoringRule
+    from mmgrpo.types import Completion, Sample
+
+    rule = ScoringRule(weights={"tool_call_steps": 1.0}, reward_options={}, max_new_tokens=8)
+    completions = [Completion("callanswer", [1], tool_outcomes=["ok"], turn_text_ends=[4]),
+                   Completion("call1call2done", [1], tool_outcomes=["ok", "timeout"], turn_text_ends=[5, 10]),
+                   Completion("just an answer", [1])]
+    _, breakdown = rule.score(Sample("s", "test", []), completions)
+    assert breakdown.steps == [[(0, 4, 1.0)], [(0, 5, 1.0), (5, 10, 0.0)], []]

@@ -69,6 +69,26 @@ def test_token_text_ends_follow_the_decoded_text(tiny_qwen25vl) -> None:
     assert [text[: end] for end in ends] == [tokenizer.decode(ids[: k + 1]) for k in range(len(ids))]
 
 
+def test_a_tool_trajectorys_steps_land_on_the_policys_own_turns(tiny_qwen25vl) -> None:
+    """The text of a trajectory leaves its tool turns out: a step ending with the first turn ends on that turn's
+    last token, not inside the tool's text; a step of the second turn ends on the second turn's."""
+    tokenizer = load_processor(tiny_qwen25vl).tokenizer
+    first, tool, second = "red square", "<|im_end|>\n<|im_start|>tool\n4 objects<|im_end|>\n<|im_start|>assistant\n", "3"
+    ids = [tokenizer(part, add_special_tokens=False)["input_ids"] for part in (first, tool, second)]
+    observed = (len(ids[0]), len(ids[0]) + len(ids[1]))
+    completion = Completion(text=first + second, token_ids=[*ids[0], *ids[1], *ids[2]], observation_spans=[observed],
+                            turn_text_ends=[len(first)])
+    ends = TokenTextEnds(tokenizer)(completion.token_ids, completion.text, completion.observation_spans)
+    assert ends[observed[0] - 1] == len(first) and ends[-1] == len(completion.text)
+    assert ends[observed[0]:observed[1]] == [len(first)] * len(ids[1])  # the tool's tokens add no text
+    group = Group(sample=Sample(id="s", task="t", messages=[]), completions=[completion, completion],
+                  rewards=[0.0, 0.0], components={}, steps=[[(0, len(first), 1.0)], [(len(first), len(first) + 1, -1.0)]])
+    advantages = step_advantages(Rollouts(groups=[group]), TokenTextEnds(tokenizer), len(completion.token_ids),
+                                 scale_std=True, eps=0.0)  # [2, T]
+    assert (advantages[0, :observed[0]] > 0).all() and (advantages[0, observed[0]:] == 0).all()
+    assert (advantages[1] < 0).all()  # the second turn's step covers every token before it
+
+
 @pytest.mark.slow
 def test_a_process_reward_alone_raises_what_it_rewards(small_config, tmp_path, process_plugin):
     """Fails if steps never reach the token advantages (flat) or their sign is flipped (falls)."""
