@@ -214,15 +214,13 @@ def _rollout_engine(config: Config) -> Iterator[str]:
 
 
 def _tools(config: Config) -> Iterator[str]:
-    """Tool turns need more than one turn, and (for now) the HF engine on unsharded weights."""
+    """Tool turns need more than one turn, and (for now) unsharded weights."""
     rollout = config.rollout
     if bool(rollout.tools) != (rollout.max_turns > 1):
         yield (f"rollout.tools={rollout.tools} with rollout.max_turns={rollout.max_turns}: tools need max_turns > 1, "
                "and more turns need tools")
     if not rollout.tools:
         return  # the names are checked when the engine is built: task plugins register tools of their own
-    if rollout.engine != "hf":
-        yield f"rollout.tools needs rollout.engine=hf for now (got {rollout.engine})"
     if config.train.shards_weights:
         yield (f"rollout.tools is not yet supported with train.backend={config.train.backend} sharding the weights "
                "(ranks would decode different numbers of turns)")

@@ -379,6 +379,9 @@ class PreparedPrompt:
     sample: Sample
     text: str
     media: dict[str, list[LoadedMedia]]  # modality -> items, in message order
+    token_ids: tuple[int, ...] | None = None
+    """A continuation (a trajectory's next turn): the prompt as token ids instead of ``text``, each media item's
+    placeholder run kept as one token, as an engine that expands placeholders itself (vLLM) takes it."""
 
     @property
     def media_counts(self) -> dict[str, int]:

@@ -9,8 +9,10 @@ up to ``max_turns`` turns. The trajectory is one :class:`~mmgrpo.types.Completio
 
 A tool's images (a ``zoom_in`` crop) come inside the tool turn, under the prompt's image budget, and the next
 turns see them (:mod:`mmgrpo.models.inline_media`) where the model family takes media mid-sequence; elsewhere
-their text alone is shown and the call counts as ``images_dropped``. The wrapped engine must decode from encoded
-prompt batches (``hf``).
+their text alone is shown and the call counts as ``images_dropped``. The wrapped engine decodes from encoded prompt
+batches (``hf``), or takes each next turn as token ids with the loaded media (``vllm``, ``vllm_server``: the
+prompt's text tokenized unexpanded, each crop one placeholder token; the engine expands them and its prompt ids are
+checked against the trajectory's).
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
+from PIL import Image
 
 from mmgrpo.config import RolloutConfig
 from mmgrpo.models.adapters import adapter_for, unwrap_model
-from mmgrpo.models.batch import EncodedRow, MediaBudgets, PromptBatch, batch_from_rows
+from mmgrpo.models.batch import EncodedRow, MediaBudgets, PreparedPrompt, PromptBatch, batch_from_rows
 from mmgrpo.models.inline_media import encode_inline, extended_row, joined
 from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
@@ -117,23 +120,25 @@ class ToolTurns:
         if observation.images and not adapter_for(family).inline_media:
             observation, outcome = replace(observation, images=()), "images_dropped"
         try:
-            observed, media = self._observation_tokens(observation, family)
+            observed, media, media_start = self._observation_tokens(observation, family)
         except MediaError as error:  # a crop the image budget refuses (an absurd aspect ratio)
-            observed, media = self._observation_tokens(Observation.failure(f"the image could not be shown: {error}"),
-                                                       family)
+            observed, media, media_start = self._observation_tokens(
+                Observation.failure(f"the image could not be shown: {error}"), family)
             outcome = "failed"
         trajectory.completion = replace(
             completion, token_ids=[*completion.token_ids, *observed],
             logprobs=None if completion.logprobs is None else [*completion.logprobs, *[0.0] * len(observed)],
             observation_spans=[*completion.observation_spans, (offset, offset + len(observed))],
             tool_outcomes=[*completion.tool_outcomes, outcome], tool_calls=[*completion.tool_calls, call.as_record()],
-            media=completion.media if media is None else joined(adapter_for(family), completion.media, media, offset),
+            media=completion.media if media is None else joined(adapter_for(family), completion.media, media,
+                                                                offset + media_start),
         )
 
-    def _observation_tokens(self, observation: Observation, family: str) -> tuple[list[int], InlineMedia | None]:
+    def _observation_tokens(self, observation: Observation, family: str) -> tuple[list[int], InlineMedia | None, int]:
         """The tokens between the end of the policy's turn (its stop token) and the start of its next one: the
         tool turn holding the observation as the model's chat template renders it (its text, then its images),
-        then the assistant turn's opening; and the images as media inside the completion (None without).
+        then the assistant turn's opening; the images as media inside the completion (None without); and where
+        among those tokens the media's per-token extras start (the template after the text, holding the images).
         The text is tokenized as plain text (a tool printing ``<|im_start|>user`` writes those characters, not a
         turn) and cut to ``max_observation_tokens``."""
         observed = self.tokenizer(observation.text, add_special_tokens=False, split_special_tokens=True)["input_ids"]
@@ -141,10 +146,11 @@ class ToolTurns:
             cut = self.tokenizer(" [cut]", add_special_tokens=False)["input_ids"]
             observed = observed[: self.max_observation_tokens - len(cut)] + cut
         before, after = self._tool_turn_template(len(observation.images))
+        leading = [*self._ids(before), *observed]
         if not observation.images:
-            return [*self._ids(before), *observed, *self._ids(after)], None
+            return [*leading, *self._ids(after)], None, len(leading)
         after_ids, media = encode_inline(self.processor, family, after, observation.images, self.budgets)
-        return [*self._ids(before), *observed, *after_ids], media
+        return [*leading, *after_ids], media, len(leading)
 
     def _observation_ids(self, text: str) -> list[int]:
         """The tokens of a text-only tool turn holding ``text`` (see :meth:`_observation_tokens`)."""
@@ -183,6 +189,8 @@ class ToolTurns:
         batch = batch_from_rows(extended, family=prompts.family, sample_ids=[t.sample.id for t in going],
                                 kept=list(range(len(going))), dropped=[], placeholder_ids=prompts.placeholder_ids,
                                 pad_token_id=prompts.pad_token_id)
+        if self.engine.needs_loaded_media:  # vLLM: the trajectory as token ids, with the prompt's media and the crops
+            batch = replace(batch, prepared=[self._continuation(prompts, t, index) for index, t in enumerate(going)])
         turns = self.engine.generate([t.sample for t in going], replace(params, n=1), [1] * len(going),
                                      prompts=batch.to(prompts.input_ids.device))
         for trajectory, (turn,) in zip(going, turns):
@@ -195,3 +203,16 @@ class ToolTurns:
             )
             trajectory.turns += 1
 
+    def _continuation(self, prompts: PromptBatch, trajectory: _Trajectory, index: int) -> PreparedPrompt:
+        """``trajectory``'s next turn as an engine that loads media itself takes it: the prompt's text tokenized as
+        is (its placeholders not expanded), then the trajectory's tokens with each crop's placeholder run kept as
+        one token (the engine expands both as the batch builder did), and the prompt's media, then the crops."""
+        prompt, completion = prompts.prepared[trajectory.row], trajectory.completion
+        placeholders = set(prompts.placeholder_ids.values())
+        ids = self.tokenizer(prompt.text)["input_ids"]  # as vLLM tokenizes a text prompt
+        for position, token in enumerate(completion.token_ids):
+            if not (token in placeholders and position and completion.token_ids[position - 1] == token):
+                ids.append(token)
+        crops = [Image.fromarray(image.numpy()) for image in completion.media.images] if completion.media else []
+        media = {**prompt.media, "image": [*prompt.media.get("image", []), *crops]}
+        return PreparedPrompt(index, trajectory.sample, "", media, tuple(ids))

@@ -357,14 +357,17 @@ def request_seed(seed: int, row: int) -> int:
 
 
 def vllm_request(prompt: PreparedPrompt) -> dict[str, Any]:
-    """One vLLM prompt: the rendered chat text and the media our processors loaded."""
-    return vllm_prompt(prompt.text, prompt.media)
+    """One vLLM prompt: the rendered chat text (or a continuation's token ids) and the media our processors loaded."""
+    return vllm_prompt(prompt.text, prompt.media, prompt.token_ids)
 
 
-def vllm_prompt(text: str, media: Mapping[str, Sequence[LoadedMedia]]) -> dict[str, Any]:
-    """``text`` with ``media`` (modality -> loaded items) as vLLM's ``multi_modal_data``."""
+def vllm_prompt(
+    text: str, media: Mapping[str, Sequence[LoadedMedia]], token_ids: Sequence[int] | None = None
+) -> dict[str, Any]:
+    """``text`` (or ``token_ids``, one placeholder token per media item: vLLM expands them) with ``media``
+    (modality -> loaded items) as vLLM's ``multi_modal_data``."""
     items = {modality: [vllm_media_item(item) for item in loaded] for modality, loaded in media.items() if loaded}
-    request: dict[str, Any] = {"prompt": text}
+    request: dict[str, Any] = {"prompt": text} if token_ids is None else {"prompt_token_ids": list(token_ids)}
     if items:
         request["multi_modal_data"] = {name: found[0] if len(found) == 1 else found for name, found in items.items()}
     return request

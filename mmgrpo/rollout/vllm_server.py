@@ -95,7 +95,8 @@ def decode_media(encoded: Mapping[str, Any]) -> LoadedMedia:
 def encode_prompt(prompt: PreparedPrompt, options: Mapping[str, Any]) -> dict[str, Any]:
     """One ``/mmgrpo/generate`` request: text, media and ``vllm.SamplingParams`` options."""
     media = {modality: [encode_media(item) for item in items] for modality, items in prompt.media.items()}
-    return {"prompt": prompt.text, "media": media, "options": dict(options)}
+    token_ids = None if prompt.token_ids is None else list(prompt.token_ids)
+    return {"prompt": prompt.text, "prompt_token_ids": token_ids, "media": media, "options": dict(options)}
 
 
 # -- the server side: vLLM's endpoint plugin ---------------------------------------------------------
@@ -189,7 +190,8 @@ async def _generate_one(engine: Any, request: Mapping[str, Any]) -> SampledPromp
     options["logit_bias"] = {int(token): bias for token, bias in options.get("logit_bias", {}).items()}
     params = SamplingParams(**options, output_kind=RequestOutputKind.FINAL_ONLY)
     final = None
-    async for output in engine.generate(vllm_prompt(request["prompt"], media), params, uuid.uuid4().hex):
+    prompt = vllm_prompt(request["prompt"], media, request.get("prompt_token_ids"))
+    async for output in engine.generate(prompt, params, uuid.uuid4().hex):
         final = output
     return sampled_prompt(final)
 

@@ -27,6 +27,8 @@ class ScriptedTurns:
     """An engine whose k-th turn for a sample is ``turns[id(sample)][k]`` followed by the end-of-turn token (keyed by
     the sample object: a batch may hold one sample twice, each its own demonstration)."""
 
+    needs_loaded_media = False  # it takes the encoded prompt batches the tool turns build
+
     def __init__(self, processor: Any, budgets: MediaBudgets, family: str, turns: Mapping[int, Sequence[str]],
                  end_of_turn: int) -> None:
         self.processor, self.budgets, self.family, self.turns = processor, budgets, family, turns

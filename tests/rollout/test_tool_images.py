@@ -79,6 +79,8 @@ def test_a_zoomed_crop_is_seen_by_the_next_turn_and_the_trainer_scores_the_traje
         assert trajectory.media.inputs["image_grid_thw"].shape == (calls, 3)
         pads = [i for i, token in enumerate(trajectory.token_ids) if token == image_pad]
         assert len(pads) == trajectory.media.placeholder_tokens["image"] > 0
+        types = trajectory.media.token_inputs["mm_token_type_ids"].tolist()  # what M-RoPE's positions follow
+        assert [i for i, kind in enumerate(types) if kind] == pads
         assert all(any(start <= i < end for start, end in trajectory.observation_spans) for i in pads)
         assert len(trajectory.token_ids) > trajectory.observation_spans[-1][1]  # the policy's last turn
     for shared in (True, False):

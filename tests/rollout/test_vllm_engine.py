@@ -227,6 +227,31 @@ def test_a_push_after_the_first_leaves_the_frozen_tower_out(vllm_policy, make_pe
         engine.update_weights(model)
 
 
+@pytest.mark.parametrize("calls", [1, 2])
+def test_tool_turns_continue_on_the_engine_with_the_crops_and_the_trainer_scores_them_alike(vllm_policy, calls):
+    """Each next turn goes to vLLM as the trajectory's token ids with the prompt's image and the crops so far (its
+    prompt ids checked against the trajectory's); the last turn's log-probs are the trainer's over the whole
+    trajectory, crops included."""
+    from mmgrpo.rollout.tool_turns import ToolTurns
+    from tasks.tools import TOOLS, ToolContext
+    from tests.rollout.test_tool_images import ScriptedTurns, trainer_logprobs, zoom
+
+    model, processor, engine = vllm_policy("qwen2_5_vl")
+    turns = ToolTurns(ScriptedTurns(engine, [zoom([0.1, 0.1, 0.6, 0.5]), zoom([0.5, 0.4, 0.9, 0.9])][:calls]),
+                      processor, {"zoom_in": TOOLS.get("zoom_in")}, calls + 1, lambda sample: ToolContext(sample),
+                      budgets=engine.budgets)
+    samples = image_samples(seed=7)
+    groups = turns.generate(samples, SamplingParams(n=2, max_new_tokens=6, seed=5))
+    trajectories = [c for group in groups for c in group]
+    assert all(t.tool_outcomes == ["ok"] * calls and t.media.counts == {"image": calls} for t in trajectories)
+    logp = trainer_logprobs((model, processor), samples, groups, shared=True)
+    for row, trajectory in enumerate(trajectories):
+        last_turn = slice(trajectory.observation_spans[-1][1], len(trajectory.token_ids))
+        assert last_turn.stop > last_turn.start
+        torch.testing.assert_close(logp[row, last_turn], torch.tensor(trajectory.logprobs[last_turn]),
+                                   rtol=0, atol=LOGPROB_TOLERANCE)
+
+
 def test_weights_through_files_for_an_engine_in_its_own_process(tiny_model_dir, make_peaked, teacher_forced_logprobs):
     from mmgrpo.rollout.vllm import VLLMEngine
 
