@@ -94,9 +94,12 @@ def unchanging_weights(model: torch.nn.Module) -> frozenset[str]:
     holds every weight: gradients off (frozen parts; under LoRA every base weight but a LoRA layer's, which a push
     merges with its adapters), and only where the module's parent owns such weights only, so that sibling projections
     an engine fuses into one layer (q/k/v, gate/up) are sent all together or not at all (vLLM rebuilds a layer from
-    what it is sent, and a partly sent layer would lose the rest)."""
+    what it is sent, and a partly sent layer would lose the rest). None for a model with nothing to train (an
+    inference copy, such as the rollout worker's, whose weights all change by copy): what changes is not known."""
     changing: set[str] = set()
     fixed: set[str] = set()
+    if not any(parameter.requires_grad for parameter in model.parameters()):
+        return frozenset()
     for name, parameter in unwrap_model(model).named_parameters(remove_duplicate=False):
         if ".lora_" in name:
             continue

@@ -130,6 +130,8 @@ def test_a_push_leaves_out_frozen_weights_only_with_all_their_siblings(tiny_qwen
 
     tower, left_out = frozen(freeze_vision_tower=True)
     assert left_out == tower and tower
+    inference_copy, _ = load_model_and_processor(str(tiny_qwen25vl))
+    assert unchanging_weights(inference_copy.requires_grad_(False)) == frozenset()  # it gets every weight by copy
     only_q, left_out = frozen(frozen=[f"{attention}q_proj.*"])
     assert only_q and left_out == frozenset()
     block, left_out = frozen(frozen=[f"{attention}*"])

@@ -120,6 +120,30 @@ def test_weights_broadcast_over_a_process_group_reach_the_server(server, make_pe
     assert_logprobs_match(restored, teacher_forced_logprobs(model, processor, samples, restored))
 
 
+def test_tool_turns_continue_on_the_server_with_the_crops(server) -> None:
+    """A trajectory's next turn reaches the server as token ids with the prompt's image and the crop; the last turn's
+    log-probs are the trainer's over the whole trajectory."""
+    import torch
+
+    from mmgrpo.rollout.tool_turns import ToolTurns
+    from mmgrpo.rollout.vllm_server import VLLMServerEngine
+    from tasks.tools import TOOLS, ToolContext
+    from tests.rollout.test_tool_images import ScriptedTurns, trainer_logprobs, zoom
+
+    url, model_dir, _ = server
+    model, processor = load_model_and_processor(model_dir)
+    engine = VLLMServerEngine(model, processor, url=url, wait_s=5)
+    turns = ToolTurns(ScriptedTurns(engine, [zoom([0.1, 0.1, 0.6, 0.5])]), processor, {"zoom_in": TOOLS.get("zoom_in")},
+                      2, lambda sample: ToolContext(sample), budgets=engine.budgets)
+    samples = image_samples()
+    groups = turns.generate(samples, SamplingParams(n=2, max_new_tokens=6, seed=5))
+    logp = trainer_logprobs((model.eval(), processor), samples, groups, shared=True)
+    for row, trajectory in enumerate(c for group in groups for c in group):
+        assert trajectory.tool_outcomes == ["ok"] and trajectory.media.counts == {"image": 1}
+        last_turn = slice(trajectory.observation_spans[-1][1], len(trajectory.token_ids))
+        torch.testing.assert_close(logp[row, last_turn], torch.tensor(trajectory.logprobs[last_turn]), rtol=0, atol=1e-5)
+
+
 def test_the_server_stops_cleanly_on_sigterm(server) -> None:
     _, _, process = server
     assert process.poll() is None  # still serving; the fixture's teardown checks it exits within 60 s

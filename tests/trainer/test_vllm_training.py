@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
@@ -74,3 +75,19 @@ def test_a_frozen_tower_reaches_the_vllm_engine_once(small_config, tiny_model_di
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert any(m["grad_norm"] > 0 for m in metrics[:-1])
     assert max(m["rollout/logprob_gap_max"] for m in metrics) < 1e-4, "the engine's tower is not the trainer's"
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_tool_task_trains_with_the_vllm_engine(small_config, tiny_model_dir, mode):
+    """Zoom demonstrations, then GRPO whose trajectories the vLLM engine samples turn by turn (each next turn with the
+    crops so far) in the trainer's process or in the rollout worker's: the policy calls the tool, sees its crops,
+    and the engine's log-probs of every policy turn equal the trainer's."""
+    from mmgrpo.trainer.pipeline import run_training
+    from tests.e2e.test_tool_training import ZOOM, tool_use
+
+    model = f"model.name_or_path={tiny_model_dir('qwen2_5_vl', **VLLM_CPU_TINY_OPTIONS)}"
+    async_mode = ("rollout.mode=async", "rollout.max_staleness=0", "rollout.worker_threads=1") if mode == "async" else ()
+    config = small_config(*ZOOM, model, "rollout.engine=vllm", *async_mode)
+    assert run_training(config)["grpo_steps"] == 2
+    rows = tool_use(Path(config.log.output_dir) / "test")
+    assert max(row["rollout/logprob_gap_max"] for row in rows) < 1e-4
