@@ -80,3 +80,19 @@ def trained_in_step(recipe: Path, run: Path) -> list[dict]:
     assert any(row["kl"] > 0 for row in rows[1:])  # the policy moved before later steps sampled: the pushes count
     assert max(row["rollout/logprob_gap_max"] for row in rows) < 1e-4, "an engine's log-probs differ from the trainer's"
     return rows
+
+
+@NEEDS_DEEPSPEED
+def test_a_tool_task_trains_with_an_engine_on_each_of_two_zero2_ranks(small_config, tiny_model_dir, tmp_path):
+    """Zoom demonstrations, then GRPO under ZeRO-2 whose ranks' engines each sample their own trajectories turn by
+    turn, crops included: the policy calls the tool and every rank's engine gives the trainer's log-probs."""
+    from tests.e2e.test_tool_training import ZOOM, tool_use
+
+    config = small_config(*ZOOM, f"model.name_or_path={tiny_model_dir('qwen2_5_vl', **VLLM_CPU_TINY_OPTIONS)}",
+                          "rollout.engine=vllm", "rollout.prompts_per_step=4", "train.backend=deepspeed",
+                          "train.zero_stage=2")
+    recipe = tmp_path / "recipe.yaml"
+    config.save_yaml(recipe)
+    succeeded(torchrun_train(str(recipe), "log.run_name=run"))
+    rows = tool_use(Path(config.log.output_dir) / "run")
+    assert max(row["rollout/logprob_gap_max"] for row in rows) < 1e-4
