@@ -454,8 +454,8 @@ def tied_copies(model: torch.nn.Module) -> frozenset[str]:
 
 
 def save_weights(
-    model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor], directory: Path, backend: WeightSource | None = None,
-    skip: frozenset[str] = frozenset(),
+    model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor], directory: Path,
+    backend: WeightSource | None = None, skip: frozenset[str] = frozenset(),
 ) -> None:
     """The policy's weights (:func:`policy_weights`, less ``skip``) as safetensors in ``directory`` (read by vLLM's
     ``reload_weights``); every rank of a sharded ``backend`` takes part and writes its own ``directory``."""

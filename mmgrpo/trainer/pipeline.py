@@ -274,7 +274,8 @@ def _cold_start(  # noqa: ANN001
         run_sft(
             model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=config.seed,
             metrics=sft_log, progress_bar=config.log.progress_bar and main, max_prompt_len=config.data.max_prompt_tokens,
-            skip_ledger=ledger, checkpoints=sft_checkpoints(config, run_dir / SFT_CHECKPOINTS) if main or sharded else None,
+            skip_ledger=ledger,
+            checkpoints=sft_checkpoints(config, run_dir / SFT_CHECKPOINTS) if main or sharded else None,
             resume_from=resume_from, cache=open_prompt_cache(config), backend=backend,
             demonstrate=demonstrator(config, model, processor),
         )
