@@ -158,6 +158,14 @@ class VLLMSampling:
         self.stop_ids = generation_eos_ids(model, self.tokenizer)
         self.forbidden_ids = tuple(forbidden_generation_token_ids(processor, allowed=self.stop_ids))
 
+    def scratch_or(self, weights_dir: str | Path | None) -> Path:
+        """``weights_dir``, else a temporary folder of this engine's, removed with it (a push writes a whole model
+        there: left behind, every engine of every run would keep one)."""
+        if weights_dir is not None:
+            return Path(weights_dir)
+        self._scratch = tempfile.TemporaryDirectory(prefix="mmgrpo-vllm-weights-")
+        return Path(self._scratch.name)
+
     def left_out_of_push(self) -> frozenset[str]:
         """The weights the next push leaves out: none until the engine has had them all once."""
         return self.unchanging if self.holds_every_weight else frozenset()
@@ -258,7 +266,7 @@ class VLLMEngine(VLLMSampling):
         self.group = tensor_parallel_group(backend.ranks, options.tensor_parallel_size) if spans_ranks else None
         self.lockstep = spans_ranks
         self.in_process = options.in_process or spans_ranks  # an engine over ranks runs in their processes
-        self.weights_dir = Path(options.weights_dir or tempfile.mkdtemp(prefix="mmgrpo-vllm-weights-"))
+        self.weights_dir = self.scratch_or(options.weights_dir)
         on_gpu = torch.cuda.is_available()
         spec = EngineSpec(
             model_dir=str(engine_model_dir(checkpoint_dir(model, processor, self.weights_dir),

@@ -24,7 +24,6 @@ import base64
 import dataclasses
 import io
 import json
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -234,7 +233,7 @@ class VLLMServerEngine(VLLMSampling):
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.retries = retries
-        self.weights_dir = Path(weights_dir or tempfile.mkdtemp(prefix="mmgrpo-vllm-weights-"))
+        self.weights_dir = self.scratch_or(weights_dir)
         self._wait_until_healthy(wait_s)
         info = self._check_engine(str(next(model.parameters()).dtype).removeprefix("torch."))
         self.sync_group = None

@@ -195,3 +195,22 @@ def test_a_tied_head_is_sent_once_under_the_embeddings_name() -> None:
     model = Tied()
     gathered = ((name, tensor.clone()) for name, tensor in model.state_dict().items())  # no shared storage left
     assert [name for name, _ in checkpoint_named(model, gathered)] == ["embed_tokens.weight"]
+
+
+def test_an_engines_own_weights_folder_goes_with_it(policy, monkeypatch) -> None:
+    """Without rollout.vllm.weights_dir an engine pushes through a temporary folder of its own (a whole model per
+    push), which is removed when the engine is: none is left behind per engine built."""
+    import gc
+
+    from mmgrpo.rollout.vllm_server import VLLMServerEngine
+
+    monkeypatch.setattr(VLLMServerEngine, "_wait_until_healthy", lambda self, wait_s: None)
+    monkeypatch.setattr(VLLMServerEngine, "_check_engine", lambda self, dtype: None)
+    monkeypatch.setattr(VLLMServerEngine, "_post", lambda self, route, payload: None)
+    model, processor = policy
+    engine = VLLMServerEngine(model, processor, url="http://server")
+    folder = engine.weights_dir
+    assert (folder / "model.safetensors").is_file()  # the first push
+    del engine
+    gc.collect()
+    assert not folder.exists()
