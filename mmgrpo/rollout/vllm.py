@@ -269,8 +269,7 @@ class VLLMEngine(VLLMSampling):
         self.weights_dir = self.scratch_or(options.weights_dir)
         on_gpu = torch.cuda.is_available()
         spec = EngineSpec(
-            model_dir=str(engine_model_dir(checkpoint_dir(model, processor, self.weights_dir),
-                                           self.weights_dir / "model")),
+            model_dir=str(engine_model_dir(checkpoint_dir(model, processor, self.weights_dir))),
             dtype=options.dtype or str(next(model.parameters()).dtype).removeprefix("torch."),
             max_model_len=max_model_len,
             gpu_memory_utilization=options.gpu_memory_utilization,
@@ -342,19 +341,25 @@ class VLLMEngine(VLLMSampling):
             awake.update(asleep)
 
 
-def engine_model_dir(folder: Path, scratch: Path) -> Path:
+_LINKED_MODEL_DIRS: dict[Path, tempfile.TemporaryDirectory] = {}  # checkpoint folder -> its model files, linked
+
+
+def engine_model_dir(folder: Path) -> Path:
     """``folder`` as vLLM may load it. vLLM reads every ``*.safetensors`` file of a folder without an index, so
     a checkpoint that also holds the trainer's state (``trainer_state.safetensors``, a resumed run's policy)
-    is linked into ``scratch`` without the files that are not the model's (``model*.safetensors``)."""
+    is linked without the files that are not the model's (``model*.safetensors``) into a folder of this process,
+    one per checkpoint: every engine on it names the same folder, so they share one ``vllm.LLM``."""
     others = {path.name for path in folder.glob("*.safetensors") if not path.name.startswith("model")}
     if not others or (folder / "model.safetensors.index.json").is_file():
         return folder
-    scratch.mkdir(parents=True, exist_ok=True)
-    for path in folder.iterdir():
-        link = scratch / path.name
-        if path.name not in others and not link.exists():
-            link.symlink_to(path.resolve())
-    return scratch
+    key = folder.resolve()
+    if key not in _LINKED_MODEL_DIRS:
+        linked = tempfile.TemporaryDirectory(prefix="mmgrpo-vllm-model-")
+        for path in folder.iterdir():
+            if path.name not in others:
+                (Path(linked.name) / path.name).symlink_to(path.resolve())
+        _LINKED_MODEL_DIRS[key] = linked
+    return Path(_LINKED_MODEL_DIRS[key].name)
 
 
 def request_seed(seed: int, row: int) -> int:

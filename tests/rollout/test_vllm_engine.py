@@ -252,6 +252,19 @@ def test_tool_turns_continue_on_the_engine_with_the_crops_and_the_trainer_scores
                                    rtol=0, atol=LOGPROB_TOLERANCE)
 
 
+def test_engines_on_a_resumed_policy_share_one_vllm_engine(tiny_model_dir, tmp_path):
+    """A resumed run's policy loads from a checkpoint (the trainer's state beside the model's files): the evaluation's
+    engine and the training's are one ``vllm.LLM``, not one each (on a GPU each would take its memory share)."""
+    from mmgrpo.rollout.vllm import VLLMEngine
+
+    checkpoint = tmp_path / "step-1"
+    shutil.copytree(tiny_model_dir("qwen2_5_vl", seed=2, **VLLM_CPU_TINY_OPTIONS), checkpoint)
+    save_file({"step": torch.zeros(1)}, checkpoint / "trainer_state.safetensors")
+    model, processor = load_model_and_processor(checkpoint)
+    first, second = (VLLMEngine(model, processor, options=VLLMConfig(), max_model_len=512) for _ in range(2))
+    assert first.llm is second.llm
+
+
 def test_weights_through_files_for_an_engine_in_its_own_process(tiny_model_dir, make_peaked, teacher_forced_logprobs):
     from mmgrpo.rollout.vllm import VLLMEngine
 

@@ -170,13 +170,13 @@ def test_a_checkpoint_holding_the_trainers_state_reaches_vllm_without_it(tmp_pat
     checkpoint.mkdir()
     for name in ("config.json", "model.safetensors", "tokenizer.json", "trainer_state.safetensors", "trainer_state.json"):
         (checkpoint / name).write_text(name)
-    engine_dir = engine_model_dir(checkpoint, tmp_path / "engine")
+    engine_dir = engine_model_dir(checkpoint)
     assert sorted(path.name for path in engine_dir.iterdir()) == [
         "config.json", "model.safetensors", "tokenizer.json", "trainer_state.json"]
     assert (engine_dir / "model.safetensors").read_text() == "model.safetensors"
-    assert engine_model_dir(checkpoint, tmp_path / "engine") == engine_dir  # a second engine reuses the links
+    assert engine_model_dir(checkpoint) == engine_dir  # a second engine names the same folder: one vllm.LLM
     (checkpoint / "trainer_state.safetensors").unlink()
-    assert engine_model_dir(checkpoint, tmp_path / "other") == checkpoint  # a plain model folder is used as it is
+    assert engine_model_dir(checkpoint) == checkpoint  # a plain model folder is used as it is
 
 
 def test_a_tied_head_is_sent_once_under_the_embeddings_name() -> None:
