@@ -94,7 +94,7 @@ def unchanging_weights(model: torch.nn.Module) -> frozenset[str]:
     holds every weight: gradients off (frozen parts; under LoRA every base weight but a LoRA layer's, which a push
     merges with its adapters), and only where the module's parent owns such weights only, so that sibling projections
     an engine fuses into one layer (q/k/v, gate/up) are sent all together or not at all (vLLM rebuilds a layer from
-    what it is sent, and a partly sent layer would lose the rest). None for a model with nothing to train (an
+    what it is sent, and a partly sent layer would lose the rest). Empty for a model with nothing to train (an
     inference copy, such as the rollout worker's, whose weights all change by copy): what changes is not known."""
     changing: set[str] = set()
     fixed: set[str] = set()

@@ -11,32 +11,25 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
 from mmgrpo.config.schema import TrainConfig
+from tests.e2e.ranks import EXTENSIONS_CACHE, NEEDS_DEEPSPEED
 from tests.torchrun import torchrun
-
 from tests.trainer import backend_parity
 
 pytestmark = pytest.mark.distributed
-NEEDS_DEEPSPEED = pytest.mark.skipif(
-    importlib.util.find_spec("deepspeed") is None,
-    reason="DeepSpeed is not installed (pip install 'mmgrpo[deepspeed]'): ZeRO parity NOT tested",
-)
 
 WORKER = Path(backend_parity.__file__)
 MICRO_BATCH = backend_parity.MICRO_BATCH
 # fp32, 3 Adam steps at lr 1e-3: measured max |difference| 1.2e-6 (ZeRO-2, FSDP2) and 1.8e-6 (ZeRO-3)
 # where the steps move weights by ~3e-3; summation order differs (gradients reduced across ranks).
 WEIGHT_TOLERANCE = 2e-5
-MOVED_AT_LEAST = 1e-3
-TOKEN_BUDGET = 100  # about two of the fixed batch's groups (~45 tokens each: prompt once + 4 completions)  # the largest change the k steps make, so the comparison is not vacuous
-# DeepSpeed compiles its CPU communication op on first use (~1 min): keep it across runs.
-EXTENSIONS_CACHE = Path(tempfile.gettempdir()) / "mmgrpo-torch-extensions"
+MOVED_AT_LEAST = 1e-3  # the largest change the k steps make, so the comparison is not vacuous
+TOKEN_BUDGET = 100  # about two of the fixed batch's groups (~45 tokens each: prompt once + 4 completions)
 
 
 @pytest.fixture(scope="module")

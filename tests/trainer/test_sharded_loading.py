@@ -17,9 +17,9 @@ from mmgrpo.models.freezing import frozen_parts
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.trainer.kl_reference import REFERENCE_ADAPTER
 from mmgrpo.trainer.setup import add_lora
+from tests.e2e.ranks import EXTENSIONS_CACHE
 from tests.torchrun import torchrun
 from tests.trainer import sharded_loading_worker
-from tests.trainer.test_backends_distributed import EXTENSIONS_CACHE
 
 pytestmark = pytest.mark.distributed
 # bf16: the prepared policy's logits differ from one process's by up to 2e-3 (measured; one bf16 step near 1)
