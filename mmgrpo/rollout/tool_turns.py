@@ -190,7 +190,10 @@ class ToolTurns:
                                 kept=list(range(len(going))), dropped=[], placeholder_ids=prompts.placeholder_ids,
                                 pad_token_id=prompts.pad_token_id)
         if self.engine.needs_loaded_media:  # vLLM: the trajectory as token ids, with the prompt's media and the crops
-            batch = replace(batch, prepared=[self._continuation(prompts, t, index) for index, t in enumerate(going)])
+            prompt_ids = {row: self.tokenizer(prompts.prepared[row].text)["input_ids"]  # as vLLM tokenizes a text prompt
+                          for row in {t.row for t in going}}
+            batch = replace(batch, prepared=[self._continuation(prompts, t, index, prompt_ids[t.row])
+                                             for index, t in enumerate(going)])
         turns = self.engine.generate([t.sample for t in going], replace(params, n=1), [1] * len(going),
                                      prompts=batch.to(prompts.input_ids.device))
         for trajectory, (turn,) in zip(going, turns):
@@ -203,13 +206,15 @@ class ToolTurns:
             )
             trajectory.turns += 1
 
-    def _continuation(self, prompts: PromptBatch, trajectory: _Trajectory, index: int) -> PreparedPrompt:
-        """``trajectory``'s next turn as an engine that loads media itself takes it: the prompt's text tokenized as
-        is (its placeholders not expanded), then the trajectory's tokens with each crop's placeholder run kept as
-        one token (the engine expands both as the batch builder did), and the prompt's media, then the crops."""
+    def _continuation(self, prompts: PromptBatch, trajectory: _Trajectory, index: int,
+                      prompt_ids: list[int]) -> PreparedPrompt:
+        """``trajectory``'s next turn as an engine that loads media itself takes it: ``prompt_ids`` (the prompt's
+        text tokenized as is, its placeholders not expanded), then the trajectory's tokens with each crop's
+        placeholder run kept as one token (the engine expands both as the batch builder did), and the prompt's
+        media, then the crops."""
         prompt, completion = prompts.prepared[trajectory.row], trajectory.completion
         placeholders = set(prompts.placeholder_ids.values())
-        ids = self.tokenizer(prompt.text)["input_ids"]  # as vLLM tokenizes a text prompt
+        ids = list(prompt_ids)
         for position, token in enumerate(completion.token_ids):
             if not (token in placeholders and position and completion.token_ids[position - 1] == token):
                 ids.append(token)
