@@ -9,7 +9,7 @@ recomputes its logits instead of keeping every chunk's ``[chunk, V]`` alive.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import torch
@@ -23,6 +23,10 @@ TokenStatistic = Literal["entropy", "differentiable_entropy", "sum_pi_squared"]
 """A statistic of each token's predicted distribution computed beside its log-prob: ``entropy``, or
 ``sum_pi_squared`` (the probability that two draws agree, ``sum_v pi_v^2``: the optimal token baseline's), both
 without a gradient; ``differentiable_entropy`` is the entropy with its gradient (an entropy bonus in the loss)."""
+HeadCalls = Callable[[int], int]
+"""Maps the output-head calls a forward needs on this rank to the calls it makes. Where a forward is a collective
+(ZeRO-3, FSDP2: each call gathers the head's weight from every rank) every rank must make as many, the most any
+rank needs (measured: FSDP2 hung when ranks' completion tokens took 1 and 2 chunks)."""
 
 
 def sequence_logprobs(
@@ -34,6 +38,7 @@ def sequence_logprobs(
     chunk_size: int = 1024,
     temperature: float = 1.0,
     padding_free: bool = False,
+    head_calls: HeadCalls | None = None,
 ) -> LogProbs:
     """Log-probs ``[B, Tc]`` of ``batch.completion_ids`` (0 where ``completion_mask`` is 0), and ``statistic``.
 
@@ -51,6 +56,7 @@ def sequence_logprobs(
             chunk_size=chunk_size,
             temperature=temperature,
             padding_free=padding_free,
+            head_calls=head_calls,
         )
         for rows in row_chunks(len(batch), micro_batch_size)
     ]
@@ -61,7 +67,7 @@ def sequence_logprobs(
 
 def _forward_logprobs(
     model: torch.nn.Module, batch: TrainBatch, *, statistic: TokenStatistic | None, chunk_size: int,
-    temperature: float, padding_free: bool,
+    temperature: float, padding_free: bool, head_calls: HeadCalls | None,
 ) -> LogProbs:
     adapter = batch.prompt.adapter
     if padding_free:
@@ -80,6 +86,7 @@ def _forward_logprobs(
         statistic=statistic,
         chunk_size=chunk_size,
         temperature=temperature,
+        head_calls=head_calls,
     )
 
 
@@ -92,20 +99,22 @@ def token_logprobs(
     statistic: TokenStatistic | None = None,
     chunk_size: int = 1024,
     temperature: float = 1.0,
+    head_calls: HeadCalls | None = None,
 ) -> LogProbs:
     """Log-prob (and ``statistic``) of ``targets`` ``[B, Tc]`` under ``head(hidden)``, ``hidden`` ``[B, Tc, D]``.
 
-    Only positions where ``mask`` is 1 are computed (others are 0), ``chunk_size``
-    tokens at a time.
+    Only positions where ``mask`` is 1 are computed (others are 0), ``chunk_size`` tokens at a time, in as
+    many head calls as ``head_calls`` says (calls past this rank's tokens run the head on none).
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     valid = mask.bool()  # [B, Tc]
     states, tokens = hidden[valid], targets[valid]  # [n, D], [n]
     use_checkpoint = torch.is_grad_enabled() and states.requires_grad
+    needed = -(-len(tokens) // chunk_size)
     parts = []
-    for start in range(0, len(tokens), chunk_size):
-        chunk = slice(start, start + chunk_size)
+    for index in range(needed if head_calls is None else head_calls(needed)):
+        chunk = slice(index * chunk_size, (index + 1) * chunk_size)
         args = (head, states[chunk], tokens[chunk], temperature, statistic)
         # No metadata check of the recomputation (its shapes follow from the inputs): under ZeRO-3 a frozen
         # head's weight (LoRA) is partitioned again right after it, and gathered again for its backward.

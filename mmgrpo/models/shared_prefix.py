@@ -27,7 +27,7 @@ from mmgrpo.models.batch import PromptBatch, TokenIds
 from mmgrpo.models.train_batch import attach_completions, pad_completions
 from mmgrpo.models.compat import cache_argument, checkpointed_layers_keep_cache
 from mmgrpo.models.inline_media import completion_positions, inline_inputs, placeholder_counts
-from mmgrpo.models.logprobs import LogProbs, TokenStatistic, sequence_logprobs, token_logprobs
+from mmgrpo.models.logprobs import HeadCalls, LogProbs, TokenStatistic, sequence_logprobs, token_logprobs
 from mmgrpo.models.media_check import check_media_tokens
 from mmgrpo.models.packing import attention_mask_for, pack_continuations
 from mmgrpo.models.replay_cache import ReplayCache
@@ -47,9 +47,11 @@ def completion_logprobs(
     temperature: float = 1.0,
     media: Sequence[InlineMedia | None] | None = None,
     padding_free: bool = False,
+    head_calls: HeadCalls | None = None,
 ) -> LogProbs:
     """Log-probs ``[N, Tc]`` of ``completions`` (group after group, ``group_sizes[p]`` for prompt p), ``media[i]``
-    the media inside completion i (a tool's images; None: none has any).
+    the media inside completion i (a tool's images; None: none has any); ``head_calls``: how each forward's
+    output-head calls agree with other ranks' (:data:`~mmgrpo.models.logprobs.HeadCalls`).
 
     ``group_shared_encoding`` picks :func:`grouped_logprobs`; off, every completion is
     a full prompt + completion row (:func:`~mmgrpo.models.logprobs.sequence_logprobs`).
@@ -57,7 +59,7 @@ def completion_logprobs(
     """
     options = dict(
         micro_batch_size=micro_batch_size, statistic=statistic, chunk_size=chunk_size, temperature=temperature,
-        padding_free=padding_free,
+        padding_free=padding_free, head_calls=head_calls,
     )
     if group_shared_encoding:
         return grouped_logprobs(model, prompts, completions, group_sizes, media=media, **options)
@@ -78,6 +80,7 @@ def grouped_logprobs(
     temperature: float = 1.0,
     media: Sequence[InlineMedia | None] | None = None,
     padding_free: bool = False,
+    head_calls: HeadCalls | None = None,
 ) -> LogProbs:
     """Log-probs ``[N, Tc]`` (and ``statistic``) of ``completions``, each prompt encoded once.
 
@@ -105,6 +108,7 @@ def grouped_logprobs(
                 chunk_size=chunk_size,
                 temperature=temperature,
                 padding_free=padding_free,
+                head_calls=head_calls,
             )
         )
     logp = torch.cat([part[0] for part in parts])  # [N, Tc]
@@ -124,6 +128,7 @@ def _shared_forward(
     chunk_size: int,
     temperature: float,
     padding_free: bool,
+    head_calls: HeadCalls | None,
 ) -> LogProbs:
     """One forward of P prompts (once each) and their n completions ``[n, Tc]`` (``media``: inside them);
     ``padding_free``: each prompt's completions packed into rows of their own (padded if any holds media)."""
@@ -185,6 +190,7 @@ def _shared_forward(
         statistic=statistic,
         chunk_size=chunk_size,
         temperature=temperature,
+        head_calls=head_calls,
     )
 
 

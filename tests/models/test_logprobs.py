@@ -135,6 +135,26 @@ def test_token_logprobs_only_computes_masked_positions() -> None:
     torch.testing.assert_close(entropy, -(log_probs.exp() * log_probs).sum(-1) * mask)
 
 
+def test_head_calls_agreed_with_other_ranks_run_the_head_that_often_forward_and_backward() -> None:
+    """A rank whose tokens need fewer chunks than another's still calls the head as often (on no tokens), in the
+    forward and in the backward's recomputation: under ZeRO-3 and FSDP2 each call is a gather all ranks join."""
+    torch.manual_seed(0)
+    head = torch.nn.Linear(8, 11, bias=False)
+    calls = []
+    head.register_forward_hook(lambda module, args, output: calls.append(len(args[0])))
+    hidden = torch.randn(2, 4, 8, requires_grad=True)
+    targets, mask = torch.randint(0, 11, (2, 4)), torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
+    asked = []
+    logp, _ = token_logprobs(head, hidden, targets, mask, chunk_size=3, head_calls=lambda needed: asked.append(needed) or 4)
+    assert asked == [2] and calls == [3, 1, 0, 0]
+    logp.sum().backward()
+    assert calls[4:] == [0, 0, 1, 3]  # each chunk recomputed, the last first
+    alone, _ = token_logprobs(head, hidden.detach(), targets, mask, chunk_size=3)
+    torch.testing.assert_close(logp.detach(), alone)
+    (expected,) = torch.autograd.grad(token_logprobs(head, hidden, targets, mask, chunk_size=4)[0].sum(), hidden)
+    torch.testing.assert_close(hidden.grad, expected)
+
+
 @pytest.mark.parametrize("checkpointed", [True, False], ids=["checkpointed-head", "plain-head"])
 def test_only_the_differentiable_entropy_carries_a_gradient(checkpointed) -> None:
     """The logged entropy is the bonus's value but without a backward through the [tokens, vocab] passes; the

@@ -48,6 +48,8 @@ PROMPTS, GROUP_SIZE = 4, 4  # 16 completions, split by whole groups across ranks
 MICRO_BATCH = GROUP_SIZE  # one group per forward/backward
 STEPS = 3  # optimizer steps: mu = 3 iterations over the batch (ratios move off 1 after the first)
 LR = 1e-3
+HEAD_CHUNK_TOKENS = 13  # the ranks' groups of 13-15 completion tokens take 1 or 2 head calls: ranks differ
+COLLECTIVE_TIMEOUT_S = 120  # ranks out of step fail in minutes, not gloo's default half hour
 Weights = dict[str, torch.Tensor]
 LOSS = LossSettings(beta=0.04, max_len=6)  # token-mean with a k3 KL term against fixed reference log-probs
 SETTINGS = UpdateSettings(num_iterations=STEPS, micro_batch_size=MICRO_BATCH)
@@ -200,9 +202,12 @@ def main() -> None:
         backend=args.backend, zero_stage=args.zero_stage, micro_batch_size=MICRO_BATCH,
         offload_optimizer=args.offload, offload_parameters=args.offload,
         padding_free=args.padding_free, max_tokens_per_micro_batch=args.max_tokens,
+        logprob_chunk_tokens=HEAD_CHUNK_TOKENS, collective_timeout_s=COLLECTIVE_TIMEOUT_S,
     )
     if args.lora:
-        trains = {name: TrainConfig(micro_batch_size=MICRO_BATCH, **LORA_BACKENDS[name]) for name in args.lora}
+        trains = {name: TrainConfig(micro_batch_size=MICRO_BATCH, logprob_chunk_tokens=HEAD_CHUNK_TOKENS,
+                                    collective_timeout_s=COLLECTIVE_TIMEOUT_S, **LORA_BACKENDS[name])
+                  for name in args.lora}
         result = {name: train_lora_on_fixed_rollouts(args.model_dir, lora_train) for name, lora_train in trains.items()}
         result = result if all(result.values()) else {}  # rank 0 saves
     else:

@@ -10,6 +10,7 @@ steps change.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 from mmgrpo.config.schema import TrainConfig
+from mmgrpo.models.loading import load_model_and_processor
 from tests.e2e.ranks import EXTENSIONS_CACHE, NEEDS_DEEPSPEED
 from tests.torchrun import torchrun
 from tests.trainer import backend_parity
@@ -42,6 +44,17 @@ def fsdp2_launch(tiny_qwen25vl: Path, tmp_path_factory: pytest.TempPathFactory) 
     """One FSDP2 launch for two tests (CI time): the plain run, then the frozen-tower run under "frozen"."""
     out = tmp_path_factory.mktemp("fsdp2") / "weights.pt"
     return _run_two_ranks("--model-dir", str(tiny_qwen25vl), "--backend", "fsdp2", "--also-frozen-tower", out=out)
+
+
+def test_the_ranks_make_different_numbers_of_head_calls(tiny_qwen25vl):
+    """The launches below make the ranks' output-head calls differ (``HEAD_CHUNK_TOKENS``): a rank making fewer
+    than another under ZeRO-3 or FSDP2 leaves the other waiting in the head's gather (measured: FSDP2 hung)."""
+    _, processor = load_model_and_processor(str(tiny_qwen25vl), dtype="float32", device="cpu")
+    batch = backend_parity.fixed_batch(processor, "qwen2_5_vl")
+    calls = [[math.ceil(sum(map(len, share.completions[start:start + MICRO_BATCH])) / backend_parity.HEAD_CHUNK_TOKENS)
+              for start in range(0, len(share.completions), MICRO_BATCH)]
+             for share in (backend_parity.rank_share(batch, rank, 2) for rank in range(2))]
+    assert calls[0] != calls[1], calls
 
 
 def _run_two_ranks(*arguments: str, out: Path) -> dict:

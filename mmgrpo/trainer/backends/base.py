@@ -35,6 +35,7 @@ import torch
 
 from mmgrpo.config.backend_traits import BackendTraits
 from mmgrpo.distributed import Ranks
+from mmgrpo.models.logprobs import HeadCalls
 from mmgrpo.registry import Registry
 from mmgrpo.trainer.optim import Schedule, build_optimizer, build_scheduler
 
@@ -140,6 +141,14 @@ class TrainingBackend(Protocol):
 
 BackendFactory = type[TrainingBackend]
 BACKENDS: Registry[BackendFactory] = Registry("training back end")
+
+
+def agreed_head_calls(backend: TrainingBackend) -> HeadCalls | None:
+    """How a forward through ``backend.model`` agrees its output-head calls with the other ranks': where forwards
+    are collectives, the most any rank's tokens need (one small all-reduce per forward); elsewhere its own (None)."""
+    if not backend.shards_weights:
+        return None
+    return lambda needed: int(backend.ranks.all_reduce({"head_calls": needed}, "max")["head_calls"])
 
 
 def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
