@@ -214,16 +214,11 @@ def _rollout_engine(config: Config) -> Iterator[str]:
 
 
 def _tools(config: Config) -> Iterator[str]:
-    """Tool turns need more than one turn, and (for now) unsharded weights."""
+    """Tool turns need more than one turn, and more turns need tools."""
     rollout = config.rollout
     if bool(rollout.tools) != (rollout.max_turns > 1):
         yield (f"rollout.tools={rollout.tools} with rollout.max_turns={rollout.max_turns}: tools need max_turns > 1, "
                "and more turns need tools")
-    if not rollout.tools:
-        return  # the names are checked when the engine is built: task plugins register tools of their own
-    if config.train.shards_weights:
-        yield (f"rollout.tools is not yet supported with train.backend={config.train.backend} sharding the weights "
-               "(ranks would decode different numbers of turns)")
 
 
 def _async_rollout(config: Config) -> Iterator[str]:

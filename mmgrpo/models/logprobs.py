@@ -9,7 +9,7 @@ recomputes its logits instead of keeping every chunk's ``[chunk, V]`` alive.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Literal
 
 import torch
@@ -23,10 +23,11 @@ TokenStatistic = Literal["entropy", "differentiable_entropy", "sum_pi_squared"]
 """A statistic of each token's predicted distribution computed beside its log-prob: ``entropy``, or
 ``sum_pi_squared`` (the probability that two draws agree, ``sum_v pi_v^2``: the optimal token baseline's), both
 without a gradient; ``differentiable_entropy`` is the entropy with its gradient (an entropy bonus in the loss)."""
-HeadCalls = Callable[[int], int]
-"""Maps the output-head calls a forward needs on this rank to the calls it makes. Where a forward is a collective
-(ZeRO-3, FSDP2: each call gathers the head's weight from every rank) every rank must make as many, the most any
-rank needs (measured: FSDP2 hung when ranks' completion tokens took 1 and 2 chunks)."""
+Lockstep = Callable[[Mapping[str, float]], dict[str, float]]
+"""Where a forward is a collective of the ranks (ZeRO-3, FSDP2 gather a module's weights at each call), what every
+rank's forward must agree on, each value the largest any rank has: ``head_calls``, the output-head calls a
+forward makes (measured: FSDP2 hung when ranks' completion tokens took 1 and 2 chunks), and ``media_inside``,
+whether some rank's completions hold media (:func:`~mmgrpo.models.shared_prefix.completion_logprobs`)."""
 
 
 def sequence_logprobs(
@@ -38,7 +39,7 @@ def sequence_logprobs(
     chunk_size: int = 1024,
     temperature: float = 1.0,
     padding_free: bool = False,
-    head_calls: HeadCalls | None = None,
+    lockstep: Lockstep | None = None,
 ) -> LogProbs:
     """Log-probs ``[B, Tc]`` of ``batch.completion_ids`` (0 where ``completion_mask`` is 0), and ``statistic``.
 
@@ -56,7 +57,7 @@ def sequence_logprobs(
             chunk_size=chunk_size,
             temperature=temperature,
             padding_free=padding_free,
-            head_calls=head_calls,
+            lockstep=lockstep,
         )
         for rows in row_chunks(len(batch), micro_batch_size)
     ]
@@ -67,7 +68,7 @@ def sequence_logprobs(
 
 def _forward_logprobs(
     model: torch.nn.Module, batch: TrainBatch, *, statistic: TokenStatistic | None, chunk_size: int,
-    temperature: float, padding_free: bool, head_calls: HeadCalls | None,
+    temperature: float, padding_free: bool, lockstep: Lockstep | None,
 ) -> LogProbs:
     adapter = batch.prompt.adapter
     if padding_free:
@@ -86,8 +87,18 @@ def _forward_logprobs(
         statistic=statistic,
         chunk_size=chunk_size,
         temperature=temperature,
-        head_calls=head_calls,
+        head_calls=int(agreed(lockstep, head_calls=head_calls_for(batch.completion_mask, chunk_size))["head_calls"]),
     )
+
+
+def head_calls_for(mask: torch.Tensor, chunk_size: int) -> int:
+    """The output-head calls :func:`token_logprobs` makes for the positions ``mask`` ``[B, Tc]`` keeps."""
+    return -(-int(mask.bool().sum()) // chunk_size)
+
+
+def agreed(lockstep: Lockstep | None, **values: float) -> dict[str, float]:
+    """``values`` as every rank's forward takes them: the largest over the ranks in ``lockstep``, else this rank's."""
+    return dict(values) if lockstep is None else lockstep(values)
 
 
 def token_logprobs(
@@ -99,21 +110,21 @@ def token_logprobs(
     statistic: TokenStatistic | None = None,
     chunk_size: int = 1024,
     temperature: float = 1.0,
-    head_calls: HeadCalls | None = None,
+    head_calls: int = 0,
 ) -> LogProbs:
     """Log-prob (and ``statistic``) of ``targets`` ``[B, Tc]`` under ``head(hidden)``, ``hidden`` ``[B, Tc, D]``.
 
-    Only positions where ``mask`` is 1 are computed (others are 0), ``chunk_size`` tokens at a time, in as
-    many head calls as ``head_calls`` says (calls past this rank's tokens run the head on none).
+    Only positions where ``mask`` is 1 are computed (others are 0), ``chunk_size`` tokens at a time, in at
+    least ``head_calls`` calls of the head (those past the tokens run it on none: other ranks' calls, see
+    :data:`Lockstep`).
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     valid = mask.bool()  # [B, Tc]
     states, tokens = hidden[valid], targets[valid]  # [n, D], [n]
     use_checkpoint = torch.is_grad_enabled() and states.requires_grad
-    needed = -(-len(tokens) // chunk_size)
     parts = []
-    for index in range(needed if head_calls is None else head_calls(needed)):
+    for index in range(max(head_calls_for(mask, chunk_size), head_calls)):
         chunk = slice(index * chunk_size, (index + 1) * chunk_size)
         args = (head, states[chunk], tokens[chunk], temperature, statistic)
         # No metadata check of the recomputation (its shapes follow from the inputs): under ZeRO-3 a frozen

@@ -27,7 +27,9 @@ from mmgrpo.models.batch import PromptBatch, TokenIds
 from mmgrpo.models.train_batch import attach_completions, pad_completions
 from mmgrpo.models.compat import cache_argument, checkpointed_layers_keep_cache
 from mmgrpo.models.inline_media import completion_positions, inline_inputs, placeholder_counts
-from mmgrpo.models.logprobs import HeadCalls, LogProbs, TokenStatistic, sequence_logprobs, token_logprobs
+from mmgrpo.models.logprobs import (
+    LogProbs, Lockstep, TokenStatistic, agreed, head_calls_for, sequence_logprobs, token_logprobs,
+)
 from mmgrpo.models.media_check import check_media_tokens
 from mmgrpo.models.packing import attention_mask_for, pack_continuations
 from mmgrpo.models.replay_cache import ReplayCache
@@ -47,25 +49,33 @@ def completion_logprobs(
     temperature: float = 1.0,
     media: Sequence[InlineMedia | None] | None = None,
     padding_free: bool = False,
-    head_calls: HeadCalls | None = None,
+    lockstep: Lockstep | None = None,
 ) -> LogProbs:
     """Log-probs ``[N, Tc]`` of ``completions`` (group after group, ``group_sizes[p]`` for prompt p), ``media[i]``
-    the media inside completion i (a tool's images; None: none has any); ``head_calls``: how each forward's
-    output-head calls agree with other ranks' (:data:`~mmgrpo.models.logprobs.HeadCalls`).
+    the media inside completion i (a tool's images; None: none has any); ``lockstep``: where each forward is a
+    collective of the ranks, how it agrees with theirs (:data:`~mmgrpo.models.logprobs.Lockstep`).
 
     ``group_shared_encoding`` picks :func:`grouped_logprobs`; off, every completion is
-    a full prompt + completion row (:func:`~mmgrpo.models.logprobs.sequence_logprobs`).
+    a full prompt + completion row (:func:`~mmgrpo.models.logprobs.sequence_logprobs`). So is it, on every rank in
+    ``lockstep``, where some rank's completions hold media: the media tower then runs inside each rank's full forward
+    alike. (Group-shared, the tower ran in one rank's continuation and on a dummy in another's, and the ranks'
+    gradient reductions came out of order under FSDP2: measured.)
     ``padding_free`` packs rows without padding (:mod:`mmgrpo.models.packing`).
     """
     options = dict(
         micro_batch_size=micro_batch_size, statistic=statistic, chunk_size=chunk_size, temperature=temperature,
-        padding_free=padding_free, head_calls=head_calls,
+        padding_free=padding_free, lockstep=lockstep,
     )
-    if group_shared_encoding:
+    if group_shared_encoding and not (lockstep is not None and _media_on_some_rank(lockstep, media)):
         return grouped_logprobs(model, prompts, completions, group_sizes, media=media, **options)
     _check_groups(prompts, completions, group_sizes)
     batch = attach_completions(prompts, completions, [prompts.kept[row] for row in _group_rows(group_sizes)], media)
     return sequence_logprobs(model, batch, **options)
+
+
+def _media_on_some_rank(lockstep: Lockstep, media: Sequence[InlineMedia | None] | None) -> bool:
+    here = media is not None and any(m is not None for m in media)
+    return bool(lockstep({"media_inside": float(here)})["media_inside"])
 
 
 def grouped_logprobs(
@@ -80,7 +90,7 @@ def grouped_logprobs(
     temperature: float = 1.0,
     media: Sequence[InlineMedia | None] | None = None,
     padding_free: bool = False,
-    head_calls: HeadCalls | None = None,
+    lockstep: Lockstep | None = None,
 ) -> LogProbs:
     """Log-probs ``[N, Tc]`` (and ``statistic``) of ``completions``, each prompt encoded once.
 
@@ -108,7 +118,7 @@ def grouped_logprobs(
                 chunk_size=chunk_size,
                 temperature=temperature,
                 padding_free=padding_free,
-                head_calls=head_calls,
+                lockstep=lockstep,
             )
         )
     logp = torch.cat([part[0] for part in parts])  # [N, Tc]
@@ -128,7 +138,7 @@ def _shared_forward(
     chunk_size: int,
     temperature: float,
     padding_free: bool,
-    head_calls: HeadCalls | None,
+    lockstep: Lockstep | None,
 ) -> LogProbs:
     """One forward of P prompts (once each) and their n completions ``[n, Tc]`` (``media``: inside them);
     ``padding_free``: each prompt's completions packed into rows of their own (padded if any holds media)."""
@@ -190,7 +200,7 @@ def _shared_forward(
         statistic=statistic,
         chunk_size=chunk_size,
         temperature=temperature,
-        head_calls=head_calls,
+        head_calls=int(agreed(lockstep, head_calls=head_calls_for(completion_mask, chunk_size))["head_calls"]),
     )
 
 

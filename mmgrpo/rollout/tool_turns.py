@@ -12,7 +12,8 @@ turns see them (:mod:`mmgrpo.models.inline_media`) where the model family takes 
 their text alone is shown and the call counts as ``images_dropped``. The wrapped engine decodes from encoded prompt
 batches (``hf``), or takes each next turn as token ids with the loaded media (``vllm``, ``vllm_server``: the
 prompt's text tokenized unexpanded, each crop one placeholder token; the engine expands them and its prompt ids are
-checked against the trajectory's).
+checked against the trajectory's). Where decoding is collective (``hf`` under ZeRO-3 or FSDP2) every rank takes as
+many turns, a rank whose trajectories have all ended decoding a stand-in turn while another's go on.
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ class ToolTurns:
 
     def __init__(self, engine: RolloutEngine, processor: Any, tools: Mapping[str, Tool], max_turns: int,
                  context_of: Callable[[Sample], ToolContext], max_observation_tokens: int = 256,
-                 budgets: MediaBudgets | None = None) -> None:
+                 budgets: MediaBudgets | None = None, all_ranks_done: Callable[[bool], bool] = bool) -> None:
         self.engine, self.processor, self.tools, self.max_turns = engine, processor, dict(tools), max_turns
+        self.all_ranks_done = all_ranks_done  # collective decoding: whether no rank has a trajectory going on
         self.max_observation_tokens = max_observation_tokens
         self.budgets = budgets or {}  # a tool's images are loaded under the prompt's image budget
         self._templates: dict[int, tuple[str, str]] = {}  # image count -> the tool turn's text around its own
@@ -68,15 +70,17 @@ class ToolTurns:
 
     @classmethod
     def from_config(cls, engine: RolloutEngine, rollout: RolloutConfig, model: torch.nn.Module, processor: Any,
-                    budgets: MediaBudgets, *, max_turns: int | None = None) -> ToolTurns:
+                    budgets: MediaBudgets, *, max_turns: int | None = None,
+                    all_ranks_done: Callable[[bool], bool] = bool) -> ToolTurns:
         """``engine`` taking turns with the tools of ``rollout.tools`` (up to ``max_turns``, default
-        ``rollout.max_turns``), the tools reading boxes in the model family's coordinates."""
+        ``rollout.max_turns``), the tools reading boxes in the model family's coordinates; ``all_ranks_done``
+        where the engine's decoding is a collective of the ranks (every rank then takes as many turns)."""
         family = unwrap_model(model).config.model_type
         info = ModelInfo(family, budgets["image"], budgets["video"])
         coords = FAMILY_COORDINATES.get(family, OTHER_FAMILIES_COORDINATES)
         return cls(engine, processor, {name: TOOLS.get(name) for name in rollout.tools},
                    rollout.max_turns if max_turns is None else max_turns, lambda sample: ToolContext(sample, info, coords),
-                   rollout.max_observation_tokens, budgets)
+                   rollout.max_observation_tokens, budgets, all_ranks_done)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)
@@ -93,9 +97,13 @@ class ToolTurns:
         rows: list[EncodedRow] = []  # each prompt on its own, made when a first call needs a next turn
         for _ in range(1, self.max_turns):
             calls = [(t, call) for group in trajectories for t in group if (call := self._call_of(t)) is not None]
-            if not calls:
+            if self.all_ranks_done(not calls):
                 break
             rows = rows or prompts.to("cpu").rows()
+            if not calls:  # another rank's trajectories go on, and decoding is collective: decode one, discarded
+                stand_in = next(t for group in trajectories for t in group)
+                self._next_turn([replace(stand_in)], rows, prompts, params)
+                continue
             with ThreadPoolExecutor(max_workers=min(len(calls), MAX_CONCURRENT_CALLS)) as pool:  # tools may wait
                 results = list(pool.map(lambda item: run_call(item[1], self.tools, self.context_of(item[0].sample)),
                                         calls))

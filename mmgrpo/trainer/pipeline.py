@@ -168,7 +168,7 @@ def _run_stages(
     ledger.add(train_set.skipped, split="train", stage="load")
     ledger.add(test_set.skipped, split="test", stage="load")
     model, processor, _ = load_run_policy(config, checkpoint=resume.weights)
-    _dummy_media_on_ranks(model, (train_set, test_set), ranks)
+    _dummy_media_on_ranks(model, (train_set, test_set), ranks, tools=bool(config.rollout.tools))
     trainer: GRPOTrainer | None = None  # once built, its back end syncs decoding across ranks
 
     def evaluate(tag: str) -> HeldOut:
@@ -191,7 +191,7 @@ def _run_stages(
         _cold_start(config, model, processor, train_set, paths.root, ledger, resume.sft_checkpoint, ranks)
         if ranks.world_size > 1:  # SFT's back end changed the module: GRPO starts from its saved result
             model, processor, _ = load_run_policy(config, checkpoint=paths.root / SFT_MODEL)
-            _dummy_media_on_ranks(model, (train_set, test_set), ranks)
+            _dummy_media_on_ranks(model, (train_set, test_set), ranks, tools=bool(config.rollout.tools))
     trainer = GRPOTrainer(  # its back end holds the policy (on some ranks made without weights: sharded loading)
         config, paths.root, model, processor, train_set,
         evaluate=lambda tag: _reported(evaluate(tag).numbers(), tag, on_eval),
@@ -226,13 +226,17 @@ def _reported(
     return numbers
 
 
-def _dummy_media_on_ranks(model: torch.nn.Module, sets: tuple[SampleSet, ...], ranks: Ranks) -> None:
+def _dummy_media_on_ranks(model: torch.nn.Module, sets: tuple[SampleSet, ...], ranks: Ranks, *, tools: bool) -> None:
     """On several ranks, rows with different kinds of media (images, none; images, videos) make a rank whose
     micro-batch (or prompts to decode) lacks a kind skip the media tower while another runs it, and the ranks'
     collectives stop matching (measured: ZeRO-2 and FSDP2 abort in the first such step). Such a run gets the
     dummy media pass (:mod:`mmgrpo.models.dummy_media`: a forward lacking a kind runs the tower on a tiny input
-    at weight zero); a family whose tower mmgrpo does not know cannot run it, and its run is refused."""
+    at weight zero); a family whose tower mmgrpo does not know cannot run it, and its run is refused. A run with
+    ``tools`` gets the pass too: a tool's images inside one rank's completions run the tower in that rank's
+    continuations alone (measured: FSDP2 hung in the first backward)."""
     if ranks.world_size == 1:
+        return
+    if tools and install_dummy_media_pass(model) is not None:
         return
     tasks_by_media: dict[tuple[str, ...], set[str]] = {}
     for sample in (sample for samples in sets for sample in samples.samples):

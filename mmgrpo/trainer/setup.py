@@ -116,14 +116,18 @@ def build_engine(
     engine = ENGINES.get(config.rollout.engine).from_config(config, model, processor, budgets, backend)
     if not config.rollout.tools:
         return engine
-    return tool_turns_of(config, model, processor)(engine, config.rollout.max_turns)
+    collective = engine.lockstep and backend is not None  # every rank decodes as many turns
+    return tool_turns_of(config, model, processor, backend.ranks.all_ranks if collective else bool)(
+        engine, config.rollout.max_turns)
 
 
-def tool_turns_of(config: Config, model: torch.nn.Module, processor: Any) -> Callable[[Any, int], ToolTurns]:
-    """``(engine, max_turns) -> ToolTurns`` with the tools of ``rollout.tools``, as the model sees its images."""
+def tool_turns_of(config: Config, model: torch.nn.Module, processor: Any,
+                  all_ranks_done: Callable[[bool], bool] = bool) -> Callable[[Any, int], ToolTurns]:
+    """``(engine, max_turns) -> ToolTurns`` with the tools of ``rollout.tools``, as the model sees its images;
+    ``all_ranks_done`` for an engine whose decoding is a collective of the ranks."""
     budgets = media_budgets(config.model, processor)
     return lambda engine, max_turns: ToolTurns.from_config(engine, config.rollout, model, processor, budgets,
-                                                           max_turns=max_turns)
+                                                           max_turns=max_turns, all_ranks_done=all_ranks_done)
 
 
 def demonstrator(config: Config, model: torch.nn.Module, processor: Any) -> Demonstrate | None:

@@ -37,7 +37,7 @@ from mmgrpo.trainer.metrics import MetricsLogger
 from mmgrpo.trainer.nonfinite import blamed_on, naming_rows, require_finite
 from mmgrpo.skipped_rows import SkipLedger, SkippedRow, describe_skipped
 from mmgrpo.distributed import Ranks
-from mmgrpo.trainer.backends import OptimizerSpec, SingleProcessBackend, TrainingBackend, agreed_head_calls
+from mmgrpo.trainer.backends import OptimizerSpec, SingleProcessBackend, TrainingBackend, forward_lockstep
 from mmgrpo.trainer.update import build_loss_mask
 from mmgrpo.types import Completion, Sample
 from tasks.base import Task
@@ -267,7 +267,7 @@ def _backward_parts(
         logp, _ = completion_logprobs(
             model, prompts.to(device), [target.token_ids for target in part_targets], [1] * len(part_targets),
             micro_batch_size=micro_batch_size, media=media if any(m is not None for m in media) else None,
-            group_shared_encoding=not padding_free, padding_free=padding_free, head_calls=agreed_head_calls(backend),
+            group_shared_encoding=not padding_free, padding_free=padding_free, lockstep=forward_lockstep(backend),
         )  # [n, Tc]
         mask = build_loss_mask(part_targets, [True] * len(part_targets), pad_token_id=0)  # [n, Tc]: not the tools'
         token_nll = -(logp * mask.to(device)).sum()

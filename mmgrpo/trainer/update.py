@@ -32,7 +32,7 @@ from mmgrpo.models.logprobs import TokenStatistic
 from mmgrpo.models.train_batch import pad_completions
 from mmgrpo.models.shared_prefix import completion_logprobs
 from mmgrpo.config import AlgoConfig, Config
-from mmgrpo.trainer.backends import OptimizerSpec, TrainingBackend, agreed_head_calls
+from mmgrpo.trainer.backends import OptimizerSpec, TrainingBackend, forward_lockstep
 from mmgrpo.trainer.chunks import Chunk, Part, balanced_chunks, token_budget_chunks
 from mmgrpo.trainer.loss_scaling import autocast_dtype
 from mmgrpo.trainer.nonfinite import blamed_on, require_finite
@@ -222,7 +222,7 @@ def batch_logprobs(
                 model, micro.prompts, micro.completions, micro.group_sizes,
                 group_shared_encoding=settings.group_shared_encoding, padding_free=settings.padding_free,
                 micro_batch_size=len(micro.completions), temperature=temperature, statistic=statistic,
-                chunk_size=settings.logprob_chunk_tokens, head_calls=agreed_head_calls(backend),
+                chunk_size=settings.logprob_chunk_tokens, lockstep=forward_lockstep(backend),
                 media=micro.media,
             )  # [n, width]
             if chunk.counts:
@@ -343,7 +343,8 @@ def _accumulate_gradients(
                 backend.model, micro.prompts, micro.completions, micro.group_sizes,
                 group_shared_encoding=settings.group_shared_encoding, padding_free=settings.padding_free,
                 micro_batch_size=len(micro.completions), chunk_size=settings.logprob_chunk_tokens,
-                head_calls=agreed_head_calls(backend), statistic=_entropy_statistic(settings, loss_settings), temperature=loss_settings.temperature,
+                lockstep=forward_lockstep(backend),
+                statistic=_entropy_statistic(settings, loss_settings), temperature=loss_settings.temperature,
                 media=micro.media,
             )  # [n, Tc]
         width = logp.shape[1]

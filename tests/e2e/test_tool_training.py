@@ -1,5 +1,5 @@
 """A tool-using task trains end to end: SFT on zoom demonstrations, then GRPO whose trajectories call ``zoom_in``
-and see its crops, in async mode (the rollout worker runs the tools) and on 2 ranks (DeepSpeed ZeRO-2)."""
+and see its crops, in async mode (the rollout worker runs the tools) and on 2 ranks (ZeRO-2, FSDP2, ZeRO-3)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,12 @@ def test_a_tool_task_trains_in_async_mode(small_config):
 
 
 @pytest.mark.distributed
-def test_a_tool_task_trains_on_two_ranks(small_config, tmp_path):
-    config = small_config(*ZOOM, "rollout.prompts_per_step=4", "train.backend=deepspeed", "train.zero_stage=2")
+@pytest.mark.parametrize("backend", [("train.backend=deepspeed", "train.zero_stage=2"), ("train.backend=fsdp2",),
+                                     ("train.backend=deepspeed", "train.zero_stage=3")], ids=["zero2", "fsdp2", "zero3"])
+def test_a_tool_task_trains_on_two_ranks(small_config, tmp_path, backend):
+    """Under FSDP2 and ZeRO-3 each forward is a collective: ranks take as many turns (a rank whose trajectories
+    ended decodes a stand-in) and run the vision tower on crops as often (a dummy where a rank has none)."""
+    config = small_config(*ZOOM, "rollout.prompts_per_step=4", "train.collective_timeout_s=60", *backend)
     recipe = tmp_path / "recipe.yaml"
     config.save_yaml(recipe)
     succeeded(torchrun_train(str(recipe), "log.run_name=run"))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mmgrpo.models.train_batch import build_train_batch
-from mmgrpo.models.logprobs import sequence_logprobs, token_logprobs
+from mmgrpo.models.logprobs import head_calls_for, sequence_logprobs, token_logprobs
 from mmgrpo.models.tiny import TINY_FAMILIES
 from mmgrpo.types import Sample
 
@@ -144,9 +144,9 @@ def test_head_calls_agreed_with_other_ranks_run_the_head_that_often_forward_and_
     head.register_forward_hook(lambda module, args, output: calls.append(len(args[0])))
     hidden = torch.randn(2, 4, 8, requires_grad=True)
     targets, mask = torch.randint(0, 11, (2, 4)), torch.tensor([[1, 1, 1, 0], [1, 0, 0, 0]])
-    asked = []
-    logp, _ = token_logprobs(head, hidden, targets, mask, chunk_size=3, head_calls=lambda needed: asked.append(needed) or 4)
-    assert asked == [2] and calls == [3, 1, 0, 0]
+    assert head_calls_for(mask, 3) == 2  # what this rank tells the others it needs
+    logp, _ = token_logprobs(head, hidden, targets, mask, chunk_size=3, head_calls=4)  # what another rank needs
+    assert calls == [3, 1, 0, 0]
     logp.sum().backward()
     assert calls[4:] == [0, 0, 1, 3]  # each chunk recomputed, the last first
     alone, _ = token_logprobs(head, hidden.detach(), targets, mask, chunk_size=3)

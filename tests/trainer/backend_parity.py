@@ -12,7 +12,8 @@ process: each rank trains on its share of the groups. Imported by
 ``--padding-free`` and ``--max-tokens N`` pack rows and form micro-batches by token budget.
 ``--also-frozen-tower`` trains a second time, in the same launch, with the tower frozen first, as
 ``model.freeze_vision_tower`` does. ``--lora fsdp2 zero3``
-trains LoRA adapters instead, on each back end named in turn (one launch). Audio
+trains LoRA adapters instead, on each back end named in turn (one launch). ``--tool-image`` gives
+rank 0's first completion a tool's image inside it (rank 1's none). Audio
 families get a clip of noise where image families get an image.
 """
 
@@ -30,9 +31,11 @@ from PIL import Image
 from torch.distributed.tensor import DTensor
 
 from mmgrpo.config.schema import LoraConfig, ModelConfig, TrainConfig
-from mmgrpo.models.adapters import unwrap_model
+from mmgrpo.models.adapters import adapter_for, unwrap_model
 from mmgrpo.models.batch import build_prompt_batch
+from mmgrpo.models.dummy_media import install_dummy_media_pass
 from mmgrpo.models.freezing import freeze, frozen_parts
+from mmgrpo.models.inline_media import encode_inline, joined
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.trainer.backends import OptimizerSpec, TrainingBackend, build_backend
 from mmgrpo.trainer.kl_reference import lora_reference
@@ -54,12 +57,14 @@ Weights = dict[str, torch.Tensor]
 LOSS = LossSettings(beta=0.04, max_len=6)  # token-mean with a k3 KL term against fixed reference log-probs
 SETTINGS = UpdateSettings(num_iterations=STEPS, micro_batch_size=MICRO_BATCH)
 LORA = LoraConfig(enabled=True, r=4, dropout=0.0)  # no dropout: ranks would draw other masks than one process
+TOOL_IMAGE_TEXT = "<|vision_start|><|image_pad|><|vision_end|>"  # the Qwen-VL families' image placeholder
 LORA_BACKENDS = {"fsdp2": {"backend": "fsdp2"}, "zero2": {"backend": "deepspeed", "zero_stage": 2},
                  "zero3": {"backend": "deepspeed", "zero_stage": 3}}
 
 
-def fixed_batch(processor, family: str) -> StepBatch:
-    """Seeded images and completions of unequal lengths (ranks hold different token counts)."""
+def fixed_batch(processor, family: str, tool_image: bool = False) -> StepBatch:
+    """Seeded images and completions of unequal lengths (ranks hold different token counts); ``tool_image``: the
+    first completion (rank 0's share of 2) sees a tool's image mid-way, as a zoom's crop, its tokens the tool's."""
     rng = np.random.default_rng(0)
     samples = [
         Sample(
@@ -74,16 +79,29 @@ def fixed_batch(processor, family: str) -> StepBatch:
     ]
     prompts = build_prompt_batch(processor, samples, media_budgets(ModelConfig(), processor), family=family)
     total = PROMPTS * GROUP_SIZE
-    completions = [rng.integers(10, 200, int(rng.integers(1, 7))).tolist() for _ in range(total)]
-    loss_mask = build_loss_mask([Completion('', ids) for ids in completions], [True] * total, prompts.pad_token_id)
+    completions = [Completion('', rng.integers(10, 200, int(rng.integers(1, 7))).tolist()) for _ in range(total)]
+    if tool_image:
+        completions[0] = with_tool_image(completions[0], processor, family)
+    loss_mask = build_loss_mask(completions, [True] * total, prompts.pad_token_id)
     return StepBatch(
         prompts=prompts,
-        completions=completions,
+        completions=[completion.token_ids for completion in completions],
+        media=[completion.media for completion in completions] if tool_image else None,
         group_sizes=[GROUP_SIZE] * PROMPTS,
         advantages=torch.from_numpy(rng.standard_normal(total)).float(),  # [N]
         loss_mask=loss_mask,
         ref_logp=-torch.from_numpy(rng.uniform(0.5, 8.0, tuple(loss_mask.shape))).float(),  # [N, Tc]
     )
+
+
+def with_tool_image(completion: Completion, processor, family: str) -> Completion:
+    """``completion``, then a tool turn holding one seeded image, then ``completion`` again."""
+    crop = Image.fromarray(np.random.default_rng(1).integers(0, 256, (28, 28, 3), dtype=np.uint8))
+    image_ids, media = encode_inline(processor, family, TOOL_IMAGE_TEXT, [crop], media_budgets(ModelConfig(), processor))
+    start = len(completion.token_ids)
+    return Completion('', [*completion.token_ids, *image_ids, *completion.token_ids],
+                      observation_spans=[(start, start + len(image_ids))],
+                      media=joined(adapter_for(family), None, media, start))
 
 
 def rank_share(batch: StepBatch, rank: int, world_size: int) -> StepBatch:
@@ -112,15 +130,19 @@ def initial_weights(model_dir: Path) -> Weights:
 
 
 def train_on_fixed_rollouts(
-    model_dir: Path, train: TrainConfig, backend_class: type | None = None, options: ModelConfig | None = None
+    model_dir: Path, train: TrainConfig, backend_class: type | None = None, options: ModelConfig | None = None,
+    tool_image: bool = False,
 ) -> tuple[Weights, dict[str, float]]:
     """Weights after ``STEPS`` updates through ``train.backend`` (or ``backend_class``; full on
     rank 0, ``{}`` elsewhere) and the update's metrics (reduced over ranks), with the parts
     ``options`` freezes frozen; ``optimizer_states`` / ``frozen_optimizer_states`` count this
-    rank's parameters with optimizer state, all and frozen ones."""
+    rank's parameters with optimizer state, all and frozen ones. ``tool_image``: see :func:`fixed_batch`
+    (the policy gets the dummy media pass, as a run with tools does)."""
     model, processor = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
     freeze(model, frozen_parts(model, options or ModelConfig()))
-    backend, _, metrics = _updated(model, processor, train, backend_class)
+    if tool_image:
+        install_dummy_media_pass(model)
+    backend, _, metrics = _updated(model, processor, train, backend_class, tool_image)
     states = [param for param in backend.optimizer.state if backend.optimizer.state[param]]
     metrics["optimizer_states"] = len(states)
     metrics["frozen_optimizer_states"] = sum(not param.requires_grad for param in states)
@@ -156,7 +178,8 @@ def train_lora_on_fixed_rollouts(model_dir: Path, train: TrainConfig) -> dict[st
 
 
 def _updated(
-    model: torch.nn.Module, processor: Any, train: TrainConfig, backend_class: type | None = None
+    model: torch.nn.Module, processor: Any, train: TrainConfig, backend_class: type | None = None,
+    tool_image: bool = False,
 ) -> tuple[TrainingBackend, StepBatch, dict[str, float]]:
     """The back end around ``model`` after ``STEPS`` updates on this rank's share of the batch, the share, and
     the update's metrics."""
@@ -165,7 +188,7 @@ def _updated(
         samples_per_step=PROMPTS * GROUP_SIZE,
     )
     backend = backend_class(model, spec, train) if backend_class else build_backend(model, spec, train)
-    batch = rank_share(fixed_batch(processor, unwrap_model(model).config.model_type), backend.ranks.rank,
+    batch = rank_share(fixed_batch(processor, unwrap_model(model).config.model_type, tool_image), backend.ranks.rank,
                        backend.ranks.world_size)
     backend.model.train()
     settings = replace(SETTINGS, padding_free=train.padding_free, logprob_chunk_tokens=train.logprob_chunk_tokens,
@@ -194,6 +217,7 @@ def main() -> None:
                         help="instead: LoRA on each of these back ends in turn, one result each in --out")
     parser.add_argument("--padding-free", action="store_true", help="sequences packed into rows without padding")
     parser.add_argument("--max-tokens", type=int, help="micro-batches by this token budget")
+    parser.add_argument("--tool-image", action="store_true", help="rank 0's first completion sees a tool's image")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -211,7 +235,7 @@ def main() -> None:
         result = {name: train_lora_on_fixed_rollouts(args.model_dir, lora_train) for name, lora_train in trains.items()}
         result = result if all(result.values()) else {}  # rank 0 saves
     else:
-        weights, metrics = train_on_fixed_rollouts(args.model_dir, train)
+        weights, metrics = train_on_fixed_rollouts(args.model_dir, train, tool_image=args.tool_image)
         result = {"weights": weights, "metrics": metrics} if weights else {}
         if args.also_frozen_tower:
             frozen = train_on_fixed_rollouts(args.model_dir, train, options=ModelConfig(freeze_vision_tower=True))

@@ -92,6 +92,18 @@ def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, 
     assert metrics["reference_local_share"] < 0.6 if sharded else metrics["reference_local_share"] == 1.0
 
 
+@pytest.mark.parametrize("backend", [pytest.param(("--backend", "deepspeed", "--zero-stage", "3"), marks=NEEDS_DEEPSPEED,
+                                                  id="zero3"), pytest.param(("--backend", "fsdp2"), id="fsdp2")])
+def test_a_tool_image_inside_one_ranks_completions_trains_as_one_process(backend, tiny_qwen25vl, tmp_path):
+    """A tool's image inside rank 0's completions runs the vision tower in rank 0's continuation forwards;
+    rank 1's run it on a dummy input as often (measured without: FSDP2 hung in the first backward)."""
+    reference_weights, _ = backend_parity.train_on_fixed_rollouts(
+        tiny_qwen25vl, TrainConfig(micro_batch_size=MICRO_BATCH), tool_image=True)
+    result = _run_two_ranks("--model-dir", str(tiny_qwen25vl), *backend, "--tool-image", out=tmp_path / "weights.pt")
+    worst = max(((float((result["weights"][n] - reference_weights[n]).abs().max()), n) for n in reference_weights))
+    assert worst[0] <= WEIGHT_TOLERANCE, f"{worst[1]} differs by {worst[0]:.3g}"
+
+
 def test_token_budget_packed_micro_batches_on_two_ranks_match_one_process(one_process, tiny_qwen25vl, tmp_path):
     """Micro-batches by token budget (whole groups balanced by tokens; each rank's count agreed with the other's)
     over packed rows, on FSDP2: the update of one process that splits by count and pads."""

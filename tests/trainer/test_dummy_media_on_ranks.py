@@ -30,19 +30,22 @@ def policy(tiny_model_dir):
     return model
 
 
-@pytest.mark.parametrize("kinds, world_size, expected", [
-    (("image", "text"), 2, True),
-    (("image", "video"), 2, True),  # Qwen-VL runs its tower once per kind
-    (("image", "text"), 1, False),
-    (("image", "image"), 2, False),
-    (("text", "text"), 2, False),
+@pytest.mark.parametrize("kinds, world_size, tools, expected", [
+    (("image", "text"), 2, False, True),
+    (("image", "video"), 2, False, True),  # Qwen-VL runs its tower once per kind
+    (("image", "text"), 1, False, False),
+    (("image", "image"), 2, False, False),
+    (("text", "text"), 2, False, False),
+    (("image", "image"), 2, True, True),  # a tool's images inside one rank's completions
+    (("image", "image"), 1, True, False),
 ])
-def test_the_pass_is_installed_for_mixed_media_on_several_ranks(policy, kinds, world_size, expected) -> None:
-    _dummy_media_on_ranks(policy, (rows(*kinds), SampleSet(samples=[], tasks={})), Ranks(0, world_size))
+def test_the_pass_is_installed_for_mixed_media_or_tools_on_several_ranks(policy, kinds, world_size, tools,
+                                                                          expected) -> None:
+    _dummy_media_on_ranks(policy, (rows(*kinds), SampleSet(samples=[], tasks={})), Ranks(0, world_size), tools=tools)
     assert (installed_dummy_media_pass(policy) is not None) == expected
 
 
 def test_a_family_with_an_unknown_tower_is_refused(policy) -> None:
     policy.config.model_type = "unknown_family"
     with pytest.raises(ValueError, match=r"rows with no media \(tasks: math\); image \(tasks: count\) cannot share"):
-        _dummy_media_on_ranks(policy, (rows("image"), rows("text")), Ranks(0, 2))
+        _dummy_media_on_ranks(policy, (rows("image"), rows("text")), Ranks(0, 2), tools=False)

@@ -4,12 +4,12 @@ Importing this package registers ``"single"``, ``"deepspeed"`` and ``"fsdp2"`` i
 DeepSpeed itself is imported only when that back end is built.
 """
 
-from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, TrainingBackend, agreed_head_calls, build_backend
+from mmgrpo.trainer.backends.base import BACKENDS, OptimizerSpec, TrainingBackend, build_backend, forward_lockstep
 from mmgrpo.trainer.backends.deepspeed_zero import DeepSpeedBackend
 from mmgrpo.trainer.backends.fsdp2 import FSDP2Backend
 from mmgrpo.trainer.backends.single import SingleProcessBackend
 
 __all__ = [
     "BACKENDS", "DeepSpeedBackend", "FSDP2Backend", "OptimizerSpec", "SingleProcessBackend", "TrainingBackend",
-    "agreed_head_calls", "build_backend",
+    "build_backend", "forward_lockstep",
 ]

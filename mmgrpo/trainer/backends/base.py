@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -35,7 +36,7 @@ import torch
 
 from mmgrpo.config.backend_traits import BackendTraits
 from mmgrpo.distributed import Ranks
-from mmgrpo.models.logprobs import HeadCalls
+from mmgrpo.models.logprobs import Lockstep
 from mmgrpo.registry import Registry
 from mmgrpo.trainer.optim import Schedule, build_optimizer, build_scheduler
 
@@ -143,12 +144,10 @@ BackendFactory = type[TrainingBackend]
 BACKENDS: Registry[BackendFactory] = Registry("training back end")
 
 
-def agreed_head_calls(backend: TrainingBackend) -> HeadCalls | None:
-    """How a forward through ``backend.model`` agrees its output-head calls with the other ranks': where forwards
-    are collectives, the most any rank's tokens need (one small all-reduce per forward); elsewhere its own (None)."""
-    if not backend.shards_weights:
-        return None
-    return lambda needed: int(backend.ranks.all_reduce({"head_calls": needed}, "max")["head_calls"])
+def forward_lockstep(backend: TrainingBackend) -> Lockstep | None:
+    """How a forward through ``backend.model`` agrees with the other ranks' where forwards are collectives (one
+    small all-reduce per forward); None where each rank's forwards are its own."""
+    return partial(backend.ranks.all_reduce, op="max") if backend.shards_weights else None
 
 
 def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
