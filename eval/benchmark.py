@@ -97,7 +97,7 @@ def run(
     out = Path(out_dir)
     cache = Path(cache_dir) if cache_dir is not None else out / CACHE_DIR_NAME
     options = options or EvalOptions()
-    model_config, task_config = model or ModelConfig(), task or TaskConfig()
+    model_config, task_config, rollout_config = model or ModelConfig(), task or TaskConfig(), rollout or RolloutConfig()
     main = ranks.is_main_process
     ledger = SkipLedger(out / LEDGER_FILE if main else None)
     engine_options = {"group_shared": group_shared, "max_prompt_len": max_prompt_tokens}
@@ -110,7 +110,7 @@ def run(
         "model": dataclasses.asdict(model_config),
         "task": dataclasses.asdict(task_config),
         "engine": engine,
-        "rollout": None if engine == IN_PROCESS_ENGINE else dataclasses.asdict(rollout or RolloutConfig()),
+        "rollout": None if engine == IN_PROCESS_ENGINE else dataclasses.asdict(rollout_config),
         "max_prompt_tokens": max_prompt_tokens,
         "data_seed": data_seed,
         "benchmarks": [dataclasses.asdict(spec) for spec in benchmarks],
@@ -128,7 +128,8 @@ def run(
             model_paths[name] = resolve_model_path(config, cache / "models", options.seed)
             # Built per model: a task sees images at the size this model sees them, in its coordinate system.
             info = task_model_info(config, model_paths[name])
-            eval_sets = {label: load_samples([spec], task_config, cache / "data", seed=data_seed, model=info)
+            eval_sets = {label: load_samples([spec], task_config, cache / "data", seed=data_seed, model=info,
+                                             tools=rollout_config.prompt_tools)
                          for label, spec in zip(_unique_names([_dataset_label(spec) for spec in datasets]), datasets)}
         if index == 0:
             ledger.add([row for eval_set in eval_sets.values() for row in eval_set.skipped], split="test", stage="load")
@@ -139,7 +140,7 @@ def run(
             results[name] = _evaluate_model(
                 model_paths[name], config, eval_sets, [bench.for_model(info) for bench in benches], options,
                 device=pick_device(device), engine=engine,
-                rollout=rollout or RolloutConfig(), rewards=reward_policy(task_config),
+                rollout=rollout_config, rewards=reward_policy(task_config),
                 benchmark_max_new_tokens=benchmark_max_new_tokens, ranks=ranks, journal=journal, **engine_options,
             )
         finally:

@@ -15,6 +15,7 @@ import secrets
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -32,6 +33,7 @@ from processors import AudioBudget, ImageBudget, VideoBudget
 from tasks import get_task
 from tasks.base import ModelInfo, RowError, Task
 from tasks.reward_calls import RewardPolicy
+from tasks.tools import TOOLS
 from mmgrpo.reward_models import register_reward_models
 
 logger = logging.getLogger(__name__)
@@ -127,15 +129,17 @@ def build_task(name: str, task_config: TaskConfig, model: ModelInfo) -> Task:
 
 def load_samples(
     specs: list[DatasetConfig], task_config: TaskConfig, data_dir: Path, *, seed: int, model: ModelInfo,
-    split: str | None = None,
+    split: str | None = None, tools: Sequence[str] = (),
 ) -> SampleSet:
-    """Samples of every dataset in ``specs`` (generated under ``data_dir`` when a recipe is given).
+    """Samples of every dataset in ``specs`` (generated under ``data_dir`` when a recipe is given), their prompts
+    holding the schemas of ``tools`` (``rollout.prompt_tools``; a row's own ``tools`` field wins).
 
     Tasks are built once per name with ``task_config``'s options for ``model``
     (:func:`task_model_info`), so they see images at the size the model sees them.
     """
     load_plugins([*task_config.plugins, *task_config.reward_plugins])
     register_reward_models(task_config.reward_models)
+    schemas = [TOOLS.get(name).spec() for name in tools]  # after the plugins: they may register tools
     result = SampleSet(samples=[], tasks={})
     for spec in specs:
         task_name = spec.task or task_config.name
@@ -148,7 +152,7 @@ def load_samples(
             media_root=spec.media_root, media_cache=spec.media_cache, check_media=spec.check_media,
         )
         result.skipped.extend(loaded.skipped)
-        kept, rejected = task_samples(task, loaded.rows, path, think=task_config.think)
+        kept, rejected = task_samples(task, loaded.rows, path, think=task_config.think, tools=schemas)
         result.skipped.extend(rejected)
         result.samples.extend(kept)
         result.weights.extend([spec.weight / max(1, len(kept))] * len(kept))
@@ -158,13 +162,14 @@ def load_samples(
 
 
 def task_samples(
-    task: Task, rows: list[dict[str, Any]], source: str, *, think: bool
+    task: Task, rows: list[dict[str, Any]], source: str, *, think: bool, tools: Sequence[dict[str, Any]] = ()
 ) -> tuple[list[Sample], list[SkippedRow]]:
-    """The prompts ``task`` makes of ``rows``, and the rows it rejects (skipped, naming the field and why)."""
+    """The prompts ``task`` makes of ``rows`` (with the tool schemas ``tools``), and the rows it rejects (skipped,
+    naming the field and why)."""
     samples, rejected = [], []
     for row in rows:
         try:
-            samples.append(task.to_sample(row, think=think))
+            samples.append(task.to_sample(row, think=think, tools=tools))
         except RowError as error:
             rejected.append(SkippedRow(str(error.row_id), source, f"bad field {error.field}", error.reason))
     return samples, rejected

@@ -28,6 +28,9 @@ class Sample:
     messages: list[Message]
     answer: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    """Schemas of the functions the policy may call (``{"type": "function", "function": {"name", "description",
+    "parameters"}}``), rendered into the prompt by the model's chat template (``tools=``) where it has a tools block."""
 
     def user_text(self) -> str:
         """The text parts of the user turns, one per line (what the prompt asks, without its media)."""

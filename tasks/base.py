@@ -11,8 +11,9 @@ weights and which reward is its eval metric.
 from __future__ import annotations
 
 import inspect
+import json
 from dataclasses import dataclass
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, ClassVar, Iterable, Mapping, Sequence
 
 from mmgrpo.types import Message, Sample
 from processors.budgets import ImageBudget, VideoBudget
@@ -55,6 +56,24 @@ def require(row: Mapping[str, Any], field: str) -> Any:
     if row.get(field) is None:
         raise RowError(row, field, "missing")
     return row[field]
+
+
+def function_schemas(value: Any) -> list[dict[str, Any]]:
+    """A row's ``tools``: a list (or its JSON text) of function schemas ``{"type": "function", "function": {"name",
+    ...}}`` as chat templates take them; raises ValueError saying what is wrong."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"not JSON: {error}") from None
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of function schemas, got {type(value).__name__}")
+    for index, schema in enumerate(value):
+        function = schema.get("function") if isinstance(schema, dict) else None
+        if not (isinstance(schema, dict) and schema.get("type") == "function" and isinstance(function, dict)
+                and isinstance(function.get("name"), str)):
+            raise ValueError(f'item {index} is not {{"type": "function", "function": {{"name": ..., ...}}}}')
+    return value
 
 
 def media_parts(row: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -162,8 +181,12 @@ class Task:
         return {name: {"guards": self.guards} for name in self.guarded_rewards if name in names}
 
     # -- shared behaviour -----------------------------------------------------------
-    def to_sample(self, row: Mapping[str, Any], *, think: bool = True, system_prompt: str | None = None) -> Sample:
-        """The chat prompt for ``row``: media parts, then the question and the format instruction."""
+    def to_sample(
+        self, row: Mapping[str, Any], *, think: bool = True, system_prompt: str | None = None,
+        tools: Sequence[dict[str, Any]] = (),
+    ) -> Sample:
+        """The chat prompt for ``row``: media parts, then the question and the format instruction; ``tools``, the
+        schemas the chat template renders into it, unless the row has a ``tools`` field of its own."""
         parts = media_parts(row)
         if self.required_media and not any(part["type"] == self.required_media for part in parts):
             raise RowError(row, self.required_media, f"task {self.name!r} needs a {self.required_media}")
@@ -175,7 +198,11 @@ class Task:
         if row.get("reasoning"):  # a worked solution (e.g. GSM8K's): the SFT target's think part
             extra["reasoning"] = str(row["reasoning"])
         sample_id, answer = str(require(row, "id")), self.ground_truth(row)
-        return Sample(id=sample_id, task=self.name, messages=messages, answer=answer, extra=extra)
+        try:
+            schemas = list(tools) if row.get("tools") is None else function_schemas(row["tools"])
+        except ValueError as error:
+            raise RowError(row, "tools", str(error)) from None
+        return Sample(id=sample_id, task=self.name, messages=messages, answer=answer, extra=extra, tools=schemas)
 
     def metric(self, completion: str, sample: Sample) -> float:
         """Eval score of one completion: the ``metric_reward`` on it, with the task's options."""

@@ -34,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     model, processor, paths = load_run_policy(config)
     policy_info = task_model_info(config.model, base_model_path(config, paths))
-    train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed, model=policy_info)
+    train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed, model=policy_info,
+                             tools=config.rollout.prompt_tools)
     scoring = {name: scoring_rule(config, task) for name, task in train_set.tasks.items()}
     rows, skipped = rejection_sample(
         build_engine(config, model, processor), train_set.samples, scoring, sampling_params(config, config.seed),

@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     files = [spec.path for spec in config.sft.data]
     train_set = None if files else load_samples(
         config.data.train, config.task, paths.data, seed=config.data.seed,
-        model=task_model_info(config.model, base_model_path(config, paths)),
+        model=task_model_info(config.model, base_model_path(config, paths)), tools=config.rollout.prompt_tools,
     )
     examples = sft_examples(files, train_set)
     ledger = SkipLedger(out / LEDGER_FILE if main else None)

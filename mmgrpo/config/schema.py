@@ -287,6 +287,11 @@ class RolloutConfig:
         256, "Most tokens of one tool result shown to the policy (verl: max_tool_response_length); longer ones are cut.",
         ge=8,
     )
+    tool_schemas: bool = option(
+        True, "Render the schemas of rollout.tools into each prompt through the model's chat template (tools=, as TRL "
+        "and verl do), where the template has a tools block; a dataset row's own tools field takes precedence. false: "
+        "the task's prompt alone says how to call.",
+    )
     mode: Literal["sync", "async"] = option(
         "sync", "sync: sample, then train, in turn. async: a worker process per rank samples the next batches (its "
         "own engine and whole copy of the policy) while the trainer trains; see rollout.max_staleness and "
@@ -305,6 +310,11 @@ class RolloutConfig:
         "(vLLM: saves a forward when mu > 1; the ratio then also corrects the engine/trainer mismatch). Either way "
         "rollout/logprob_gap_mean and _max log how far the two are apart (at temperature 1).",
     )
+
+    @property
+    def prompt_tools(self) -> list[str]:
+        """The tools whose schemas the prompts hold (``tool_schemas``)."""
+        return list(self.tools) if self.tool_schemas else []
 
 
 @dataclass

@@ -396,7 +396,8 @@ def _prepare(
     # A conversation ending in an assistant turn is a whole exchange to score (a reward model's
     # input): rendered closed. Any other ends with the generation prompt the policy continues.
     open_ended = sample.messages[-1]["role"] != "assistant"
-    text = processor.apply_chat_template(sample.messages, tokenize=False, add_generation_prompt=open_ended)
+    text = processor.apply_chat_template(sample.messages, tools=sample.tools or None, tokenize=False,
+                                         add_generation_prompt=open_ended)
     prepared = PreparedPrompt(index, sample, text, media)
     check_prompt_placeholders([text], [prepared.media_counts], placeholders, [sample.id])
     return prepared

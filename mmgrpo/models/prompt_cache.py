@@ -11,7 +11,7 @@ whenever that output could:
 
 - the content hash of every media item (file bytes, not paths: a moved dataset still hits);
 - the budgets of the prompt's modalities, and the video decoder for video files;
-- the messages' text, the model family, the processor's configuration, tokenizer
+- the messages' text and the tools' schemas, the model family, the processor's configuration, tokenizer
   vocabulary and chat template;
 - the transformers version and the source of the code that loads and encodes media.
 
@@ -157,6 +157,7 @@ class PromptCache:
             "processor": self._processor_fingerprint(processor),
             "family": family,
             "messages": _messages_without_media(sample.messages),
+            "tools": sample.tools,
             "media": media,
             "media_dtype": str(self.media_dtype),
         }

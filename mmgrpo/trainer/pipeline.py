@@ -156,12 +156,14 @@ def _run_stages(
     main = ranks.is_main_process
     with ranks.main_process_first():  # tiny models and generated datasets are built once, in the shared cache
         policy_info = task_model_info(config.model, base_model_path(config, paths))  # tasks see what the model sees
-        train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed, model=policy_info)
+        train_set = load_samples(config.data.train, config.task, paths.data, seed=config.data.seed, model=policy_info,
+                                 tools=config.rollout.prompt_tools)
         test_set = SampleSet(samples=[], tasks={})  # built only for an eval the config asks for
         benches: list[BenchmarkSet] = []
         if config.eval.before or config.eval.after or config.eval.every_n_steps:
             test_set = load_samples(
-                held_out_datasets(config), config.task, paths.data, seed=config.data.seed, model=policy_info
+                held_out_datasets(config), config.task, paths.data, seed=config.data.seed, model=policy_info,
+                tools=config.rollout.prompt_tools,
             )
             benches = [bench.for_model(policy_info) for bench in held_out_benchmarks(config)]
     ledger = SkipLedger(paths.root / LEDGER_FILE if main else None)

@@ -66,12 +66,13 @@ def mrope_section(head_dim: int) -> list[int]:
     return [half - 2 * spatial, spatial, spatial]
 
 
-def qwen_tokenizer(spec: TinySpec, *, default_system: str | None) -> Qwen2Tokenizer:
+def qwen_tokenizer(spec: TinySpec, *, default_system: str | None, renders_tools: bool = False) -> Qwen2Tokenizer:
     return build_tokenizer(
         Qwen2Tokenizer,
         vocab_size=spec.vocab_size,
         special_tokens=QWEN_SPECIAL_TOKENS,
-        chat_template=chat_template(media_markup=QWEN_MEDIA_MARKUP, default_system=default_system),
+        chat_template=chat_template(media_markup=QWEN_MEDIA_MARKUP, default_system=default_system,
+                                    renders_tools=renders_tools),
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
         unk_token=None,
@@ -108,6 +109,7 @@ def _assemble(
     video_processor: Any,
     image_processor: Qwen2VLImageProcessor,
     default_system: str | None = QWEN2_DEFAULT_SYSTEM,
+    renders_tools: bool = False,
     rope_extras: dict[str, Any] | None = None,
 ) -> TinyModel:
     """Config + processor + random model from the parts in which the Qwen families differ.
@@ -115,7 +117,7 @@ def _assemble(
     ``classes`` is (config class, model class, processor class).
     """
     config_class, model_class, processor_class = classes
-    tokenizer = qwen_tokenizer(spec, default_system=default_system)
+    tokenizer = qwen_tokenizer(spec, default_system=default_system, renders_tools=renders_tools)
     text = qwen_text_config(spec, tokenizer, **(rope_extras or {}))
     config = config_class(text_config=text, vision_config=vision, **vision_token_ids(tokenizer))
     processor = processor_class(
@@ -224,6 +226,7 @@ def build_qwen3_vl(spec: TinySpec) -> TinyModel:
         image_processor=qwen2_image_processor(spec, patch_size, **half_grey),
         video_processor=video_processor,
         default_system=None,
+        renders_tools=True,  # Qwen3's template lists tools; Qwen2-VL's and Qwen2.5-VL's ignore them
         rope_extras={"mrope_interleaved": True},
     )
     if spec.vision_position_init_std is not None:
