@@ -287,6 +287,11 @@ class RolloutConfig:
         256, "Most tokens of one tool result shown to the policy (verl: max_tool_response_length); longer ones are cut.",
         ge=8,
     )
+    max_trajectory_tokens: int | None = option(
+        None, "Most tokens of a multi-turn trajectory after the prompt, the policy's and the tools' together (verl: "
+        "response_length): a turn is cut where it would pass it (truncated), and a trajectory that reaches it takes "
+        "no further turn. None: max_turns turns of max_new_tokens each, with the tools' results between them.", ge=1,
+    )
     tool_schemas: bool = option(
         True, "Render the schemas of rollout.tools into each prompt through the model's chat template (tools=, as TRL "
         "and verl do), where the template has a tools block; a dataset row's own tools field takes precedence. false: "

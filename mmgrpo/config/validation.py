@@ -214,11 +214,15 @@ def _rollout_engine(config: Config) -> Iterator[str]:
 
 
 def _tools(config: Config) -> Iterator[str]:
-    """Tool turns need more than one turn, and more turns need tools."""
+    """Tool turns need more than one turn, more turns need tools, and a trajectory's budget holds its first turn."""
     rollout = config.rollout
     if bool(rollout.tools) != (rollout.max_turns > 1):
         yield (f"rollout.tools={rollout.tools} with rollout.max_turns={rollout.max_turns}: tools need max_turns > 1, "
                "and more turns need tools")
+    budget = rollout.max_trajectory_tokens
+    if budget is not None and budget < rollout.max_new_tokens:
+        yield (f"rollout.max_trajectory_tokens={budget} is less than rollout.max_new_tokens={rollout.max_new_tokens}, "
+               "the first turn's own limit")
 
 
 def _async_rollout(config: Config) -> Iterator[str]:

@@ -58,8 +58,10 @@ class ToolTurns:
 
     def __init__(self, engine: RolloutEngine, processor: Any, tools: Mapping[str, Tool], max_turns: int,
                  context_of: Callable[[Sample], ToolContext], max_observation_tokens: int = 256,
-                 budgets: MediaBudgets | None = None, all_ranks_done: Callable[[bool], bool] = bool) -> None:
+                 budgets: MediaBudgets | None = None, all_ranks_done: Callable[[bool], bool] = bool,
+                 max_trajectory_tokens: int | None = None) -> None:
         self.engine, self.processor, self.tools, self.max_turns = engine, processor, dict(tools), max_turns
+        self.max_trajectory_tokens = max_trajectory_tokens  # after the prompt: the policy's and the tools' tokens
         self.all_ranks_done = all_ranks_done  # collective decoding: whether no rank has a trajectory going on
         self.max_observation_tokens = max_observation_tokens
         self.budgets = budgets or {}  # a tool's images are loaded under the prompt's image budget
@@ -80,7 +82,7 @@ class ToolTurns:
         coords = FAMILY_COORDINATES.get(family, OTHER_FAMILIES_COORDINATES)
         return cls(engine, processor, {name: TOOLS.get(name) for name in rollout.tools},
                    rollout.max_turns if max_turns is None else max_turns, lambda sample: ToolContext(sample, info, coords),
-                   rollout.max_observation_tokens, budgets, all_ranks_done)
+                   rollout.max_observation_tokens, budgets, all_ranks_done, rollout.max_trajectory_tokens)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)
@@ -100,17 +102,34 @@ class ToolTurns:
             if self.all_ranks_done(not calls):
                 break
             rows = rows or prompts.to("cpu").rows()
-            if not calls:  # another rank's trajectories go on, and decoding is collective: decode one, discarded
+            going = self._run_calls(calls, prompts.family)
+            if going:
+                self._next_turn(going, rows, prompts, params)
+            elif self.engine.lockstep:  # another rank's trajectories go on, and decoding is collective: decode one
                 stand_in = next(t for group in trajectories for t in group)
-                self._next_turn([replace(stand_in)], rows, prompts, params)
-                continue
-            with ThreadPoolExecutor(max_workers=min(len(calls), MAX_CONCURRENT_CALLS)) as pool:  # tools may wait
-                results = list(pool.map(lambda item: run_call(item[1], self.tools, self.context_of(item[0].sample)),
-                                        calls))
-            for (trajectory, call), (observation, outcome) in zip(calls, results):
-                self._observe(trajectory, call, observation, outcome, prompts.family)
-            self._next_turn([trajectory for trajectory, _ in calls], rows, prompts, params)
+                self._next_turn([replace(stand_in)], rows, prompts, params)  # on a copy: discarded
         return [[t.completion for t in group] for group in trajectories]
+
+    def _run_calls(self, calls: Sequence[tuple[_Trajectory, ToolCall]], family: str) -> list[_Trajectory]:
+        """Run each call and append its result to its trajectory; those with room for another turn (one the result
+        filled ends truncated)."""
+        if not calls:
+            return []
+        with ThreadPoolExecutor(max_workers=min(len(calls), MAX_CONCURRENT_CALLS)) as pool:  # tools may wait
+            results = list(pool.map(lambda item: run_call(item[1], self.tools, self.context_of(item[0].sample)), calls))
+        going = []
+        for (trajectory, call), (observation, outcome) in zip(calls, results):
+            self._observe(trajectory, call, observation, outcome, family)
+            if self._room(trajectory.completion) > 0:
+                going.append(trajectory)
+            else:
+                trajectory.completion = replace(trajectory.completion, truncated=True)
+        return going
+
+    def _room(self, completion: Completion) -> float:
+        """Tokens the trajectory may still take under ``max_trajectory_tokens``."""
+        budget = self.max_trajectory_tokens
+        return float("inf") if budget is None else budget - len(completion.token_ids)
 
     def _call_of(self, trajectory: _Trajectory) -> ToolCall | None:
         """The call the trajectory's last turn ends with (its last ``<tool_call>``), if it may take another turn."""
@@ -206,6 +225,7 @@ class ToolTurns:
                                      prompts=batch.to(prompts.input_ids.device))
         for trajectory, (turn,) in zip(going, turns):
             done = trajectory.completion
+            turn = self._within(turn, self._room(done))
             trajectory.completion = replace(
                 done, text=f"{done.text}{turn.text}", turn_text_ends=[*done.turn_text_ends, len(done.text)],
                 token_ids=[*done.token_ids, *turn.token_ids],
@@ -213,6 +233,14 @@ class ToolTurns:
                 truncated=turn.truncated,
             )
             trajectory.turns += 1
+
+    def _within(self, turn: Completion, room: float) -> Completion:
+        """``turn`` cut to its first ``room`` tokens (then truncated) when longer."""
+        if len(turn.token_ids) <= room:
+            return turn
+        token_ids = turn.token_ids[: int(room)]
+        return replace(turn, text=self.tokenizer.decode(token_ids, skip_special_tokens=True), token_ids=token_ids,
+                       logprobs=None if turn.logprobs is None else turn.logprobs[: int(room)], truncated=True)
 
     def _continuation(self, prompts: PromptBatch, trajectory: _Trajectory, index: int,
                       prompt_ids: list[int]) -> PreparedPrompt:

@@ -28,6 +28,7 @@ class ScriptedTurns:
     the sample object: a batch may hold one sample twice, each its own demonstration)."""
 
     needs_loaded_media = False  # it takes the encoded prompt batches the tool turns build
+    lockstep = False
 
     def __init__(self, processor: Any, budgets: MediaBudgets, family: str, turns: Mapping[int, Sequence[str]],
                  end_of_turn: int) -> None:

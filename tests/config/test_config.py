@@ -263,6 +263,8 @@ def test_invalid_yaml_and_non_mapping_files_name_the_file(tmp_path: Path) -> Non
         (["rollout.max_staleness=2"], "rollout.max_staleness=2 is read only by rollout.mode=async"),
         (["rollout.tools=[calculator]"], "tools need max_turns > 1"),
         (["rollout.max_turns=3"], "more turns need tools"),
+        (["rollout.tools=[calculator]", "rollout.max_turns=2", "rollout.max_new_tokens=16",
+          "rollout.max_trajectory_tokens=8"], "rollout.max_trajectory_tokens=8 is less than rollout.max_new_tokens=16"),
         (["model.min_pixels=20000"], "model.min_pixels=20000 is larger than model.max_pixels=12544"),
         (
             ["data.train.0.path=/data/x"],

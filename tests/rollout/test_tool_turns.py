@@ -38,11 +38,11 @@ class FirstTurnWrites:
         return [[Completion(self.text, ids, [0.0] * len(ids)) for _ in group] for group in groups]
 
 
-def tool_turns(policy, first_turn: str, max_turns: int = 2) -> tuple[ToolTurns, HFEngine]:
+def tool_turns(policy, first_turn: str, max_turns: int = 2, budget: int | None = None) -> tuple[ToolTurns, HFEngine]:
     model, processor = policy
     engine = HFEngine(model, processor)
     turns = ToolTurns(FirstTurnWrites(engine, first_turn), processor, {"calculator": TOOLS.get("calculator")},
-                      max_turns, lambda sample: ToolContext(sample))
+                      max_turns, lambda sample: ToolContext(sample), max_trajectory_tokens=budget)
     return turns, engine
 
 
@@ -83,6 +83,25 @@ def test_turns_stop_at_max_turns_and_without_a_call_and_a_failed_call_is_observe
     assert trajectory.observation_spans == [] and trajectory.text == "No tool needed: 42."
     single, _ = tool_turns(policy, CALL, max_turns=1)
     assert all(c.observation_spans == [] for c in single.generate(samples[:1], params)[0])
+
+
+def test_a_trajectory_stops_at_its_token_budget(policy, samples):
+    """``max_trajectory_tokens`` counts the policy's and the tools' tokens after the prompt: a later turn is cut
+    where it would pass it (truncated, its log-probs cut alike), and a result that fills it ends the trajectory."""
+    params = SamplingParams(n=2, max_new_tokens=8, seed=3)
+    free, _ = tool_turns(policy, f"Let me compute. {CALL}")
+    (start, end), = free.generate(samples[:1], params)[0][0].observation_spans
+    turns, _ = tool_turns(policy, f"Let me compute. {CALL}", budget=end + 3)
+    trajectories = turns.generate(samples[:1], params)[0]
+    for trajectory in trajectories:
+        assert trajectory.observation_spans == [(start, end)] and trajectory.tool_outcomes == ["ok"]
+        assert len(trajectory.token_ids) <= end + 3 and len(trajectory.logprobs) == len(trajectory.token_ids)
+        assert trajectory.truncated == (len(trajectory.token_ids) == end + 3)  # a second turn cut, or ended in time
+        assert trajectory.text == turns.tokenizer.decode(trajectory.token_ids[:start], skip_special_tokens=True) \
+            + turns.tokenizer.decode(trajectory.token_ids[end:], skip_special_tokens=True)
+    assert any(trajectory.truncated for trajectory in trajectories)  # the random policy seldom stops in 3 tokens
+    cut, _ = tool_turns(policy, f"Let me compute. {CALL}", budget=end)  # no room after the result: no second turn
+    assert all(len(c.token_ids) == end and c.truncated for c in cut.generate(samples[:1], params)[0])
 
 
 def test_a_grpo_run_trains_on_tool_trajectories(small_config, tmp_path, monkeypatch):
