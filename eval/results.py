@@ -39,6 +39,7 @@ from typing import Any
 from data_recipes.loading import SkippedRow
 from eval import metrics
 from mmgrpo.rollout.base import SamplingParams
+from mmgrpo.rollout.tool_metrics import ToolUse, tool_metrics
 
 FORMAT_REWARD = "format"  # the registered reward whose rate is reported as format_rate
 TRUNCATION_WARNING = 0.1  # more than this share of completions at the token cap is warned about
@@ -107,6 +108,24 @@ class CompletionRecord:
     """How a benchmark read the answer when not plainly (e.g. ``random choice``)."""
     tool_outcomes: list[str] = field(default_factory=list)
     """How each tool call of a multi-turn completion went, in order (``rollout.tools``)."""
+    tool_calls: list[str] = field(default_factory=list)
+    """The tool each call named, in order (``?``: a call that could not be read)."""
+    turns: int = 1
+    """The policy's turns."""
+    observation_tokens: int = 0
+    """The tools' tokens inside the completion (not the policy's)."""
+    tool_images: int = 0
+    """The images the tools returned inside the completion."""
+
+    def tool_use(self) -> ToolUse:
+        return ToolUse(tuple(self.tool_calls), tuple(self.tool_outcomes), self.turns, self.observation_tokens,
+                       self.tool_images)
+
+    @staticmethod
+    def tool_fields(use: ToolUse) -> dict[str, Any]:
+        """The record's fields that hold ``use``."""
+        return {"tool_outcomes": list(use.outcomes), "tool_calls": list(use.calls), "turns": use.turns,
+                "observation_tokens": use.observation_tokens, "tool_images": use.images}
 
 
 @dataclass
@@ -272,6 +291,7 @@ def summarize_items(items: Sequence[ItemRecord], options: EvalOptions) -> dict[s
         with_ci(numbers, f"reward/{name}", [value for value in per_item if value is not None])
     notes = Counter(note for c in completions for note in c.note.split("; ") if note)
     numbers |= {f"notes/{note}": count / len(completions) for note, count in sorted(notes.items())}
+    numbers |= tool_metrics([c.tool_use() for c in completions])
     numbers["mean_length"] = metrics.mean([c.n_tokens for c in completions])
     numbers["truncation_rate"] = metrics.mean([float(c.truncated) for c in completions])
     return numbers

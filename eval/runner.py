@@ -26,6 +26,7 @@ from eval.shards import gathered, shard, slowest
 from mmgrpo.distributed import Ranks
 from mmgrpo.rollout.base import RolloutEngine, generate_or_skip
 from mmgrpo.rollout.lockstep import in_lockstep
+from mmgrpo.rollout.tool_metrics import ToolUse
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
 from processors import VideoSpan
@@ -148,7 +149,7 @@ def score_item(
             parsed_answer=json_safe(task.parse_answer(completion.text)),
             rewards={name: values[index] for name, values in breakdown.components.items()},
             reward=breakdown.total[index],
-            tool_outcomes=list(completion.tool_outcomes),
+            **CompletionRecord.tool_fields(ToolUse.of(completion)),
         )
         for index, completion in enumerate(completions)
     ]

@@ -24,6 +24,7 @@ from eval.runner import evaluate_policy
 from mmgrpo.config import BenchmarkConfig
 from mmgrpo.distributed import Ranks
 from mmgrpo.rollout.base import EncodesNothing, RolloutEngine, SamplingParams
+from mmgrpo.rollout.tool_metrics import ToolUse
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Completion, Sample
 from tasks.base import ModelInfo
@@ -89,6 +90,7 @@ class BenchmarkSet:
                 metric=verdict.metric,
                 parsed_answer=json_safe(verdict.prediction), rewards={}, reward=0.0,
                 extracted=json_safe(verdict.extracted), note=verdict.note,
+                **CompletionRecord.tool_fields(ToolUse.of(completion)),
             ))
         return ItemRecord(
             sample_id=item.id, task=self.name, answer=json_safe(item.answer), media=list(item.media_refs),

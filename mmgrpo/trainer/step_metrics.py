@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 import torch
 
+from mmgrpo.rollout.tool_metrics import ToolUse, tool_metrics
 from mmgrpo.trainer.metrics import completion_prompt
 from mmgrpo.trainer.rollouts import Group, Rollouts
 from mmgrpo.trainer.turn_records import turn_records
@@ -53,13 +54,7 @@ def rollout_metrics(rollouts: Rollouts) -> dict[str, float]:
     if greedy:  # ReMax's baselines: the greedy completions' reward, and how many groups had one
         metrics["reward/greedy"] = _mean(greedy)
         metrics["reward/greedy_frac"] = len(greedy) / len(groups)
-    outcomes = [outcome for completion in completions for outcome in completion.tool_outcomes]
-    if outcomes:  # tool turns: calls per trajectory, how they went, what the policy was shown
-        metrics["tools/calls_per_completion"] = len(outcomes) / len(completions)
-        metrics |= {f"tools/{outcome}_frac": count / len(outcomes) for outcome, count in Counter(outcomes).items()}
-        metrics["tools/observation_tokens"] = _mean([len(c.token_ids) - c.policy_token_count for c in completions])
-        metrics["tools/images_per_completion"] = _mean([c.media.counts.get("image", 0) if c.media else 0
-                                                         for c in completions])
+    metrics |= tool_metrics([ToolUse.of(completion) for completion in completions])
     steps = rollouts.step_rewards()
     if steps is not None:  # process rewards: steps found and their (weighted) scores
         scores = [score for spans in steps for _, _, score in spans]

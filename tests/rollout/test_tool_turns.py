@@ -126,6 +126,7 @@ def test_a_grpo_run_trains_on_tool_trajectories(small_config, tmp_path, monkeypa
     assert run_training(config)["grpo_steps"] == 2
     rows = read_metrics(tmp_path / "runs" / "test" / "metrics.jsonl")
     assert all(row["tools/calls_per_completion"] == 1.0 and row["tools/ok_frac"] == 1.0 for row in rows)
+    assert all(row["tools/calls/calculator"] == 1.0 and row["tools/turns_per_completion"] == 2.0 for row in rows)
     from mmgrpo.models.loading import load_processor
 
     call_tokens = len(load_processor(config.model.name_or_path).tokenizer(CALL, add_special_tokens=False)["input_ids"])

@@ -83,3 +83,8 @@ def test_mmgrpo_eval_takes_tool_turns(zoom_setup, tmp_path):
     assert len(completions) == 8
     called = [c for c in completions if c.tool_outcomes == ["ok"]]
     assert len(called) >= 4 and all(c.rewards["zoom_on_region"] == 1.0 for c in called)
+    assert all(c.tool_calls == ["zoom_in"] and c.turns == 2 and c.tool_images == 1 and c.observation_tokens > 16
+               for c in called)
+    summary = result.summary()  # the records' tool use, as a training step reports it
+    assert summary["tools/calls/zoom_in"] == pytest.approx(sum(len(c.tool_calls) for c in completions) / 8)
+    assert summary["tools/turns_per_completion"] == pytest.approx(sum(c.turns for c in completions) / 8)
