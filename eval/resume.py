@@ -116,6 +116,9 @@ class AlreadyScored(EncodesNothing):
     def generate(self, samples: Sequence[Sample], params: Any, group_sizes: Any = None, **_: Any) -> list[Any]:
         raise RuntimeError(f"asked to generate {len(samples)} items, but every item was scored already")
 
+    def before_update(self) -> None:
+        """Never trained."""
+
     def update_weights(self, model_or_state_dict: Any) -> None:
         raise RuntimeError("a model whose every item was scored already has no weights loaded")
 

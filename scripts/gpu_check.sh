@@ -6,7 +6,7 @@
 #    tests/rollout/test_gpu_engines.py: CUDA log-probs against CPU, vLLM sleep mode where vLLM is installed);
 # 3. a short `mmgrpo train` on CUDA with the HF engine, and with rollout.engine=vllm where vLLM is installed.
 #   run: bash scripts/gpu_check.sh sharded   (a second call, when the first passed: the 8-GPU configuration)
-# the same short run under ZeRO-3 and under FSDP2 with a colocated vLLM engine in sleep mode, on 2 ranks
+# the same short run under ZeRO-3 (sleep level 1) and under FSDP2 (sleep level 2) with a colocated vLLM engine in sleep mode, on 2 ranks
 # where 2 GPUs are (1 otherwise), each with its median step time and the GPU memory peak (nvidia-smi).
 # Each step has its own time limit and the script goes on after a failure; the summary says what passed.
 set -uo pipefail
@@ -48,9 +48,9 @@ if [[ ${1:-} == sharded ]]; then
         summary+=("SKIPPED zero3-vllm: vLLM or DeepSpeed is not installed on this machine")
     fi
     if python3 -c "import vllm" 2>/dev/null; then
-        sharded_run fsdp2-vllm train.backend=fsdp2
+        sharded_run fsdp2-vllm-sleep2 train.backend=fsdp2 rollout.vllm.sleep_level=2  # ZeRO-3's run keeps level 1
     else
-        summary+=("SKIPPED fsdp2-vllm: vLLM is not installed on this machine")
+        summary+=("SKIPPED fsdp2-vllm-sleep2: vLLM is not installed on this machine")
     fi
     printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
     exit 0

@@ -156,6 +156,9 @@ class SavedCompletions(EncodesNothing):
     def generate(self, samples: Sequence[Sample], params: SamplingParams, group_sizes: Any = None) -> list[list[Completion]]:
         return [[Completion(self.texts[sample.id], token_ids=[])] for sample in samples]
 
+    def before_update(self) -> None:
+        """Never trained."""
+
     def update_weights(self, model_or_state_dict: Any) -> None:
         raise NotImplementedError("saved completions have no weights")
 

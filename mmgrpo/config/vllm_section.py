@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from mmgrpo.config.fields import option
 
@@ -29,6 +30,11 @@ class VLLMConfig:
     )
     enable_sleep_mode: bool = option(
         False, "GPU only: free the engine's memory (weights offloaded, KV cache dropped) while the policy trains."
+    )
+    sleep_level: Literal[1, 2] = option(
+        1, "With enable_sleep_mode: 1 frees the KV cache and moves the weights to CPU memory after each sampling; 2 "
+        "keeps the engine awake through sampling and discards its weights and KV cache when the policy update starts, "
+        "the push after it sending every weight (the most GPU memory for the update, no CPU copy, a whole push a step).",
     )
     enforce_eager: bool | None = option(None, "Skip CUDA graphs; None = eager on CPU, graphs on GPU.")
     in_process: bool = option(

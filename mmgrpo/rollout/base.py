@@ -124,6 +124,11 @@ class RolloutEngine(Protocol):
         """
         ...
 
+    def before_update(self) -> None:
+        """The policy update is about to start: an engine holding device memory it can give back for it does (vLLM
+        sleep level 2); the ``update_weights`` after the update restores it."""
+        ...
+
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Make the next ``generate`` sample from these policy weights."""
         ...

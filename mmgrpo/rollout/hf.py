@@ -141,6 +141,9 @@ class HFEngine:
             cache=self.cache,
         )
 
+    def before_update(self) -> None:
+        """Nothing to give back: the engine decodes with the policy's own weights."""
+
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Sample from new weights: a module replaces the engine's, a state dict is loaded into it.
 

@@ -14,7 +14,8 @@ else saved to ``weights_dir`` and reloaded from there; then the encoder cache an
 cache are reset (measured: without them a seen image crashes the engine, and a prompt
 spanning a full KV block reuses keys of the old weights). Completions report the sampled
 tokens' log-probs under ``SamplingParams.logprobs_mode`` (vLLM's ``raw_logprobs`` or
-``processed_logprobs``, fixed when the engine is built).
+``processed_logprobs``, fixed when the engine is built). With sleep mode the engine gives its GPU memory
+back while the policy trains (:mod:`mmgrpo.rollout.vllm_sleep`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from mmgrpo.rollout.base import ENGINES, SamplingParams, WeightSource, resolve_g
 from mmgrpo.rollout.weight_broadcast import WORKER_EXTENSION
 from mmgrpo.rollout.hf import generation_eos_ids
 from mmgrpo.rollout.vllm_ranks import EXECUTOR, group_requests, tensor_parallel_group
+from mmgrpo.rollout.vllm_sleep import SleepMode
 from mmgrpo.types import Completion, Sample
 from processors import AudioClip, LoadedMedia, VideoClip
 
@@ -88,7 +90,6 @@ class EngineSpec:
 
 
 _SHARED_LLMS: dict[tuple[EngineSpec, bool], Any] = {}
-_AWAKE_PARTS: dict[int, set[str]] = {}  # id(shared engine) -> its parts that are awake (sleep mode)
 
 
 def shared_llm(spec: EngineSpec, *, in_process: bool, cpu_kv_cache_gib: float) -> Any:
@@ -284,8 +285,8 @@ class VLLMEngine(VLLMSampling):
             enable_chunked_prefill=on_gpu,
             distributed_executor_backend=EXECUTOR if spans_ranks else None,
         )
-        self.sleeps = spec.enable_sleep_mode
         self.llm = shared_llm(spec, in_process=self.in_process, cpu_kv_cache_gib=options.cpu_kv_cache_gib)
+        self.sleep = SleepMode(self.llm, enabled=spec.enable_sleep_mode, level=options.sleep_level)
         self.update_weights(model)
 
     @classmethod
@@ -304,9 +305,9 @@ class VLLMEngine(VLLMSampling):
 
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Load the policy's current weights into the engine (after the first time, less the unchanging ones:
-        their layers keep what they hold), then reset its encoder and prefix caches."""
-        self._wake("weights")  # the KV cache stays asleep while the weights load
-        skip = self.left_out_of_push()
+        their layers keep what they hold, unless sleep discarded them), then reset its encoder and prefix caches."""
+        self.sleep.wake("weights")  # the KV cache stays asleep while the weights load
+        skip = frozenset() if self.sleep.weights_discarded else self.left_out_of_push()
         if self.in_process:
             source: dict[str, Any] = {"weights_iterator": policy_weights(model_or_state_dict, self.backend, skip)}
         else:
@@ -314,6 +315,7 @@ class VLLMEngine(VLLMSampling):
             source = {"weights_path": str(self.weights_dir)}
         self.llm.collective_rpc("mmgrpo_reload", kwargs={"partial": bool(skip), **source})
         self.holds_every_weight = True
+        self.sleep.weights_loaded()
         self.llm.llm_engine.reset_encoder_cache()
         self.llm.reset_prefix_cache()
 
@@ -322,23 +324,16 @@ class VLLMEngine(VLLMSampling):
         requests, own = [(vllm_request(prompt), o) for prompt, o in zip(prompts, options)], slice(None)
         if self.group is not None:  # the engine's group submits all its ranks' requests; each keeps its own
             requests, own = group_requests(self.group, requests)
-        self._wake("weights", "kv_cache")
+        self.sleep.before_sampling()
         outputs = self.llm.generate(
             [request for request, _ in requests], [vllm.SamplingParams(**o) for _, o in requests], use_tqdm=False
         )
-        if self.sleeps:  # level 1: weights offloaded to CPU memory (kept: a push may leave some out), KV cache freed
-            self.llm.sleep(level=1)
-            _AWAKE_PARTS[id(self.llm)].clear()
+        self.sleep.after_sampling()
         return [sampled_prompt(output) for output in outputs[own]]
 
-    def _wake(self, *parts: str) -> None:
-        """Wake the parts (``weights``, ``kv_cache``) of a sleeping engine that are asleep; the state
-        belongs to the shared engine, not to this wrapper (eval and training share one)."""
-        awake = _AWAKE_PARTS.setdefault(id(self.llm), {"weights", "kv_cache"})
-        asleep = [part for part in parts if part not in awake]
-        if self.sleeps and asleep:
-            self.llm.wake_up(tags=asleep)
-            awake.update(asleep)
+    def before_update(self) -> None:
+        """The policy update starts: at sleep level 2 the engine gives its weights and KV cache back."""
+        self.sleep.before_update()
 
 
 _LINKED_MODEL_DIRS: dict[Path, tempfile.TemporaryDirectory] = {}  # checkpoint folder -> its model files, linked

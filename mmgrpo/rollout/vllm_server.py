@@ -255,6 +255,9 @@ class VLLMServerEngine(VLLMSampling):
             unchanging=unchanging_weights(model),
         )
 
+    def before_update(self) -> None:
+        """Nothing to give back: the server runs on devices of its own."""
+
     def update_weights(self, model_or_state_dict: torch.nn.Module | Mapping[str, torch.Tensor]) -> None:
         """Write the policy's weights to ``weights_dir`` (after the first time, less the unchanging ones); the
         server reloads them and resets its caches. On several ranks each takes part in gathering them; the others

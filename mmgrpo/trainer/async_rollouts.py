@@ -130,6 +130,9 @@ class AsyncRollouts:
                            "them anew", error)
         return [self.records[batch] for batch in batches if batch in self.records]
 
+    def before_update(self) -> None:
+        """The worker's engine samples on through the update: nothing to give back."""
+
     def publish_weights(self) -> None:
         """The policy's weights after an optimizer step: the next version, for the batches requested from now on."""
         self.version += 1

@@ -245,6 +245,7 @@ class GRPOTrainer:
         self.model.train()
         # a stop request waits for the weights to be whole again
         with signals_deferred(), naming_rows(rollouts.samples, stage="GRPO", step=self.step_index + 1):
+            self.rollout_source.before_update()
             metrics |= policy_update(self.backend, batch, self.loss_settings, self.update_settings)
             metrics |= self.backend.precision_metrics()
             self.rollout_source.publish_weights()

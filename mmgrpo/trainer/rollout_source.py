@@ -44,6 +44,9 @@ class RolloutSource(Protocol):
     def next_round(self, step: int, round_index: int) -> Rollouts:
         """Round ``round_index`` of step ``step``'s rollouts (0-based)."""
 
+    def before_update(self) -> None:
+        """The policy update starts (an engine sharing the trainer's device may give its memory back)."""
+
     def publish_weights(self) -> None:
         """After an optimizer step: the rounds asked from now on come from the new weights."""
 
@@ -100,6 +103,9 @@ class SyncRollouts:
         params = with_round_seed(context.params_for(step), round_index)
         return sample_round(self.engine, context.encode(samples), samples, request.group_sizes, context.scoring, params,
                             greedy_baseline=needs_greedy_baseline(context.config))
+
+    def before_update(self) -> None:
+        self.engine.before_update()
 
     def publish_weights(self) -> None:
         self.engine.update_weights(self.context.model)

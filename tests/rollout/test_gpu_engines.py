@@ -49,3 +49,26 @@ def test_vllm_sleep_mode_frees_memory_and_keeps_the_weights(tiny_model_dir, samp
     for a, b in zip((c for g in again for c in g), (c for g in second for c in g)):
         assert a.token_ids == b.token_ids and torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
     assert free_asleep > 0.5 * torch.cuda.mem_get_info()[1] * 0.2  # the KV cache share was given back
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed on this GPU machine")
+def test_vllm_sleep_level_2_gives_the_weights_back_for_the_update_and_a_push_restores_them(
+    tiny_model_dir, samples
+) -> None:
+    from mmgrpo.config.vllm_section import VLLMConfig
+    from mmgrpo.rollout import SamplingParams
+    from mmgrpo.rollout.vllm import VLLMEngine
+
+    model, processor = load_model_and_processor(tiny_model_dir("qwen2_5_vl", **LARGER), device="cuda")
+    engine = VLLMEngine(model, processor, max_model_len=1024,
+                        options=VLLMConfig(enable_sleep_mode=True, sleep_level=2, gpu_memory_utilization=0.2))
+    params = SamplingParams(n=4, max_new_tokens=8, seed=0)
+    first = engine.generate(samples, params)  # awake through sampling
+    free_awake, _ = torch.cuda.mem_get_info()
+    engine.before_update()
+    free_asleep, total = torch.cuda.mem_get_info()
+    assert free_asleep - free_awake > 0.5 * total * 0.2  # the KV cache share (and the weights) given back
+    engine.update_weights(model)  # every weight again
+    again = engine.generate(samples, params)
+    for a, b in zip((c for g in again for c in g), (c for g in first for c in g)):
+        assert a.token_ids == b.token_ids and torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)

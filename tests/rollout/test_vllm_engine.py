@@ -227,6 +227,57 @@ def test_a_push_after_the_first_leaves_the_frozen_tower_out(vllm_policy, make_pe
         engine.update_weights(model)
 
 
+class DiscardingSleep:
+    """vLLM's sleep, as this CPU has none: level 2 leaves the engine zeros for weights (a GPU engine holds nothing
+    after it), and waking brings nothing back."""
+
+    def __init__(self, llm, model) -> None:
+        self.llm, self.model, self.levels = llm, model, []
+
+    def sleep(self, level: int) -> None:
+        from mmgrpo.rollout.vllm import policy_weights
+
+        self.levels.append(level)
+        zeros = copy.deepcopy(self.model)
+        for weight in zeros.parameters():
+            weight.data.zero_()
+        self.llm.collective_rpc("mmgrpo_reload", kwargs={"partial": False, "weights_iterator": policy_weights(zeros)})
+
+    def wake_up(self, tags) -> None:
+        pass
+
+
+def test_sleep_level_2_discards_the_weights_for_the_update_and_the_next_push_sends_them_all(
+    vllm_policy, make_peaked, teacher_forced_logprobs
+):
+    """The engine samples awake; when the update starts it gives its weights back; sampling before a push is refused;
+    the push after the update sends every weight, the frozen tower's too (a partial push would leave it zeros)."""
+    from mmgrpo.rollout.vllm_sleep import SleepMode
+
+    model, processor, engine = vllm_policy("qwen2_5_vl")
+    frozen = copy.deepcopy(model)
+    freeze(frozen, frozen_parts(frozen, ModelConfig(freeze_vision_tower=True)))
+    engine.unchanging = unchanging_weights(frozen)
+    discarding = DiscardingSleep(engine.llm, model)
+    engine.sleep = SleepMode(discarding, enabled=True, level=2)
+    samples = image_samples(seed=4)
+    try:
+        engine.generate(samples, SAMPLED)
+        assert discarding.levels == []  # level 2 stays awake through sampling
+        engine.before_update()
+        assert discarding.levels == [2]
+        with pytest.raises(RuntimeError, match="discarded for the policy update"):
+            engine.generate(samples, SAMPLED)
+        updated = make_peaked(model)
+        engine.update_weights(updated)
+        groups = engine.generate(samples, SAMPLED)
+        assert_logprobs_match(groups, teacher_forced_logprobs(updated.eval(), processor, samples, groups))
+    finally:
+        engine.sleep = SleepMode(engine.llm, enabled=False, level=1)
+        engine.unchanging = frozenset()
+        engine.update_weights(model)
+
+
 @pytest.mark.parametrize("calls", [1, 2])
 def test_tool_turns_continue_on_the_engine_with_the_crops_and_the_trainer_scores_them_alike(vllm_policy, calls):
     """Each next turn goes to vLLM as the trajectory's token ids with the prompt's image and the crops so far (its

@@ -146,3 +146,18 @@ def test_the_optimal_token_baselines_forward_is_the_updates_old_log_probs(small_
     assert len(rows) == 2 and all(row["advantage/abs_max"] > 0 for row in rows)
     assert calls == []
     assert weighted == [("algo.is_correction=tis",) == tuning] * 2
+
+
+def test_the_engine_is_told_before_each_update_and_given_the_weights_after(small_config, tmp_path, monkeypatch):
+    """A colocated engine gives its memory back between ``before_update`` and the push (vLLM sleep level 2): each
+    step calls them around its update, in that order, the push last."""
+    import mmgrpo.trainer.grpo as grpo
+    from mmgrpo.rollout.hf import HFEngine
+
+    events = []
+    update = grpo.policy_update
+    monkeypatch.setattr(HFEngine, "before_update", lambda self: events.append("before_update"))
+    monkeypatch.setattr(HFEngine, "update_weights", lambda self, model: events.append("push"))
+    monkeypatch.setattr(grpo, "policy_update", lambda *args: events.append("update") or update(*args))
+    train(small_config("train.steps=2"), tmp_path / "run")
+    assert events == ["before_update", "update", "push"] * 2
