@@ -95,7 +95,7 @@ def unchanging_weights(model: torch.nn.Module) -> frozenset[str]:
     merges with its adapters), and only where the module's parent owns such weights only, so that sibling projections
     an engine fuses into one layer (q/k/v, gate/up) are sent all together or not at all (vLLM rebuilds a layer from
     what it is sent, and a partly sent layer would lose the rest). Empty for a model with nothing to train (an
-    inference copy, such as the rollout worker's, whose weights all change by copy): what changes is not known."""
+    inference copy not marked by :func:`mark_unchanging`): what changes is not known."""
     changing: set[str] = set()
     fixed: set[str] = set()
     if not any(parameter.requires_grad for parameter in model.parameters()):
@@ -108,6 +108,14 @@ def unchanging_weights(model: torch.nn.Module) -> frozenset[str]:
     fixed -= changing
     groups_changing = {_sibling_group(name) for name in changing}
     return frozenset(name for name in fixed if _sibling_group(name) not in groups_changing)
+
+
+def mark_unchanging(copy: torch.nn.Module, unchanging: frozenset[str]) -> None:
+    """Mark an inference copy of a policy (the rollout worker's) as its trainer: gradients off on ``unchanging`` (the
+    trainer's :func:`unchanging_weights`), on elsewhere, so that the copy's own ``unchanging_weights`` are those and
+    an engine around it leaves them out of its pushes as the trainer's engines do. Nothing differentiates the copy."""
+    for name, parameter in copy.named_parameters(remove_duplicate=False):
+        parameter.requires_grad_(name not in unchanging)
 
 
 def _sibling_group(name: str) -> str:

@@ -93,13 +93,14 @@ class AsyncRollouts:
     ) -> AsyncRollouts:
         """A worker process on a copy of ``model`` as it is now (written once, read by every rank's worker)."""
         model_dir = worker_model_dir(model, processor, run_dir, backend.shards_weights) if backend.ranks.is_main_process else None
+        unchanging = unchanging_weights(model)
         spec = WorkerSpec(
             config=config.to_dict(), model_dir=backend.ranks.broadcast_object(model_dir),
             device=config.rollout.worker_device or str(next(model.parameters()).device), scoring=dict(scoring),
+            unchanging=unchanging,
         )
         warn_if_stale_uncorrected(config)
         worker = RolloutWorker(spec, backend.whole_weights(), version=version)
-        unchanging = unchanging_weights(model)
         return cls(worker, drawer.draw, drawer.samples, params_for, partial(backend.whole_weights, unchanging), encode,
                    max_staleness=config.rollout.max_staleness, version=version, restored=restored)
 

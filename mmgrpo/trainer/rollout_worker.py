@@ -45,6 +45,7 @@ import torch.multiprocessing as mp
 
 from mmgrpo.config import Config
 from mmgrpo.models.adapters import unwrap_model
+from mmgrpo.models.freezing import mark_unchanging
 from mmgrpo.models.policy_weights import checkpoint_dir
 from mmgrpo.rollout.base import SamplingParams
 from mmgrpo.trainer.rollouts import Rollouts, ScoringRule, needs_greedy_baseline, sample_round
@@ -139,6 +140,7 @@ class WorkerSpec:
     model_dir: str  # the policy's architecture and processor (weights come from SharedWeights)
     device: str
     scoring: dict[str, ScoringRule]
+    unchanging: frozenset[str] = frozenset()  # the trainer's weights no update changes: pushes to the engine skip them
 
 
 @dataclass
@@ -250,7 +252,8 @@ def _serve(
         spec.model_dir, dtype=config.model.dtype, attn_implementation=config.model.attn_implementation,
         trust_remote_code=config.model.trust_remote_code, device=spec.device,
     )
-    model.eval().requires_grad_(False)
+    model.eval()
+    mark_unchanging(model, spec.unchanging)
     version = weights.load_into(model)
     engine = build_engine(config, model, processor)
     results.put(WorkerReady(version))

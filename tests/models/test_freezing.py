@@ -9,7 +9,7 @@ from transformers import LlamaConfig
 
 from mmgrpo.config import ConfigError, load_config
 from mmgrpo.config.schema import LoraConfig, ModelConfig
-from mmgrpo.models.freezing import freeze, frozen_parts, parameter_counts, unchanging_weights
+from mmgrpo.models.freezing import freeze, frozen_parts, mark_unchanging, parameter_counts, unchanging_weights
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.trainer.setup import add_lora, load_policy
 
@@ -131,7 +131,9 @@ def test_a_push_leaves_out_frozen_weights_only_with_all_their_siblings(tiny_qwen
     tower, left_out = frozen(freeze_vision_tower=True)
     assert left_out == tower and tower
     inference_copy, _ = load_model_and_processor(str(tiny_qwen25vl))
-    assert unchanging_weights(inference_copy.requires_grad_(False)) == frozenset()  # it gets every weight by copy
+    assert unchanging_weights(inference_copy.requires_grad_(False)) == frozenset()  # what changes is not known
+    mark_unchanging(inference_copy, tower)  # the rollout worker's copy, told the trainer's
+    assert unchanging_weights(inference_copy) == tower
     only_q, left_out = frozen(frozen=[f"{attention}q_proj.*"])
     assert only_q and left_out == frozenset()
     block, left_out = frozen(frozen=[f"{attention}*"])
@@ -149,3 +151,6 @@ def test_under_lora_a_push_leaves_out_what_no_adapter_changes(tiny_qwen25vl):
     assert sent == {name for name in names if ".self_attn." in name and ".language_model." in name}
     assert {"lm_head.weight", "model.language_model.embed_tokens.weight"} <= left_out
     assert any(name.startswith("model.visual.") for name in left_out)
+    worker_copy, _ = load_model_and_processor(str(tiny_qwen25vl))  # the merged policy's architecture, plain names
+    mark_unchanging(worker_copy, left_out)
+    assert unchanging_weights(worker_copy) == left_out

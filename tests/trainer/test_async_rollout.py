@@ -92,6 +92,20 @@ def test_one_step_off_policy_samples_ahead_and_never_past_the_bound(small_config
     assert all("rollout/is_ratio_mean" in row for row in rows)
 
 
+def test_the_worker_is_told_which_weights_no_update_changes(small_config, tmp_path, monkeypatch):
+    """A frozen tower reaches the worker with its first weights only; the worker marks its copy with the trainer's
+    names (``mark_unchanging``), so a vLLM engine there leaves the tower out of its pushes as the trainer's do."""
+    import mmgrpo.trainer.async_rollouts as async_rollouts
+
+    specs, real = [], async_rollouts.RolloutWorker
+    monkeypatch.setattr(async_rollouts, "RolloutWorker",
+                        lambda spec, *args, **kwargs: specs.append(spec) or real(spec, *args, **kwargs))
+    config = small_config("train.steps=1", *ASYNC, "model.freeze_vision_tower=true")
+    build(config, tmp_path / "run").train()
+    (spec,) = specs
+    assert spec.unchanging and all(name.startswith("model.visual.") for name in spec.unchanging)
+
+
 @pytest.mark.parametrize(("cut", "every"), [("stop", 0), ("kill", 2)])
 def test_a_resumed_run_trains_on_what_the_uninterrupted_run_did(small_config, tmp_path, monkeypatch, cut, every):
     """The batches requested but not trained on at a checkpoint are kept with the rounds already sampled
