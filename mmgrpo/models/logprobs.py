@@ -26,8 +26,10 @@ without a gradient; ``differentiable_entropy`` is the entropy with its gradient 
 Lockstep = Callable[[Mapping[str, float]], dict[str, float]]
 """Where a forward is a collective of the ranks (ZeRO-3, FSDP2 gather a module's weights at each call), what every
 rank's forward must agree on, each value the largest any rank has: ``head_calls``, the output-head calls a
-forward makes (measured: FSDP2 hung when ranks' completion tokens took 1 and 2 chunks), and ``media_inside``,
-whether some rank's completions hold media (:func:`~mmgrpo.models.shared_prefix.completion_logprobs`)."""
+forward makes (measured: FSDP2 hung when ranks' completion tokens took 1 and 2 chunks), ``continued``, whether
+a group-shared forward continues past the prompt (it does not where every completion is one token), and
+``media_inside``, whether some rank's completions hold media (see
+:func:`~mmgrpo.models.shared_prefix.completion_logprobs`)."""
 
 
 def sequence_logprobs(

@@ -151,6 +151,11 @@ def _shared_forward(
         torch.arange(len(prompts), device=device), torch.as_tensor(list(group_sizes), device=device)
     )  # [n]: the prompt row of each completion
     cache = ReplayCache()
+    own_width = completion_ids.shape[1]
+    agreement = agreed(lockstep, head_calls=head_calls_for(completion_mask, chunk_size), continued=float(own_width > 1))
+    if agreement["continued"] and own_width == 1:  # another rank's forward continues: so does this one, on a pad
+        completion_ids = torch.nn.functional.pad(completion_ids, (0, 1), value=prompts.pad_token_id)  # [n, 2]
+        completion_mask = torch.nn.functional.pad(completion_mask, (0, 1))  # the pad predicts nothing counted
     # use_cache=False: the cache passed in is filled all the same, and transformers does not warn
     # that it turns caching off under checkpointing.
     with checkpointed_layers_keep_cache(backbone):
@@ -192,7 +197,7 @@ def _shared_forward(
             )
             _check_cache_length(cache, prompts.input_ids.shape[1] + width - 1)
             predicting = torch.cat([predicting, continued.last_hidden_state], 1)  # [n, Tc, D]
-    return token_logprobs(
+    logp, stat = token_logprobs(
         adapter.output_head(model),
         predicting,
         completion_ids,
@@ -200,8 +205,9 @@ def _shared_forward(
         statistic=statistic,
         chunk_size=chunk_size,
         temperature=temperature,
-        head_calls=int(agreed(lockstep, head_calls=head_calls_for(completion_mask, chunk_size))["head_calls"]),
+        head_calls=int(agreement["head_calls"]),
     )
+    return logp[:, :own_width], None if stat is None else stat[:, :own_width]
 
 
 def _check_cache_length(cache: ReplayCache, expected_length: int) -> None:

@@ -13,7 +13,8 @@ process: each rank trains on its share of the groups. Imported by
 ``--also-frozen-tower`` trains a second time, in the same launch, with the tower frozen first, as
 ``model.freeze_vision_tower`` does. ``--lora fsdp2 zero3``
 trains LoRA adapters instead, on each back end named in turn (one launch). ``--tool-image`` gives
-rank 0's first completion a tool's image inside it (rank 1's none). Audio
+rank 0's first completion a tool's image inside it (rank 1's none); ``--one-token`` makes rank 1's completions
+one token each (its forwards have nothing to continue). Audio
 families get a clip of noise where image families get an image.
 """
 
@@ -62,9 +63,10 @@ LORA_BACKENDS = {"fsdp2": {"backend": "fsdp2"}, "zero2": {"backend": "deepspeed"
                  "zero3": {"backend": "deepspeed", "zero_stage": 3}}
 
 
-def fixed_batch(processor, family: str, tool_image: bool = False) -> StepBatch:
+def fixed_batch(processor, family: str, tool_image: bool = False, one_token: bool = False) -> StepBatch:
     """Seeded images and completions of unequal lengths (ranks hold different token counts); ``tool_image``: the
-    first completion (rank 0's share of 2) sees a tool's image mid-way, as a zoom's crop, its tokens the tool's."""
+    first completion (rank 0's share of 2) sees a tool's image mid-way, as a zoom's crop, its tokens the tool's;
+    ``one_token``: the second half's completions (rank 1's share) are one token each."""
     rng = np.random.default_rng(0)
     samples = [
         Sample(
@@ -82,6 +84,8 @@ def fixed_batch(processor, family: str, tool_image: bool = False) -> StepBatch:
     completions = [Completion('', rng.integers(10, 200, int(rng.integers(1, 7))).tolist()) for _ in range(total)]
     if tool_image:
         completions[0] = with_tool_image(completions[0], processor, family)
+    if one_token:
+        completions[total // 2:] = [Completion('', completion.token_ids[:1]) for completion in completions[total // 2:]]
     loss_mask = build_loss_mask(completions, [True] * total, prompts.pad_token_id)
     return StepBatch(
         prompts=prompts,
@@ -131,18 +135,18 @@ def initial_weights(model_dir: Path) -> Weights:
 
 def train_on_fixed_rollouts(
     model_dir: Path, train: TrainConfig, backend_class: type | None = None, options: ModelConfig | None = None,
-    tool_image: bool = False,
+    tool_image: bool = False, one_token: bool = False,
 ) -> tuple[Weights, dict[str, float]]:
     """Weights after ``STEPS`` updates through ``train.backend`` (or ``backend_class``; full on
     rank 0, ``{}`` elsewhere) and the update's metrics (reduced over ranks), with the parts
     ``options`` freezes frozen; ``optimizer_states`` / ``frozen_optimizer_states`` count this
-    rank's parameters with optimizer state, all and frozen ones. ``tool_image``: see :func:`fixed_batch`
-    (the policy gets the dummy media pass, as a run with tools does)."""
+    rank's parameters with optimizer state, all and frozen ones. ``tool_image``, ``one_token``: see
+    :func:`fixed_batch` (with a tool's image the policy gets the dummy media pass, as a run with tools does)."""
     model, processor = load_model_and_processor(str(model_dir), dtype="float32", device="cpu")
     freeze(model, frozen_parts(model, options or ModelConfig()))
     if tool_image:
         install_dummy_media_pass(model)
-    backend, _, metrics = _updated(model, processor, train, backend_class, tool_image)
+    backend, _, metrics = _updated(model, processor, train, backend_class, tool_image, one_token)
     states = [param for param in backend.optimizer.state if backend.optimizer.state[param]]
     metrics["optimizer_states"] = len(states)
     metrics["frozen_optimizer_states"] = sum(not param.requires_grad for param in states)
@@ -179,7 +183,7 @@ def train_lora_on_fixed_rollouts(model_dir: Path, train: TrainConfig) -> dict[st
 
 def _updated(
     model: torch.nn.Module, processor: Any, train: TrainConfig, backend_class: type | None = None,
-    tool_image: bool = False,
+    tool_image: bool = False, one_token: bool = False,
 ) -> tuple[TrainingBackend, StepBatch, dict[str, float]]:
     """The back end around ``model`` after ``STEPS`` updates on this rank's share of the batch, the share, and
     the update's metrics."""
@@ -188,8 +192,8 @@ def _updated(
         samples_per_step=PROMPTS * GROUP_SIZE,
     )
     backend = backend_class(model, spec, train) if backend_class else build_backend(model, spec, train)
-    batch = rank_share(fixed_batch(processor, unwrap_model(model).config.model_type, tool_image), backend.ranks.rank,
-                       backend.ranks.world_size)
+    family = unwrap_model(model).config.model_type
+    batch = rank_share(fixed_batch(processor, family, tool_image, one_token), backend.ranks.rank, backend.ranks.world_size)
     backend.model.train()
     settings = replace(SETTINGS, padding_free=train.padding_free, logprob_chunk_tokens=train.logprob_chunk_tokens,
                        max_tokens_per_micro_batch=train.max_tokens_per_micro_batch)
@@ -218,6 +222,7 @@ def main() -> None:
     parser.add_argument("--padding-free", action="store_true", help="sequences packed into rows without padding")
     parser.add_argument("--max-tokens", type=int, help="micro-batches by this token budget")
     parser.add_argument("--tool-image", action="store_true", help="rank 0's first completion sees a tool's image")
+    parser.add_argument("--one-token", action="store_true", help="rank 1's completions are one token each")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -235,7 +240,8 @@ def main() -> None:
         result = {name: train_lora_on_fixed_rollouts(args.model_dir, lora_train) for name, lora_train in trains.items()}
         result = result if all(result.values()) else {}  # rank 0 saves
     else:
-        weights, metrics = train_on_fixed_rollouts(args.model_dir, train, tool_image=args.tool_image)
+        weights, metrics = train_on_fixed_rollouts(args.model_dir, train, tool_image=args.tool_image,
+                                                   one_token=args.one_token)
         result = {"weights": weights, "metrics": metrics} if weights else {}
         if args.also_frozen_tower:
             frozen = train_on_fixed_rollouts(args.model_dir, train, options=ModelConfig(freeze_vision_tower=True))

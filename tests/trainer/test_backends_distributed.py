@@ -94,12 +94,14 @@ def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, 
 
 @pytest.mark.parametrize("backend", [pytest.param(("--backend", "deepspeed", "--zero-stage", "3"), marks=NEEDS_DEEPSPEED,
                                                   id="zero3"), pytest.param(("--backend", "fsdp2"), id="fsdp2")])
-def test_a_tool_image_inside_one_ranks_completions_trains_as_one_process(backend, tiny_qwen25vl, tmp_path):
-    """A tool's image inside rank 0's completions runs the vision tower in rank 0's continuation forwards;
-    rank 1's run it on a dummy input as often (measured without: FSDP2 hung in the first backward)."""
+@pytest.mark.parametrize("batch", ["tool-image", "one-token"])
+def test_ranks_whose_forwards_differ_in_shape_train_as_one_process(backend, batch, tiny_qwen25vl, tmp_path):
+    """A tool's image inside rank 0's completions only (the vision tower then runs in every rank's forwards alike:
+    without, FSDP2 hung in the first backward), or rank 1's completions all one token (its group-shared forwards
+    continue on a pad as rank 0's continue: without, FSDP2 hung)."""
     reference_weights, _ = backend_parity.train_on_fixed_rollouts(
-        tiny_qwen25vl, TrainConfig(micro_batch_size=MICRO_BATCH), tool_image=True)
-    result = _run_two_ranks("--model-dir", str(tiny_qwen25vl), *backend, "--tool-image", out=tmp_path / "weights.pt")
+        tiny_qwen25vl, TrainConfig(micro_batch_size=MICRO_BATCH), **{batch.replace("-", "_"): True})
+    result = _run_two_ranks("--model-dir", str(tiny_qwen25vl), *backend, f"--{batch}", out=tmp_path / "weights.pt")
     worst = max(((float((result["weights"][n] - reference_weights[n]).abs().max()), n) for n in reference_weights))
     assert worst[0] <= WEIGHT_TOLERANCE, f"{worst[1]} differs by {worst[0]:.3g}"
 
