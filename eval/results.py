@@ -152,7 +152,7 @@ class ItemRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ItemRecord:
         """The record ``dataclasses.asdict`` turned into ``data``."""
-        return cls(**{**data, "completions": [CompletionRecord(**c) for c in data["completions"]]})
+        return cls(**{**data, "completions": [CompletionRecord(**_with_tool_fields(c)) for c in data["completions"]]})
 
 
 @dataclass
@@ -265,6 +265,15 @@ class EvalResult:
         from eval.report import write_outputs
 
         return write_outputs(out_dir, {model_name: self})
+
+
+def _with_tool_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """A completion record written before records kept their turns and the tools they called: those read from its
+    calls' outcomes (one more turn per call; the tools unknown, ``?``)."""
+    if "turns" in record:
+        return record
+    calls = len(record.get("tool_outcomes", []))
+    return {**record, "turns": calls + 1, "tool_calls": ["?"] * calls}
 
 
 def summarize_items(items: Sequence[ItemRecord], options: EvalOptions) -> dict[str, float]:

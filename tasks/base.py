@@ -59,8 +59,9 @@ def require(row: Mapping[str, Any], field: str) -> Any:
 
 
 def function_schemas(value: Any) -> list[dict[str, Any]]:
-    """A row's ``tools``: a list (or its JSON text) of function schemas ``{"type": "function", "function": {"name",
-    ...}}`` as chat templates take them; raises ValueError saying what is wrong."""
+    """A row's ``tools``: a list (or its JSON text) of function schemas, ``{"type": "function", "function": {"name",
+    ...}}`` as chat templates take them, or the bare ``{"name", "description", "parameters"}`` many datasets hold
+    (wrapped); raises ValueError saying what is wrong."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -68,12 +69,16 @@ def function_schemas(value: Any) -> list[dict[str, Any]]:
             raise ValueError(f"not JSON: {error}") from None
     if not isinstance(value, list):
         raise ValueError(f"must be a list of function schemas, got {type(value).__name__}")
+    schemas = []
     for index, schema in enumerate(value):
+        if isinstance(schema, dict) and "type" not in schema and "function" not in schema:
+            schema = {"type": "function", "function": schema}
         function = schema.get("function") if isinstance(schema, dict) else None
         if not (isinstance(schema, dict) and schema.get("type") == "function" and isinstance(function, dict)
                 and isinstance(function.get("name"), str)):
-            raise ValueError(f'item {index} is not {{"type": "function", "function": {{"name": ..., ...}}}}')
-    return value
+            raise ValueError(f'item {index} is not a function schema {{"name": ..., "parameters": ...}}')
+        schemas.append(schema)
+    return schemas
 
 
 def media_parts(row: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -186,7 +191,8 @@ class Task:
         tools: Sequence[dict[str, Any]] = (),
     ) -> Sample:
         """The chat prompt for ``row``: media parts, then the question and the format instruction; ``tools``, the
-        schemas the chat template renders into it, unless the row has a ``tools`` field of its own."""
+        schemas the chat template renders into it (the run's tools, when it offers any and renders their schemas),
+        replaced by the row's own ``tools`` field where it has one; without ``tools`` that field is not read."""
         parts = media_parts(row)
         if self.required_media and not any(part["type"] == self.required_media for part in parts):
             raise RowError(row, self.required_media, f"task {self.name!r} needs a {self.required_media}")
@@ -199,7 +205,7 @@ class Task:
             extra["reasoning"] = str(row["reasoning"])
         sample_id, answer = str(require(row, "id")), self.ground_truth(row)
         try:
-            schemas = list(tools) if row.get("tools") is None else function_schemas(row["tools"])
+            schemas = function_schemas(row["tools"]) if tools and row.get("tools") is not None else list(tools)
         except ValueError as error:
             raise RowError(row, "tools", str(error)) from None
         return Sample(id=sample_id, task=self.name, messages=messages, answer=answer, extra=extra, tools=schemas)

@@ -289,8 +289,8 @@ class RolloutConfig:
     )
     max_trajectory_tokens: int | None = option(
         None, "Most tokens of a multi-turn trajectory after the prompt, the policy's and the tools' together (verl: "
-        "response_length): a turn is cut where it would pass it (truncated), and a trajectory that reaches it takes "
-        "no further turn. None: max_turns turns of max_new_tokens each, with the tools' results between them.", ge=1,
+        "response_length): a turn is cut where it would pass it (truncated), and a tool result that would leave no "
+        "room for another turn is not shown (the trajectory ends before it, truncated). None: max_turns turns of max_new_tokens each, with the tools' results between them.", ge=1,
     )
     tool_schemas: bool = option(
         True, "Render the schemas of rollout.tools into each prompt through the model's chat template (tools=, as TRL "
@@ -315,6 +315,12 @@ class RolloutConfig:
         "(vLLM: saves a forward when mu > 1; the ratio then also corrects the engine/trainer mismatch). Either way "
         "rollout/logprob_gap_mean and _max log how far the two are apart (at temperature 1).",
     )
+
+    @property
+    def max_completion_tokens(self) -> int:
+        """The most tokens a trajectory takes after its prompt (a tool result's images not counted)."""
+        turns = self.max_turns
+        return self.max_trajectory_tokens or turns * self.max_new_tokens + (turns - 1) * self.max_observation_tokens
 
     @property
     def prompt_tools(self) -> list[str]:

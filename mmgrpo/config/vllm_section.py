@@ -22,7 +22,9 @@ class VLLMConfig:
         ge=1,
     )
     max_model_len: int | None = option(
-        None, "Longest prompt + completion in tokens; None = data.max_prompt_tokens + rollout.max_new_tokens.", ge=1
+        None, "Longest prompt + completion in tokens; None = data.max_prompt_tokens + the most tokens a trajectory takes "
+        "after its prompt (rollout.max_trajectory_tokens, else max_turns turns of max_new_tokens with a tool result "
+        "of max_observation_tokens between each two, a result's images not counted).", ge=1
     )
     dtype: str | None = option(None, "Engine weights dtype (float32, bfloat16, ...); None = the policy's.")
     enable_prefix_caching: bool = option(

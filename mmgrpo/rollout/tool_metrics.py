@@ -8,12 +8,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mmgrpo.types import Completion
+from tasks.tools import TOOLS
 
 
 @dataclass(frozen=True)
 class ToolUse:
-    """One trajectory's tool use: each call's tool (``?`` for one that could not be read) and outcome, in order; its
-    policy turns; the tools' tokens and images inside it."""
+    """One trajectory's tool use: each call's tool (``?`` for one that could not be read or names no registered tool:
+    a metric's name never comes from what the policy wrote) and outcome, in order; its policy turns; the tools'
+    tokens and images inside it."""
 
     calls: tuple[str, ...] = ()
     outcomes: tuple[str, ...] = ()
@@ -24,7 +26,7 @@ class ToolUse:
     @classmethod
     def of(cls, completion: Completion) -> ToolUse:
         return cls(
-            calls=tuple(str(call.get("name") or "?") for call in completion.tool_calls),
+            calls=tuple(call["name"] if call.get("name") in TOOLS else "?" for call in completion.tool_calls),
             outcomes=tuple(completion.tool_outcomes),
             turns=len(completion.turn_text_ends) + 1,
             observation_tokens=len(completion.token_ids) - completion.policy_token_count,

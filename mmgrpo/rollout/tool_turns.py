@@ -99,28 +99,30 @@ class ToolTurns:
         rows: list[EncodedRow] = []  # each prompt on its own, made when a first call needs a next turn
         for _ in range(1, self.max_turns):
             calls = [(t, call) for group in trajectories for t in group if (call := self._call_of(t)) is not None]
-            if self.all_ranks_done(not calls):
+            going = self._run_calls(calls, prompts.family)
+            if self.all_ranks_done(not going):
                 break
             rows = rows or prompts.to("cpu").rows()
-            going = self._run_calls(calls, prompts.family)
             if going:
                 self._next_turn(going, rows, prompts, params)
-            elif self.engine.lockstep:  # another rank's trajectories go on, and decoding is collective: decode one
+            else:  # another rank's trajectories go on, and decoding is collective: decode one, discarded
                 stand_in = next(t for group in trajectories for t in group)
-                self._next_turn([replace(stand_in)], rows, prompts, params)  # on a copy: discarded
+                self._next_turn([replace(stand_in)], rows, prompts, params)  # on a copy
         return [[t.completion for t in group] for group in trajectories]
 
     def _run_calls(self, calls: Sequence[tuple[_Trajectory, ToolCall]], family: str) -> list[_Trajectory]:
-        """Run each call and append its result to its trajectory; those with room for another turn (one the result
-        filled ends truncated)."""
+        """Run each call and append its result to its trajectory: those that go on to another turn. A result that
+        would leave no room for one under ``max_trajectory_tokens`` is not shown: its trajectory ends there,
+        truncated."""
         if not calls:
             return []
         with ThreadPoolExecutor(max_workers=min(len(calls), MAX_CONCURRENT_CALLS)) as pool:  # tools may wait
             results = list(pool.map(lambda item: run_call(item[1], self.tools, self.context_of(item[0].sample)), calls))
         going = []
         for (trajectory, call), (observation, outcome) in zip(calls, results):
-            self._observe(trajectory, call, observation, outcome, family)
-            if self._room(trajectory.completion) > 0:
+            observed = self._observed(trajectory.completion, call, observation, outcome, family)
+            if self._room(observed) > 0:
+                trajectory.completion = observed
                 going.append(trajectory)
             else:
                 trajectory.completion = replace(trajectory.completion, truncated=True)
@@ -140,9 +142,9 @@ class ToolTurns:
             return None
         return calls[-1]
 
-    def _observe(self, trajectory: _Trajectory, call: ToolCall, observation: Observation, outcome: str,
-                 family: str) -> None:
-        completion = trajectory.completion
+    def _observed(self, completion: Completion, call: ToolCall, observation: Observation, outcome: str,
+                  family: str) -> Completion:
+        """``completion`` with the call's result appended as a tool turn."""
         offset = len(completion.token_ids)
         if observation.images and not adapter_for(family).inline_media:
             observation, outcome = replace(observation, images=()), "images_dropped"
@@ -152,7 +154,7 @@ class ToolTurns:
             observed, media, media_start = self._observation_tokens(
                 Observation.failure(f"the image could not be shown: {error}"), family)
             outcome = "failed"
-        trajectory.completion = replace(
+        return replace(
             completion, token_ids=[*completion.token_ids, *observed],
             logprobs=None if completion.logprobs is None else [*completion.logprobs, *[0.0] * len(observed)],
             observation_spans=[*completion.observation_spans, (offset, offset + len(observed))],

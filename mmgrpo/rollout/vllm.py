@@ -299,7 +299,7 @@ class VLLMEngine(VLLMSampling):
         options = config.rollout.vllm
         return cls(
             model, processor, options=options, budgets=budgets, max_prompt_len=config.data.max_prompt_tokens,
-            max_model_len=options.max_model_len or config.data.max_prompt_tokens + config.rollout.max_new_tokens,
+            max_model_len=options.max_model_len or config.data.max_prompt_tokens + config.rollout.max_completion_tokens,
             seed=config.seed, backend=backend, unchanging=unchanging_weights(model),
         )
 

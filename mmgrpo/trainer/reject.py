@@ -56,6 +56,7 @@ def rejection_sample(
                 rows.append({
                     "id": sample.id, "task": sample.task, "messages": sample.messages, "completion": text,
                     "reward": rewards[i], "rewards": components, "answer": sample.answer, "extra": sample.extra,
+                    "tools": sample.tools,
                 })
     return rows, skipped
 

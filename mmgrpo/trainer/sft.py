@@ -40,7 +40,7 @@ from mmgrpo.distributed import Ranks
 from mmgrpo.trainer.backends import OptimizerSpec, SingleProcessBackend, TrainingBackend, forward_lockstep
 from mmgrpo.trainer.update import build_loss_mask
 from mmgrpo.types import Completion, Sample
-from tasks.base import Task
+from tasks.base import Task, function_schemas
 
 if TYPE_CHECKING:
     from mmgrpo.inputs import SampleSet
@@ -82,7 +82,8 @@ def sft_examples(files: Sequence[str | Path], train_set: SampleSet | None) -> li
 
 
 def load_sft_file(path: str | Path) -> list[SFTExample]:
-    """Examples from a JSON-lines file with ``id``, ``task``, ``messages``, ``completion`` per row."""
+    """Examples from a JSON-lines file with ``id``, ``task``, ``messages``, ``completion`` per row (and the ``tools``
+    whose schemas its prompt held, as ``mmgrpo reject`` writes them)."""
     examples = []
     for number, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip():
@@ -91,9 +92,13 @@ def load_sft_file(path: str | Path) -> list[SFTExample]:
         missing = [key for key in ("messages", "completion") if key not in row]
         if missing:
             raise ValueError(f"{path}, line {number}: missing field(s) {', '.join(missing)}")
+        try:
+            tools = function_schemas(row["tools"]) if row.get("tools") else []
+        except ValueError as error:
+            raise ValueError(f"{path}, line {number}: field tools: {error}") from None
         sample = Sample(
             id=str(row.get("id", number)), task=row.get("task", ""), messages=row["messages"],
-            answer=row.get("answer"), extra=row.get("extra", {}),
+            answer=row.get("answer"), extra=row.get("extra", {}), tools=tools,
         )
         examples.append(SFTExample(sample, row["completion"]))
     return examples

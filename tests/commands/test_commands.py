@@ -96,7 +96,7 @@ def test_reject_keeps_only_rewarded_completions_and_sft_trains_on_them(
     rows = [json.loads(line) for line in kept_file.read_text().splitlines()]
     assert len(rows) >= 6, f"too few kept rows to train on: {len(rows)}"
     for row in rows:
-        assert row["reward"] >= 1.0 and row["rewards"]["odd_length"] == 1.0
+        assert row["reward"] >= 1.0 and row["rewards"]["odd_length"] == 1.0 and row["tools"] == []
         assert len(row["completion"]) % 2 == 1, row["completion"]
     per_prompt = Counter(row["id"] for row in rows)
     assert max(per_prompt.values()) <= 4

@@ -371,3 +371,13 @@ def test_an_engine_over_ranks_must_divide_them(monkeypatch: pytest.MonkeyPatch) 
         load_config(None, ["rollout.engine=vllm", "rollout.vllm.tensor_parallel_size=2"])
     except ConfigError as error:  # vLLM is not installed here
         assert "tensor_parallel_size" not in str(error)
+
+
+def test_the_longest_trajectory_after_its_prompt_bounds_the_vllm_context():
+    """``rollout.max_completion_tokens`` (vLLM's default context beyond the prompt): the trajectory budget, else the
+    turns with a tool result between each two."""
+    assert apply_overrides({}, ["rollout.max_new_tokens=32"]).rollout.max_completion_tokens == 32
+    tools = ["rollout.tools=[zoom_in]", "rollout.max_turns=3", "rollout.max_new_tokens=32",
+             "rollout.max_observation_tokens=64"]
+    assert apply_overrides({}, tools).rollout.max_completion_tokens == 3 * 32 + 2 * 64
+    assert apply_overrides({}, [*tools, "rollout.max_trajectory_tokens=100"]).rollout.max_completion_tokens == 100

@@ -87,7 +87,8 @@ def test_turns_stop_at_max_turns_and_without_a_call_and_a_failed_call_is_observe
 
 def test_a_trajectory_stops_at_its_token_budget(policy, samples):
     """``max_trajectory_tokens`` counts the policy's and the tools' tokens after the prompt: a later turn is cut
-    where it would pass it (truncated, its log-probs cut alike), and a result that fills it ends the trajectory."""
+    where it would pass it (truncated, its log-probs cut alike), and a result that would leave no room for another
+    turn is not shown: the trajectory ends before it."""
     params = SamplingParams(n=2, max_new_tokens=8, seed=3)
     free, _ = tool_turns(policy, f"Let me compute. {CALL}")
     (start, end), = free.generate(samples[:1], params)[0][0].observation_spans
@@ -100,8 +101,11 @@ def test_a_trajectory_stops_at_its_token_budget(policy, samples):
         assert trajectory.text == turns.tokenizer.decode(trajectory.token_ids[:start], skip_special_tokens=True) \
             + turns.tokenizer.decode(trajectory.token_ids[end:], skip_special_tokens=True)
     assert any(trajectory.truncated for trajectory in trajectories)  # the random policy seldom stops in 3 tokens
-    cut, _ = tool_turns(policy, f"Let me compute. {CALL}", budget=end)  # no room after the result: no second turn
-    assert all(len(c.token_ids) == end and c.truncated for c in cut.generate(samples[:1], params)[0])
+    for budget in (end, end - 1):  # no room after the result: it is not shown, and there is no second turn
+        cut, _ = tool_turns(policy, f"Let me compute. {CALL}", budget=budget)
+        for trajectory in cut.generate(samples[:1], params)[0]:
+            assert len(trajectory.token_ids) == start and trajectory.truncated
+            assert trajectory.observation_spans == [] and trajectory.tool_outcomes == []
 
 
 def test_a_grpo_run_trains_on_tool_trajectories(small_config, tmp_path, monkeypatch):

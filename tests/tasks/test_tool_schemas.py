@@ -29,19 +29,29 @@ def row(**fields: object) -> dict:
 
 def test_configured_tools_go_into_each_sample_and_a_rows_own_tools_win():
     task = get_task("math")
-    samples, rejected = task_samples(task, [row(), row(id="r2", tools=json.dumps([CALCULATOR])), row(id="r3")],
-                                     "rows.jsonl", think=True, tools=[ZOOM])
+    bare = [CALCULATOR["function"]]  # {"name", "description", "parameters"}, as many datasets hold them
+    rows = [row(), row(id="r2", tools=json.dumps([CALCULATOR])), row(id="r3"), row(id="r4", tools=bare)]
+    samples, rejected = task_samples(task, rows, "rows.jsonl", think=True, tools=[ZOOM])
     assert not rejected
-    assert [sample.tools for sample in samples] == [[ZOOM], [CALCULATOR], [ZOOM]]
+    assert [sample.tools for sample in samples] == [[ZOOM], [CALCULATOR], [ZOOM], [CALCULATOR]]
+
+
+def test_a_run_without_tools_reads_no_rows_tools():
+    """Tools off (or their schemas): a row's ``tools`` field, valid or not, changes nothing and skips nothing."""
+    samples, rejected = task_samples(get_task("math"), [row(tools=[CALCULATOR]), row(id="r2", tools="[not json")],
+                                     "rows.jsonl", think=True)
+    assert not rejected and [sample.tools for sample in samples] == [[], []]
 
 
 @pytest.mark.parametrize(("tools", "reason"), [
     ("[not json", "not JSON"),
     ({"type": "function"}, "must be a list"),
+    (["calculator"], "item 0 is not"),
     ([{"type": "function", "function": {"description": "no name"}}], "item 0 is not"),
 ])
 def test_a_rows_bad_tools_skip_it_naming_the_field(tools, reason):
-    samples, rejected = task_samples(get_task("math"), [row(tools=tools), row(id="ok")], "rows.jsonl", think=True)
+    samples, rejected = task_samples(get_task("math"), [row(tools=tools), row(id="ok")], "rows.jsonl", think=True,
+                                     tools=[ZOOM])
     assert [sample.id for sample in samples] == ["ok"]
     (skipped,) = rejected
     assert (skipped.row_id, skipped.source) == ("r1", "rows.jsonl") and "tools" in skipped.reason
@@ -58,6 +68,15 @@ def test_the_schemas_are_rendered_by_a_template_with_a_tools_block(tiny_model_di
     assert "<tools>" not in without.prepared[0].text
     assert with_tools.input_ids.shape[1] > without.input_ids.shape[1]
     assert text.endswith(without.prepared[0].text)  # the conversation follows the tools' system turn unchanged
+
+
+def test_a_system_message_of_parts_goes_before_the_tools(tiny_model_dir):
+    _, processor = load_model_and_processor(tiny_model_dir("qwen3_vl"), dtype="float32")
+    system = {"role": "system", "content": [{"type": "text", "text": "Answer briefly."}]}
+    sample = get_task("math").to_sample(row(), tools=[ZOOM])
+    sample = Sample(sample.id, sample.task, [system, *sample.messages], tools=sample.tools)
+    text = build_prompt_batch(processor, [sample], {}, family="qwen3_vl").prepared[0].text
+    assert text.index("Answer briefly.") < text.index("# Tools") and text.count("<|im_start|>system") == 1
 
 
 def test_a_template_without_a_tools_block_renders_the_prompt_as_before(tiny_model_dir):
@@ -84,3 +103,17 @@ def test_rollout_tools_reach_the_loaded_samples_unless_turned_off(tmp_path):
         loaded = load_samples([DatasetConfig(path=str(rows), task="math")], TaskConfig(), tmp_path, seed=0,
                               model=ModelInfo(), tools=config.rollout.prompt_tools)
         assert [sample.tools for sample in loaded.samples] == [expected]
+
+
+def test_an_sft_file_keeps_the_tools_its_prompts_held(tmp_path):
+    """``mmgrpo reject`` writes each kept row's ``tools``; ``mmgrpo sft --data`` prompts with them again."""
+    from mmgrpo.trainer.sft import load_sft_file
+
+    messages = [{"role": "user", "content": "2 + 3?"}]
+    good, bad = tmp_path / "kept.jsonl", tmp_path / "bad.jsonl"
+    good.write_text(json.dumps({"id": "a", "messages": messages, "completion": "5", "tools": [ZOOM]}) + "\n"
+                    + json.dumps({"id": "b", "messages": messages, "completion": "5"}) + "\n")
+    assert [example.sample.tools for example in load_sft_file(good)] == [[ZOOM], []]
+    bad.write_text(json.dumps({"id": "a", "messages": messages, "completion": "5", "tools": ["zoom_in"]}) + "\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl, line 1: field tools: item 0 is not"):
+        load_sft_file(bad)

@@ -92,8 +92,11 @@ def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, 
     assert metrics["reference_local_share"] < 0.6 if sharded else metrics["reference_local_share"] == 1.0
 
 
-@pytest.mark.parametrize("backend", [pytest.param(("--backend", "deepspeed", "--zero-stage", "3"), marks=NEEDS_DEEPSPEED,
-                                                  id="zero3"), pytest.param(("--backend", "fsdp2"), id="fsdp2")])
+@pytest.mark.parametrize("backend", [
+    pytest.param(("--backend", "deepspeed", "--zero-stage", "2"), marks=NEEDS_DEEPSPEED, id="zero2"),
+    pytest.param(("--backend", "deepspeed", "--zero-stage", "3"), marks=NEEDS_DEEPSPEED, id="zero3"),
+    pytest.param(("--backend", "fsdp2"), id="fsdp2"),
+])
 @pytest.mark.parametrize("batch", ["tool-image", "one-token"])
 def test_ranks_whose_forwards_differ_in_shape_train_as_one_process(backend, batch, tiny_qwen25vl, tmp_path):
     """A tool's image inside rank 0's completions only (the vision tower then runs in every rank's forwards alike:

@@ -71,7 +71,10 @@ def _tools_turn(system_open: str, turn_close: str) -> str:
     return (
         "{%- if tools -%}"
         f"{{{{ {system_open} }}}}"
-        "{%- if messages[0]['role'] == 'system' -%}{{ messages[0]['content'] + '\\n\\n' }}{%- endif -%}"
+        "{%- if messages[0]['role'] == 'system' -%}"
+        "{%- if messages[0]['content'] is string -%}{{ messages[0]['content'] }}"
+        "{%- else -%}{%- for part in messages[0]['content'] if part['type'] == 'text' -%}{{ part['text'] }}{%- endfor -%}"
+        "{%- endif -%}{{ '\\n\\n' }}{%- endif -%}"
         "{{ '# Tools\\n\\nFunctions you may call, as JSON schemas:\\n<tools>' }}"
         "{%- for tool in tools -%}{{ '\\n' + (tool | tojson) }}{%- endfor -%}"
         "{{ '\\n</tools>\\n\\nTo call one, write <tool_call>{\"name\": <name>, \"arguments\": <a JSON object>}"
