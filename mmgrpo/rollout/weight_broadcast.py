@@ -23,6 +23,10 @@ import torch.distributed as dist
 WeightMeta = tuple[str, str, list[int]]  # name, dtype ("bfloat16"), shape
 WORKER_EXTENSION = "mmgrpo.rollout.weight_broadcast.WeightSyncWorker"
 RELOAD_LOGGER = "vllm.model_executor.model_loader.reload"
+LAYER_LOGGER = f"{RELOAD_LOGGER}.layerwise"  # a filter on the parent would not see its records
+COMPUTED_LAYERS = ("RotaryEmbedding", "FusedMMInputNorm")
+"""vLLM layers whose tensors it computes itself (rotary caches; the pixel normalisation's mean and std), never found
+in a checkpoint: every reload sends them nothing, and vLLM's warning that they loaded no weights is no news."""
 
 
 def open_group(host: str, port: int, world_size: int, rank: int, timeout_s: float) -> dist.ProcessGroup:
@@ -54,17 +58,26 @@ def send_weights(group: dist.ProcessGroup, weights: dict[str, torch.Tensor]) -> 
 
 
 @contextmanager
-def quiet_partial_reload(partial: bool) -> Iterator[None]:
-    """For a ``partial`` reload (unchanged weights left out on purpose), vLLM's warnings about each layer it was
-    sent nothing for, and its list of weights not sent, are expected: silenced for that reload only."""
-    reload_logger = logging.getLogger(RELOAD_LOGGER)
+def quiet_reload(partial: bool) -> Iterator[None]:
+    """vLLM's expected warnings of a reload, silenced for that reload only: for a ``partial`` one (unchanged weights
+    left out on purpose) those about each layer it was sent nothing for and its list of weights not sent; for any,
+    those about the layers holding computed tensors only (:data:`COMPUTED_LAYERS`)."""
+    reload_logger, layer_logger = logging.getLogger(RELOAD_LOGGER), logging.getLogger(LAYER_LOGGER)
     level = reload_logger.level
     if partial:
         reload_logger.setLevel(logging.ERROR)
+    layer_logger.addFilter(_not_about_computed_layers)
     try:
         yield
     finally:
+        layer_logger.removeFilter(_not_about_computed_layers)
         reload_logger.setLevel(level)
+
+
+def _not_about_computed_layers(record: logging.LogRecord) -> bool:
+    """False for vLLM's "LAYER: Failed to load weights" about a layer of :data:`COMPUTED_LAYERS`."""
+    layer = record.args[0] if isinstance(record.args, tuple) and record.args else None
+    return not (str(record.msg).endswith("Failed to load weights") and str(layer).endswith(COMPUTED_LAYERS))
 
 
 class WeightSyncWorker:
@@ -74,7 +87,7 @@ class WeightSyncWorker:
     def mmgrpo_reload(self, partial: bool = False, **source: object) -> None:
         """vLLM's in-place ``reload_weights`` from ``source`` (``weights_iterator`` or ``weights_path``); a
         ``partial`` one leaves the layers it is sent nothing for as they are."""
-        with quiet_partial_reload(partial):
+        with quiet_reload(partial):
             self.reload_weights(**source)
 
     def mmgrpo_join(self, host: str, port: int, world_size: int, timeout_s: float) -> None:
