@@ -290,7 +290,8 @@ class RolloutConfig:
     max_trajectory_tokens: int | None = option(
         None, "Most tokens of a multi-turn trajectory after the prompt, the policy's and the tools' together (verl: "
         "response_length): a turn is cut where it would pass it (truncated), and a tool result that would leave no "
-        "room for another turn is not shown (the trajectory ends before it, truncated). None: max_turns turns of max_new_tokens each, with the tools' results between them.", ge=1,
+        "room for another turn is not shown (the trajectory ends before it, truncated). None: max_turns turns of "
+        "max_new_tokens each, with the tools' results between them.", ge=1,
     )
     tool_schemas: bool = option(
         True, "Render the schemas of rollout.tools into each prompt through the model's chat template (tools=, as TRL "

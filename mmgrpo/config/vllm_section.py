@@ -22,9 +22,9 @@ class VLLMConfig:
         ge=1,
     )
     max_model_len: int | None = option(
-        None, "Longest prompt + completion in tokens; None = data.max_prompt_tokens + the most tokens a trajectory takes "
-        "after its prompt (rollout.max_trajectory_tokens, else max_turns turns of max_new_tokens with a tool result "
-        "of max_observation_tokens between each two, a result's images not counted).", ge=1
+        None, "Longest prompt + completion in tokens; None = data.max_prompt_tokens + the most tokens a trajectory "
+        "takes after its prompt (rollout.max_trajectory_tokens, else max_turns turns of max_new_tokens with a tool "
+        "result of max_observation_tokens between each two, a result's images not counted).", ge=1
     )
     dtype: str | None = option(None, "Engine weights dtype (float32, bfloat16, ...); None = the policy's.")
     enable_prefix_caching: bool = option(
@@ -36,7 +36,8 @@ class VLLMConfig:
     sleep_level: Literal[1, 2] = option(
         1, "With enable_sleep_mode: 1 frees the KV cache and moves the weights to CPU memory after each sampling; 2 "
         "keeps the engine awake through sampling and discards its weights and KV cache when the policy update starts, "
-        "the push after it sending every weight (the most GPU memory for the update, no CPU copy, a whole push a step).",
+        "the push after it sending every weight (the most GPU memory for the update, no CPU copy, a whole push a "
+        "step).",
     )
     enforce_eager: bool | None = option(None, "Skip CUDA graphs; None = eager on CPU, graphs on GPU.")
     in_process: bool = option(

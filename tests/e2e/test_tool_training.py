@@ -38,7 +38,8 @@ def test_a_tool_task_trains_in_async_mode(small_config):
 
 @pytest.mark.distributed
 @pytest.mark.parametrize("backend", [("train.backend=deepspeed", "train.zero_stage=2"), ("train.backend=fsdp2",),
-                                     ("train.backend=deepspeed", "train.zero_stage=3")], ids=["zero2", "fsdp2", "zero3"])
+                                     ("train.backend=deepspeed", "train.zero_stage=3")],
+                         ids=["zero2", "fsdp2", "zero3"])
 def test_a_tool_task_trains_on_two_ranks(small_config, tmp_path, backend):
     """Under FSDP2 and ZeRO-3 each forward is a collective: ranks take as many turns (a rank whose trajectories
     ended decodes a stand-in) and run the vision tower on crops as often (a dummy where a rank has none)."""

@@ -47,7 +47,8 @@ def test_vllm_sleep_mode_frees_memory_and_keeps_the_weights(tiny_model_dir, samp
     assert [c.logprobs for g in first for c in g] != [c.logprobs for g in second for c in g]
     again = engine.generate(samples, params)  # asleep since the last call, no update between: same weights
     for a, b in zip((c for g in again for c in g), (c for g in second for c in g)):
-        assert a.token_ids == b.token_ids and torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+        assert a.token_ids == b.token_ids
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
     assert free_asleep > 0.5 * torch.cuda.mem_get_info()[1] * 0.2  # the KV cache share was given back
 
 
@@ -71,4 +72,5 @@ def test_vllm_sleep_level_2_gives_the_weights_back_for_the_update_and_a_push_res
     engine.update_weights(model)  # every weight again
     again = engine.generate(samples, params)
     for a, b in zip((c for g in again for c in g), (c for g in first for c in g)):
-        assert a.token_ids == b.token_ids and torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)
+        assert a.token_ids == b.token_ids
+        assert torch.allclose(torch.tensor(a.logprobs), torch.tensor(b.logprobs), atol=1e-4)

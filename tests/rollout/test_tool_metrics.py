@@ -17,7 +17,8 @@ def test_tool_use_of_a_trajectory_and_the_numbers_of_several():
     )
     use = ToolUse.of(two_calls)
     assert use == ToolUse(calls=("zoom_in", "?"), outcomes=("ok", "unparsable"), turns=3, observation_tokens=9)
-    made_up = Completion("x", [1], tool_calls=[{"name": "rm -rf /; x", "arguments": {}}], tool_outcomes=["unknown_tool"])
+    made_up = Completion("x", [1], tool_calls=[{"name": "rm -rf /; x", "arguments": {}}],
+                         tool_outcomes=["unknown_tool"])
     assert ToolUse.of(made_up).calls == ("?",)  # no metric named by what the policy wrote
     one_call = ToolUse(("calculator",), ("failed",), turns=2, observation_tokens=3, images=1)
     numbers = tool_metrics([use, one_call, ToolUse.of(Completion("answered", [1, 2]))])

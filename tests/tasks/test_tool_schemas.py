@@ -91,7 +91,8 @@ def test_the_prompt_cache_keys_prompts_with_other_tools_apart(tiny_model_dir, tm
     _, processor = load_model_and_processor(tiny_model_dir("qwen3_vl"), dtype="float32")
     cache = PromptCache(tmp_path, max_bytes=1 << 20)
     task = get_task("math")
-    keys = {cache.key(processor, task.to_sample(row(), tools=tools), {}, "qwen3_vl") for tools in ([], [ZOOM], [CALCULATOR])}
+    keys = {cache.key(processor, task.to_sample(row(), tools=tools), {}, "qwen3_vl")
+            for tools in ([], [ZOOM], [CALCULATOR])}
     assert len(keys) == 3
 
 

@@ -101,7 +101,8 @@ def fixed_batch(processor, family: str, tool_image: bool = False, one_token: boo
 def with_tool_image(completion: Completion, processor, family: str) -> Completion:
     """``completion``, then a tool turn holding one seeded image, then ``completion`` again."""
     crop = Image.fromarray(np.random.default_rng(1).integers(0, 256, (28, 28, 3), dtype=np.uint8))
-    image_ids, media = encode_inline(processor, family, TOOL_IMAGE_TEXT, [crop], media_budgets(ModelConfig(), processor))
+    budgets = media_budgets(ModelConfig(), processor)
+    image_ids, media = encode_inline(processor, family, TOOL_IMAGE_TEXT, [crop], budgets)
     start = len(completion.token_ids)
     return Completion('', [*completion.token_ids, *image_ids, *completion.token_ids],
                       observation_spans=[(start, start + len(image_ids))],
@@ -193,7 +194,8 @@ def _updated(
     )
     backend = backend_class(model, spec, train) if backend_class else build_backend(model, spec, train)
     family = unwrap_model(model).config.model_type
-    batch = rank_share(fixed_batch(processor, family, tool_image, one_token), backend.ranks.rank, backend.ranks.world_size)
+    ranks = backend.ranks
+    batch = rank_share(fixed_batch(processor, family, tool_image, one_token), ranks.rank, ranks.world_size)
     backend.model.train()
     settings = replace(SETTINGS, padding_free=train.padding_free, logprob_chunk_tokens=train.logprob_chunk_tokens,
                        max_tokens_per_micro_batch=train.max_tokens_per_micro_batch)
