@@ -70,18 +70,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command ``argv`` names; its exit code. A rank of several ends its process here (:func:`end_rank`)."""
-    code = _main(argv)
-    from mmgrpo.config.validation import launched_world_size  # here: `mmgrpo --help` imports no torch
-
-    if launched_world_size() > 1:
-        from mmgrpo.distributed import end_rank
-
-        end_rank(code)
-    return code
-
-
-def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
     # Taken out before parsing, so it works after any (sub-)sub-command and among overrides.

@@ -9,35 +9,20 @@ reads from a shared cache (generated datasets, tiny models) is built by the main
 
 from __future__ import annotations
 
-import atexit
 import datetime
 import os
 import socket
-import sys
 from collections.abc import Iterator
 from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 import torch
 
 from mmgrpo.config.validation import launched_world_size
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
-
-
-def end_rank(code: int) -> NoReturn:
-    """End a process the launcher started as one of several ranks, with exit code ``code``, after the exit's own
-    cleanups (``atexit``: temporary folders, log handlers) but without the interpreter's final teardown: there a
-    rank of a finished run now and then aborted, "terminate called without an active exception" with no Python frame
-    left (a C++ thread of the distributed runtime still joinable as its objects were destroyed; seen in two-rank
-    test runs, ZeRO-3 and FSDP2), and torchrun then reported the finished run as failed. Its process group must be
-    gone already (:meth:`Ranks.leave`)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    atexit._run_exitfuncs()  # noqa: SLF001 - the cleanups a normal exit runs first; os._exit skips them
-    os._exit(code)
 
 
 def one_process_group_unless_launched() -> None:

@@ -32,7 +32,6 @@ from PIL import Image
 from torch.distributed.tensor import DTensor
 
 from mmgrpo.config.schema import LoraConfig, ModelConfig, TrainConfig
-from mmgrpo.distributed import end_rank
 from mmgrpo.models.adapters import adapter_for, unwrap_model
 from mmgrpo.models.batch import build_prompt_batch
 from mmgrpo.models.dummy_media import install_dummy_media_pass
@@ -253,7 +252,6 @@ def main() -> None:
         torch.save(result, args.out)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
-    end_rank(0)
 
 
 if __name__ == "__main__":

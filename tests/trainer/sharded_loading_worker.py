@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from mmgrpo.config import Config
-from mmgrpo.distributed import end_rank, init_process_group
+from mmgrpo.distributed import init_process_group
 from mmgrpo.trainer.backends import OptimizerSpec, build_backend
 from mmgrpo.trainer.kl_reference import make_reference
 from mmgrpo.trainer.setup import load_policy, loading_device
@@ -77,7 +77,6 @@ def main() -> None:
         torch.save(result, args.out)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
-    end_rank(0)
 
 
 if __name__ == "__main__":
