@@ -10,8 +10,11 @@ reads from a shared cache (generated datasets, tiny models) is built by the main
 from __future__ import annotations
 
 import datetime
+import gc
+import logging
 import os
 import socket
+import weakref
 from collections.abc import Iterator
 from collections.abc import Mapping
 from contextlib import contextmanager
@@ -19,8 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
+import torch.distributed.nn.functional  # noqa: F401  before any group exists: see release_process_groups
 
 from mmgrpo.config.validation import launched_world_size
+
+logger = logging.getLogger(__name__)
 
 ReduceOp = Literal["sum", "mean", "max", "min"]
 
@@ -48,6 +54,30 @@ def init_process_group(timeout_seconds: float) -> None:
     torch.distributed.init_process_group(
         backend="nccl" if torch.cuda.is_available() else "gloo", timeout=datetime.timedelta(seconds=timeout_seconds)
     )
+
+
+def release_process_groups() -> int:
+    """Destroy every process group, and free their communication back ends now, while the interpreter is whole;
+    returns how many outlived this. ``destroy_process_group`` only forgets the groups: a gloo back end
+    lives, its worker threads with it, while anything still holds its group, and one of those threads that
+    drops a collective's Python-owned tensor once the interpreter is finalizing kills the process ("terminate
+    called without an active exception", SIGABRT after the run's work was done). Holders seen: a ``DeviceMesh``
+    (FSDP2, DTensor) that DTensor's sharding caches keep, released here; the default-argument groups of
+    ``torch.distributed.nn.functional`` when imported after the group existed, imported first above. Not yet
+    released, so reported: DeepSpeed's (its module-level world group; an engine its gradient hooks keep)."""
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.distributed_c10d import _world
+
+    groups = [weakref.ref(group) for group in _world.pg_map]
+    torch.distributed.destroy_process_group()
+    gc.collect()  # reference cycles of a finished run's model, optimizer and engine
+    for mesh in (thing for thing in gc.get_objects() if isinstance(thing, DeviceMesh)):
+        getattr(mesh, "_pg_registry", {}).clear()  # destroyed groups: the mesh cannot communicate anyway
+    outlived = sum(group() is not None for group in groups)
+    if outlived:
+        logger.info("%d process group(s) still referenced after destroy_process_group: their threads stay "
+                       "until the process exits", outlived)
+    return outlived
 
 
 @dataclass(frozen=True)
@@ -83,12 +113,13 @@ class Ranks:
         if self.world_size > 1:
             torch.distributed.barrier()
 
-    def leave(self) -> None:
-        """Destroy the process group of a finished run on several ranks (its threads joined before the interpreter
-        exits: left to the exit, a rank now and then aborted there, "terminate called without an active exception")."""
+    def leave(self) -> int:
+        """End a finished run on several ranks: every rank done, then its process groups released; returns how
+        many of those outlived their release (``release_process_groups``)."""
         if self.world_size > 1 and torch.distributed.is_initialized():
             torch.distributed.barrier()
-            torch.distributed.destroy_process_group()
+            return release_process_groups()
+        return 0
 
     @contextmanager
     def main_process_first(self) -> Iterator[None]:

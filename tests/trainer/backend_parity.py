@@ -32,6 +32,7 @@ from PIL import Image
 from torch.distributed.tensor import DTensor
 
 from mmgrpo.config.schema import LoraConfig, ModelConfig, TrainConfig
+from mmgrpo.distributed import release_process_groups
 from mmgrpo.models.adapters import adapter_for, unwrap_model
 from mmgrpo.models.batch import build_prompt_batch
 from mmgrpo.models.dummy_media import install_dummy_media_pass
@@ -251,7 +252,7 @@ def main() -> None:
     if result:
         torch.save(result, args.out)
     torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    release_process_groups()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from mmgrpo.config import Config
-from mmgrpo.distributed import init_process_group
+from mmgrpo.distributed import init_process_group, release_process_groups
 from mmgrpo.trainer.backends import OptimizerSpec, build_backend
 from mmgrpo.trainer.kl_reference import make_reference
 from mmgrpo.trainer.setup import load_policy, loading_device
@@ -76,7 +76,7 @@ def main() -> None:
     if torch.distributed.get_rank() == 0:
         torch.save(result, args.out)
     torch.distributed.barrier()
-    torch.distributed.destroy_process_group()
+    release_process_groups()
 
 
 if __name__ == "__main__":
