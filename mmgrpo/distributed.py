@@ -58,26 +58,49 @@ def init_process_group(timeout_seconds: float) -> None:
 
 def release_process_groups() -> int:
     """Destroy every process group, and free their communication back ends now, while the interpreter is whole;
-    returns how many outlived this. ``destroy_process_group`` only forgets the groups: a gloo back end
-    lives, its worker threads with it, while anything still holds its group, and one of those threads that
-    drops a collective's Python-owned tensor once the interpreter is finalizing kills the process ("terminate
-    called without an active exception", SIGABRT after the run's work was done). Holders seen: a ``DeviceMesh``
-    (FSDP2, DTensor) that DTensor's sharding caches keep, released here; the default-argument groups of
-    ``torch.distributed.nn.functional`` when imported after the group existed, imported first above. Not yet
-    released, so reported: DeepSpeed's (its module-level world group; an engine its gradient hooks keep)."""
-    from torch.distributed.device_mesh import DeviceMesh
+    returns how many outlived this. ``destroy_process_group`` only forgets the groups: a gloo back end lives, its
+    worker threads with it, while anything still holds its group, and one of those threads that drops a
+    collective's Python-owned tensor once the interpreter is finalizing kills the process ("terminate called
+    without an active exception", SIGABRT after the run's work was done). Holders seen: a ``DeviceMesh`` that
+    DTensor's sharding caches keep (FSDP2); DeepSpeed's engine, optimizer and parameters (kept alive by their
+    hooks) and its module-level world group; ``torch.distributed.nn.functional``'s default arguments when that
+    module is first imported after a group exists (imported first, above). The destroyed groups can serve no
+    one, so every attribute and module global still pointing at one lets go of it."""
     from torch.distributed.distributed_c10d import _world
 
     groups = [weakref.ref(group) for group in _world.pg_map]
     torch.distributed.destroy_process_group()
     gc.collect()  # reference cycles of a finished run's model, optimizer and engine
-    for mesh in (thing for thing in gc.get_objects() if isinstance(thing, DeviceMesh)):
-        getattr(mesh, "_pg_registry", {}).clear()  # destroyed groups: the mesh cannot communicate anyway
-    outlived = sum(group() is not None for group in groups)
+    _drop_references({id(group) for group in (ref() for ref in groups) if group is not None})
+    outlived = sum(ref() is not None for ref in groups)
     if outlived:
         logger.info("%d process group(s) still referenced after destroy_process_group: their threads stay "
-                       "until the process exits", outlived)
+                    "until the process exits", outlived)
     return outlived
+
+
+def _drop_references(dead: set[int]) -> None:
+    """Every object's attribute (a module's global included) that is one of the ``dead`` objects (by id) becomes
+    None; a list or dict attribute holding one loses it in place, a tuple attribute is replaced without it."""
+    if not dead:
+        return
+    for thing in gc.get_objects():
+        try:
+            attributes = object.__getattribute__(thing, "__dict__")
+        except (AttributeError, TypeError):
+            continue
+        if type(attributes) is not dict or isinstance(thing, type):  # a class's namespace is a read-only proxy
+            continue
+        for name, value in list(attributes.items()):
+            if id(value) in dead:
+                attributes[name] = None
+            elif type(value) is list and any(id(item) in dead for item in value):
+                value[:] = [item for item in value if id(item) not in dead]
+            elif type(value) is tuple and any(id(item) in dead for item in value):
+                attributes[name] = tuple(item for item in value if id(item) not in dead)
+            elif type(value) is dict:
+                for key in [key for key, item in value.items() if id(item) in dead]:
+                    del value[key]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.torchrun import torchrun
 
 WORKER = Path(__file__).with_name("leave_worker.py")
@@ -21,8 +23,9 @@ def _per_rank(*arguments: str) -> list[tuple[int, int, int]]:
     return [tuple(map(int, rank)) for rank in found]
 
 
-def test_leaving_joins_the_gloo_workers_a_device_mesh_kept():
-    ranks = _per_rank()
+@pytest.mark.parametrize("holders", [[], ["--held-by-objects"]], ids=["device-mesh", "objects-too"])
+def test_leaving_joins_the_gloo_workers_whatever_held_the_group(holders):
+    ranks = _per_rank(*holders)
     assert all(during > 0 for during, _, _ in ranks)  # the threads existed while the group was in use
     assert [(after, outlived) for _, after, outlived in ranks] == [(0, 0), (0, 0)], ranks
 
