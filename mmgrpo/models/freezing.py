@@ -60,7 +60,7 @@ def _family_parts(model: torch.nn.Module, names: Sequence[str], options: ModelCo
     if (options.freeze_vision_tower or options.freeze_projector) and not adapter.tower_prefixes:
         raise ConfigError(
             f"model.freeze_vision_tower / freeze_projector: the {family!r} family's adapter names no media "
-            "tower or projector (mmgrpo/models/adapters.py); freeze its modules with model.frozen globs instead"
+            "tower or projector (mmgrpo/models/adapters/); freeze its modules with model.frozen globs instead"
         )
     if options.freeze_vision_tower:
         tower = [n for n in names if _starts(n, adapter.tower_prefixes) and not _starts(n, adapter.projector_prefixes)]

@@ -179,7 +179,7 @@ def _require_position_adapter(config: PretrainedConfig, model_class: type, sourc
         raise ModelLoadError(
             f"{source}: model type {config.model_type!r} computes multi-axis (M-RoPE) position ids, and mmgrpo "
             f"has no family adapter for it, so it would train on wrong positions; families with an adapter: "
-            f"{', '.join(FAMILY_ADAPTERS.names())} (add one in mmgrpo/models/adapters.py)"
+            f"{', '.join(FAMILY_ADAPTERS.names())} (add one in mmgrpo/models/adapters/)"
         )
 
 

@@ -1,0 +1,103 @@
+"""Qwen2.5-Omni's thinker: images, videos and audio in one policy."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from transformers import PretrainedConfig, ProcessorMixin
+
+from mmgrpo.models.adapters.base import PositionIds, weight_placement, unwrap_model
+from mmgrpo.models.adapters.qwen_vl import QwenVLAdapter
+from mmgrpo.models.media_rows import MediaCounts, audio_tokens_per_row
+
+
+class OmniThinkerAdapter(QwenVLAdapter):
+    """Qwen2.5-Omni's thinker: Qwen2.5-VL's vision tower and patches, Qwen2-Audio-style clips stacked per item, and
+    TMRoPE positions (``get_rope_index`` with the images', videos' and clips' sizes).
+
+    TMRoPE numbers an audio clip's tokens like text; a video's temporal positions step by
+    ``position_id_per_seconds`` x seconds per temporal patch (25 per second); text after any media item
+    continues from the item's largest position + 1 on any axis (the original Qwen numbering), so a
+    continuation starts at the prompt's largest position + 1, as for Qwen-VL. A video's own audio track
+    interleaved with its frames (``use_audio_in_video``) is refused: mmgrpo loads a video's frames only.
+    """
+
+    per_item_keys = {
+        "image_grid_thw": "image",
+        "video_grid_thw": "video",
+        "video_second_per_grid": "video",
+        "input_features": "audio",
+        "feature_attention_mask": "audio",
+    }
+    tower_prefixes = ("model.visual.", "model.audio_tower.")
+    # The vision merger and the audio tower's last norm + projection into the language model's width.
+    projector_prefixes = ("model.visual.merger.", "model.audio_tower.ln_post.", "model.audio_tower.proj.")
+    tower_inputs = {"image": "pixel_values", "video": "pixel_values_videos", "audio": "input_features"}
+    inline_media = False  # media inside a completion (tool images) are not tested on this family
+
+    def prompt_positions(
+        self, model: torch.nn.Module, inputs: Mapping[str, torch.Tensor]
+    ) -> tuple[PositionIds, torch.Tensor]:
+        thinker = unwrap_model(model).model
+        input_ids = inputs["input_ids"]  # [B, Tp]
+        _refuse_audio_in_video(thinker.config, input_ids)
+        grids = {key: inputs.get(key) for key in ("image_grid_thw", "video_grid_thw")}
+        if all(grid is None for grid in grids.values()):  # text and audio only: 1-D positions on all three axes
+            return super().prompt_positions(model, {"input_ids": input_ids, "attention_mask": inputs["attention_mask"]})
+        clip_frames = inputs.get("feature_attention_mask")  # [clips, F]
+        position_ids, _ = thinker.get_rope_index(
+            input_ids,
+            attention_mask=inputs["attention_mask"],
+            audio_seqlens=None if clip_frames is None else clip_frames.sum(-1),
+            second_per_grids=inputs.get("video_second_per_grid"),
+            **grids,
+        )  # [3, B, Tp]
+        return position_ids, position_ids[:, :, -1].amax(0) + 1  # left padding: the last column is real
+
+    def media_layout(self, processor: ProcessorMixin, media: Sequence[Mapping[str, Sequence[Any]]]) -> dict[str, Any]:
+        """``video_second_per_grid`` ``[videos]``: the seconds each temporal patch spans at the fps its frames were
+        sampled at. The processor ignores the frames' metadata and assumes 2 fps unless given one ``fps`` for all
+        videos, which would misplace in time (TMRoPE) every video sampled at another rate. A forward input: it
+        replaces the processor's."""
+        clips = [clip for row in media for clip in row.get("video", ())]
+        if not clips:
+            return {}
+        patch = processor.video_processor.temporal_patch_size
+        return {"video_second_per_grid": torch.tensor([patch / clip.fps for clip in clips], dtype=torch.float32)}
+
+    def dummy_media(self, backbone: torch.nn.Module, modality: str) -> dict[str, torch.Tensor]:
+        """Image and video as for Qwen-VL; audio: one clip of one attention window (``2 * n_window`` frames)."""
+        if modality != "audio":
+            return super().dummy_media(backbone, modality)
+        audio = backbone.config.audio_config
+        device, dtype = weight_placement(backbone.audio_tower)
+        frames = 2 * audio.n_window
+        return {
+            "input_features": torch.ones(1, audio.num_mel_bins, frames, device=device, dtype=dtype),
+            "feature_attention_mask": torch.ones(1, frames, device=device, dtype=torch.long),
+        }
+
+    def expected_media_tokens(
+        self,
+        processor: ProcessorMixin,
+        encoded: Mapping[str, torch.Tensor],
+        media_counts: Sequence[MediaCounts],
+    ) -> list[dict[str, int]]:
+        """Images and videos as for Qwen-VL, audio clips as for Qwen2-Audio."""
+        expected = super().expected_media_tokens(processor, encoded, media_counts)
+        for row, count in zip(expected, audio_tokens_per_row(encoded, media_counts)):
+            row["audio"] = count
+        return expected
+
+
+
+def _refuse_audio_in_video(config: PretrainedConfig, input_ids: torch.Tensor) -> None:
+    """Raise if a video's placeholders open with ``<|audio_bos|>`` (the processor's ``load_audio_from_video``)."""
+    opens = input_ids[:, :-1] == config.vision_start_token_id  # [B, T-1]
+    if (opens & (input_ids[:, 1:] == config.audio_start_token_id)).any():
+        raise ValueError(
+            "Qwen2.5-Omni: a video with its audio track interleaved (use_audio_in_video / load_audio_from_video) is "
+            "not supported: give the audio as its own audio part beside the video"
+        )
