@@ -28,6 +28,7 @@ from mmgrpo.models.adapters import FamilyAdapter, adapter_for
 from mmgrpo.models.media_check import (
     MediaTokenMismatchError, check_media_tokens, check_prompt_placeholders, nonfinite_inputs,
 )
+from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.registry import Registry
 from mmgrpo.skipped_rows import SkippedRow
 from mmgrpo.types import Sample
@@ -199,7 +200,7 @@ def _encode_samples(
     """Every sample loaded, rendered and encoded in one processor call (bad ones left out)."""
     adapter = adapter_for(family)
     placeholder_ids = adapter.placeholder_token_ids(processor)
-    placeholders = _placeholder_strings(processor, placeholder_ids)
+    placeholders = adapter.prompt_markers(processor)
     prepared: list[PreparedPrompt] = []
     dropped: list[SkippedRow] = []
     for index, sample in enumerate(samples):
@@ -421,8 +422,16 @@ def _encode(processor: ProcessorMixin, prompts: Sequence[PreparedPrompt]) -> dic
     for modality in sorted({name for prompt in prompts for name in prompt.media}):
         media_args |= PROCESSOR_MEDIA_ARGS.get(modality)([list(prompt.media.get(modality, [])) for prompt in prompts])
     texts = [prompt.text for prompt in prompts]
-    encoded = processor(text=texts, padding=True, padding_side="left", return_tensors="pt", **media_args)
+    encoded = processor(text=texts, padding=True, padding_side="left", return_tensors="pt",
+                        add_special_tokens=not renders_bos(processor, texts), **media_args)
     return dict(encoded)
+
+
+def renders_bos(processor: ProcessorMixin, texts: Sequence[str]) -> bool:
+    """Whether the chat template wrote the tokenizer's ``bos_token`` itself (Gemma's does): the tokenizer must not
+    add a second one, as ``apply_chat_template(tokenize=True)`` decides."""
+    bos = tokenizer_of(processor).bos_token
+    return bool(bos) and bool(texts) and texts[0].startswith(bos)
 
 
 def _drop_overlong(batch: PromptBatch, samples: Sequence[Sample], max_prompt_len: int | None) -> PromptBatch:
@@ -453,12 +462,6 @@ def _empty_batch(
         media_inputs={}, media_counts=[], placeholder_ids=placeholder_ids, pad_token_id=pad_token_id, kept=[],
         dropped=dropped,
     )
-
-
-def _placeholder_strings(processor: ProcessorMixin, placeholder_ids: Mapping[str, int]) -> dict[str, str]:
-    """Each modality's placeholder as text, as the chat template writes it before expansion."""
-    tokenizer = getattr(processor, "tokenizer", processor)
-    return {modality: tokenizer.convert_ids_to_tokens(token_id) for modality, token_id in placeholder_ids.items()}
 
 
 def _first_real_column(attention_mask: torch.Tensor) -> int:

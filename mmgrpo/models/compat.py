@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import json
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -154,11 +155,15 @@ def read_names_in_files(model: torch.nn.Module) -> dict[str, str]:
     conversions = getattr(model, "_weight_conversions", None) or []
     if not files or not all(isinstance(conversion, WeightRenaming) for conversion in conversions):
         return {}
+    in_memory = {name for name, _ in itertools.chain(model.named_parameters(), model.named_buffers())}
     names = {}
     for file in files:
         with safe_open(str(file), framework="pt") as weights:
             for key in weights.keys():
-                names[rename_source_key(key, conversions, [])[0]] = key
+                name = rename_source_key(key, conversions, [])[0]
+                if name not in in_memory:  # a tower's "vision_model." (restore_tower_prefixes), dropped on load
+                    name = name.replace("." + TOWER_PREFIX, ".", 1)
+                names[name] = key
     return names
 
 
@@ -170,3 +175,54 @@ def omni_thinker_holds_towers() -> bool:
     from transformers.models.qwen2_5_omni import modeling_qwen2_5_omni
 
     return hasattr(modeling_qwen2_5_omni, "Qwen2_5OmniThinkerModel")
+
+
+# Towers whose checkpoints keep their weights under "vision_model." (every Hub checkpoint of theirs), which newer
+# transformers drops on load and does not put back on save; vLLM loads a family with such a tower only with it.
+PREFIXED_TOWERS = ("SiglipVisionModel", "CLIPVisionModel")
+TOWER_PREFIX = "vision_model."
+
+
+def save_pretrained(model: torch.nn.Module, folder: str | Path, **kwargs: Any) -> None:
+    """``model.save_pretrained(folder, **kwargs)``, its weight names as the family's Hub checkpoints have them
+    (what vLLM and older transformers load): a SigLIP or CLIP tower's weights under ``vision_model.`` again."""
+    model.save_pretrained(folder, **kwargs)
+    if not getattr(model, "peft_config", None):  # an adapter's file names its weights PEFT's way
+        restore_tower_prefixes(model, Path(folder))
+
+
+def restore_tower_prefixes(model: torch.nn.Module, folder: Path) -> None:
+    """Rename, in the safetensors files of ``folder`` (and their index), the saved weights of each tower in
+    ``PREFIXED_TOWERS`` that holds its layers itself (no ``vision_model`` child) to ``<its prefix>vision_model.``."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    towers = [module for module in model.modules()
+              if type(module).__name__ in PREFIXED_TOWERS and not hasattr(module, "vision_model")]
+    files = sorted(folder.glob("*.safetensors"))
+    if not towers or not files:
+        return
+    keys: set[str] = set()
+    for file in files:
+        with safe_open(str(file), framework="pt") as weights:
+            keys.update(weights.keys())
+    renamed = {}
+    for tower in towers:
+        inner = list(tower.state_dict())
+        for prefix in {key[: -len(inner[0])] for key in keys if key.endswith("." + inner[0])}:
+            # transformers puts the prefix back itself for a model it loaded from files that had it
+            if not prefix.endswith("." + TOWER_PREFIX) and all(prefix + name in keys for name in inner):
+                renamed |= {prefix + name: prefix + TOWER_PREFIX + name for name in inner}
+    if not renamed:
+        return
+    for file in files:
+        with safe_open(str(file), framework="pt") as weights:
+            metadata = weights.metadata()
+        tensors = load_file(str(file))
+        if renamed.keys() & tensors.keys():
+            save_file({renamed.get(key, key): tensor for key, tensor in tensors.items()}, str(file), metadata=metadata)
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        mapping = json.loads(index.read_text())
+        mapping["weight_map"] = {renamed.get(key, key): file for key, file in mapping["weight_map"].items()}
+        index.write_text(json.dumps(mapping, indent=2))

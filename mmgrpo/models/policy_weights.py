@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from transformers import ProcessorMixin
 
+from mmgrpo.models.compat import save_pretrained
 from mmgrpo.models.adapters import unwrap_model
 
 
@@ -23,7 +24,7 @@ def checkpoint_dir(model: torch.nn.Module, processor: ProcessorMixin, scratch: P
     source = Path(unwrap_model(model).name_or_path or "")
     if (source / "config.json").is_file():
         return source
-    unwrap_model(model).save_pretrained(scratch)
+    save_pretrained(unwrap_model(model), scratch)
     processor.save_pretrained(scratch)
     return scratch
 

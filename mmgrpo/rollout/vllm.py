@@ -33,7 +33,7 @@ from transformers import ProcessorMixin
 from transformers.core_model_loading import revert_weight_conversion
 
 from mmgrpo.models.adapters import unwrap_model
-from mmgrpo.models.batch import MediaBudgets, PreparedPrompt, PromptBatch, build_prompt_batch
+from mmgrpo.models.batch import MediaBudgets, PreparedPrompt, PromptBatch, build_prompt_batch, renders_bos
 from mmgrpo.models.compat import names_in_files
 from mmgrpo.models.freezing import unchanging_weights
 from mmgrpo.models.policy_weights import checkpoint_dir, streamed_plain_weights
@@ -158,6 +158,11 @@ class VLLMSampling:
         self.family = unwrap_model(model).config.model_type
         self.stop_ids = generation_eos_ids(model, self.tokenizer)
         self.forbidden_ids = tuple(forbidden_generation_token_ids(processor, allowed=self.stop_ids))
+
+    def adds_special_tokens(self, prompts: Sequence[PreparedPrompt]) -> bool:
+        """Whether vLLM's tokenizer adds its special tokens to the prompts' text, as the trainer's batch builder
+        decides (not where the chat template wrote ``<bos>`` itself: :func:`~mmgrpo.models.batch.renders_bos`)."""
+        return not renders_bos(self.processor, [prompt.text for prompt in prompts])
 
     def scratch_or(self, weights_dir: str | Path | None) -> Path:
         """``weights_dir``, else a temporary folder of this engine's, removed with it (a push writes a whole model
@@ -326,7 +331,8 @@ class VLLMEngine(VLLMSampling):
             requests, own = group_requests(self.group, requests)
         self.sleep.before_sampling()
         outputs = self.llm.generate(
-            [request for request, _ in requests], [vllm.SamplingParams(**o) for _, o in requests], use_tqdm=False
+            [request for request, _ in requests], [vllm.SamplingParams(**o) for _, o in requests], use_tqdm=False,
+            tokenization_kwargs={"add_special_tokens": self.adds_special_tokens(prompts)},
         )
         self.sleep.after_sampling()
         return [sampled_prompt(output) for output in outputs[own]]

@@ -91,11 +91,13 @@ def decode_media(encoded: Mapping[str, Any]) -> LoadedMedia:
     return image
 
 
-def encode_prompt(prompt: PreparedPrompt, options: Mapping[str, Any]) -> dict[str, Any]:
-    """One ``/mmgrpo/generate`` request: text, media and ``vllm.SamplingParams`` options."""
+def encode_prompt(prompt: PreparedPrompt, options: Mapping[str, Any], *, add_special_tokens: bool) -> dict[str, Any]:
+    """One ``/mmgrpo/generate`` request: text, media, ``vllm.SamplingParams`` options and whether the server's
+    tokenizer adds its special tokens to the text."""
     media = {modality: [encode_media(item) for item in items] for modality, items in prompt.media.items()}
     token_ids = None if prompt.token_ids is None else list(prompt.token_ids)
-    return {"prompt": prompt.text, "prompt_token_ids": token_ids, "media": media, "options": dict(options)}
+    return {"prompt": prompt.text, "prompt_token_ids": token_ids, "media": media, "options": dict(options),
+            "add_special_tokens": add_special_tokens}
 
 
 # -- the server side: vLLM's endpoint plugin ---------------------------------------------------------
@@ -190,7 +192,8 @@ async def _generate_one(engine: Any, request: Mapping[str, Any]) -> SampledPromp
     params = SamplingParams(**options, output_kind=RequestOutputKind.FINAL_ONLY)
     final = None
     prompt = vllm_prompt(request["prompt"], media, request.get("prompt_token_ids"))
-    async for output in engine.generate(prompt, params, uuid.uuid4().hex):
+    tokenization = {"add_special_tokens": request.get("add_special_tokens", True)}
+    async for output in engine.generate(prompt, params, uuid.uuid4().hex, tokenization_kwargs=tokenization):
         final = output
     return sampled_prompt(final)
 
@@ -299,7 +302,9 @@ class VLLMServerEngine(VLLMSampling):
         return group
 
     def _sample(self, prompts: Sequence[PreparedPrompt], options: Sequence[dict[str, Any]]) -> list[SampledPrompt]:
-        reply = self._post("/mmgrpo/generate", {"requests": [encode_prompt(p, o) for p, o in zip(prompts, options)]})
+        special = self.adds_special_tokens(prompts)
+        requests = [encode_prompt(p, o, add_special_tokens=special) for p, o in zip(prompts, options)]
+        reply = self._post("/mmgrpo/generate", {"requests": requests})
         return [
             SampledPrompt(out["prompt_token_ids"], [tuple(sample) for sample in out["samples"]])
             for out in reply["outputs"]

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 import torch
 
+from mmgrpo.models.compat import save_pretrained
 from mmgrpo.trainer.interrupts import stop_on_signals
 from mmgrpo.trainer.safe_state import dump_state, load_state
 
@@ -159,7 +160,7 @@ def write_model(
     if getattr(model, "peft_config", None):  # the adapter being trained, not a frozen reference beside it
         model.save_pretrained(folder, selected_adapters=[model.active_adapter], **gathered)
     else:
-        model.save_pretrained(folder, **gathered)
+        save_pretrained(model, folder, **gathered)
     if processor is not None:
         processor.save_pretrained(folder)
 

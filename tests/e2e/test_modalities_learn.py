@@ -72,3 +72,9 @@ def test_reward_rises_under_grpo_on_qwen2_5_omni(modality, small_config, tiny_mo
     beep clips (TMRoPE positions, its vision or audio tower in every batch)."""
     model = tiny_model_dir("qwen2_5_omni_thinker", audio_max_seconds=AUDIO_SECONDS)
     assert_reward_rises(small_config, tmp_path, f"model.name_or_path={model}", *OMNI_MEDIA[modality])
+
+
+def test_reward_rises_under_grpo_on_gemma3(small_config, tiny_model_dir, tmp_path):
+    """The tiny Gemma 3 over the default image recipe (pooled SigLIP tokens attending both ways, sliding-window and
+    global layers, the system text inside the first user turn)."""
+    assert_reward_rises(small_config, tmp_path, f"model.name_or_path={tiny_model_dir('gemma3')}")

@@ -32,7 +32,9 @@ def assert_same_inputs(cached, fresh) -> None:
         assert torch.equal(got[key], value), key
 
 
-@pytest.mark.parametrize("family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "internvl", "qwen2_audio", "qwen2_5_omni_thinker"])
+@pytest.mark.parametrize(
+    "family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "internvl", "gemma3", "qwen2_audio", "qwen2_5_omni_thinker"]
+)
 def test_cached_batches_equal_fresh_ones(family, load_tiny, media_samples, tmp_path) -> None:
     _, processor = load_tiny(family)
     samples = media_samples(family)

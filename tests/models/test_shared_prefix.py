@@ -19,6 +19,12 @@ def random_completions(lengths=COMPLETION_LENGTHS, seed: int = 0) -> list[list[i
     return [torch.randint(0, 256, (length,), generator=generator).tolist() for length in lengths]
 
 
+def assert_grad_close(actual: torch.Tensor, expected: torch.Tensor, name: str) -> None:
+    """Equal up to float32 rounding, which grows with a gradient's scale (the tiny Gemma 3's projector's is 2e4)."""
+    scale = max(1.0, expected.abs().max().item())
+    torch.testing.assert_close(actual, expected, atol=ATOL * scale, rtol=1e-4, msg=name)
+
+
 def logprobs_and_grads(model, compute, weights: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Log-probs of ``compute()`` and the gradients of ``sum(logp * weights)``."""
     model.zero_grad(set_to_none=True)
@@ -31,7 +37,7 @@ def logprobs_and_grads(model, compute, weights: torch.Tensor) -> tuple[torch.Ten
 
 @pytest.mark.parametrize(
     ("family", "modality"),
-    [("qwen2_5_vl", "image"), ("qwen2_vl", "image"), ("internvl", "image"),
+    [("qwen2_5_vl", "image"), ("qwen2_vl", "image"), ("internvl", "image"), ("gemma3", "image"),
      ("qwen2_5_omni_thinker", "image"), ("qwen2_5_omni_thinker", "audio")],
 )
 def test_grouped_logprobs_and_gradients_equal_plain_path(family, modality, load_tiny, media_samples) -> None:
@@ -53,7 +59,7 @@ def test_grouped_logprobs_and_gradients_equal_plain_path(family, modality, load_
     assert plain_grads.keys() == shared_grads.keys()
     assert any(name.startswith(adapter_for(family).tower_prefixes) for name in shared_grads)  # gradients reach it
     for name, grad in plain_grads.items():
-        torch.testing.assert_close(shared_grads[name], grad, atol=ATOL, rtol=1e-4, msg=name)
+        assert_grad_close(shared_grads[name], grad, name)
 
 
 def test_grouped_micro_batches_and_entropy_match_one_forward(load_tiny, media_samples) -> None:

@@ -13,7 +13,7 @@ from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.models.replay_cache import ReplayLayer
 from mmgrpo.models.shared_prefix import completion_logprobs, grouped_logprobs
 
-from tests.models.test_shared_prefix import ATOL, logprobs_and_grads, random_completions
+from tests.models.test_shared_prefix import ATOL, assert_grad_close, logprobs_and_grads, random_completions
 
 GROUP_SIZES = (3, 2)  # two groups of different sizes
 COMPLETION_LENGTHS = (4, 6, 1, 5, 3)
@@ -28,7 +28,8 @@ def checkpointed_model(tiny_model_dir, family: str, reentrant: bool = False):
 
 
 @pytest.mark.parametrize(
-    "family", ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "qwen2_audio", "qwen2_5_omni_thinker"]
+    "family",
+    ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "gemma3", "qwen2_audio", "qwen2_5_omni_thinker"],
 )
 def test_checkpointed_shared_step_equals_unchecked_and_unshared(
     family, tiny_model_dir, media_samples, monkeypatch
@@ -70,7 +71,7 @@ def test_checkpointed_shared_step_equals_unchecked_and_unshared(
         torch.testing.assert_close(logp, reference_logp, atol=ATOL, rtol=0)
         assert grads.keys() == reference_grads.keys()
         for name, grad in reference_grads.items():
-            torch.testing.assert_close(grads[name], grad, atol=ATOL, rtol=1e-4, msg=name)
+            assert_grad_close(grads[name], grad, name)
 
 
 def test_reentrant_checkpointing_is_refused(tiny_model_dir, media_samples) -> None:

@@ -75,15 +75,19 @@ def recompute_logprobs(
     temperature: float = 1.0,
     forbidden_ids: tuple[int, ...] = (),
     budgets: object = None,
+    causal_images: bool = False,
 ) -> list[torch.Tensor]:
     """Log-probs of each completion's tokens from one plain forward over prompt + completion,
-    under the policy with ``forbidden_ids`` masked and divided by ``temperature``."""
+    under the policy with ``forbidden_ids`` masked and divided by ``temperature``. ``causal_images``: an image's
+    tokens attend causally, not both ways (no ``token_type_ids``), as vLLM's CPU attention runs Gemma 3."""
     rows = [(sample, completion) for sample, group in zip(samples, groups) for completion in group]
     batch = build_train_batch(
         processor, [s for s, _ in rows], [c.token_ids for _, c in rows], budgets, family=model.config.model_type
     )
     with torch.no_grad():
         inputs = {k: v.to(model.device) if isinstance(v, torch.Tensor) else v for k, v in batch.model_inputs().items()}
+        if causal_images:
+            inputs["token_type_ids"] = torch.zeros_like(inputs["token_type_ids"])
         logits = model(**inputs).logits.cpu()  # [N, Tp + Tc, V]
     completion_logits = logits[
         :, batch.prompt_length - 1 : -1

@@ -6,21 +6,26 @@ this file in the CPU vLLM environment. The server starts once for the module (~3
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+import json
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from PIL import Image
 
+from mmgrpo.models.batch import PreparedPrompt
 from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
 from mmgrpo.rollout import SamplingParams
+from mmgrpo.rollout.vllm_server import _generate_one, encode_prompt
 from mmgrpo.types import Sample
 
 pytestmark = pytest.mark.skipif(
@@ -147,3 +152,20 @@ def test_tool_turns_continue_on_the_server_with_the_crops(server) -> None:
 def test_the_server_stops_cleanly_on_sigterm(server) -> None:
     _, _, process = server
     assert process.poll() is None  # still serving; the fixture's teardown checks it exits within 60 s
+
+
+def test_a_request_says_whether_the_server_adds_special_tokens() -> None:
+    """A chat template that writes ``<bos>`` itself (Gemma's) gets text the server must not add one to; the flag
+    travels in the request to the engine's tokenization (else vLLM's prompt has two: the prompt-id check fails)."""
+    seen = []
+
+    class Engine:
+        async def generate(self, prompt, params, request_id, *, tokenization_kwargs=None):
+            seen.append(tokenization_kwargs)
+            yield SimpleNamespace(prompt_token_ids=[1, 2], outputs=[])
+
+    prompt = PreparedPrompt(0, Sample(id="a", task="t", messages=[]), "<bos>hi", {})
+    for adds in (False, True):
+        request = encode_prompt(prompt, {"max_tokens": 1}, add_special_tokens=adds)
+        asyncio.run(_generate_one(Engine(), json.loads(json.dumps(request))))
+    assert seen == [{"add_special_tokens": False}, {"add_special_tokens": True}]

@@ -144,7 +144,8 @@ def vlm_chats(family: str, count: int) -> tuple[list[str], list[str], list[list[
 
 
 @pytest.mark.parametrize(
-    "family", ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "smolvlm", "internvl", "qwen2_audio", "qwen2_5_omni_thinker"]
+    "family",
+    ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "smolvlm", "internvl", "gemma3", "qwen2_audio", "qwen2_5_omni_thinker"],
 )
 def test_a_vlm_classifier_scores_the_last_token_of_the_chat_with_its_media(family, tiny_vlm_reward_model):
     from safetensors.torch import load_file
@@ -168,8 +169,11 @@ def test_a_vlm_classifier_scores_the_last_token_of_the_chat_with_its_media(famil
         part = parts[0]
         kwargs = ({"audio": [part["audio"][0]], "sampling_rate": part["audio"][1]} if part["type"] == "audio"
                   else {"images": [part["image"]]})
+        bos = processor.tokenizer.bos_token  # a template writing it (Gemma's): not added again, as transformers does
+        encoded = processor(text=[text], return_tensors="pt", add_special_tokens=not (bos and text.startswith(bos)),
+                            **kwargs)
         with torch.no_grad():
-            hidden = model.model(**processor(text=[text], return_tensors="pt", **kwargs)).last_hidden_state[0, -1]
+            hidden = model.model(**encoded).last_hidden_state[0, -1]
         alone.append(float(hidden @ head["v_head.summary.weight"][0] + head["v_head.summary.bias"][0]))
     assert batched == pytest.approx(alone, abs=1e-4)
     assert len({round(score, 5) for score in batched}) == len(batched)

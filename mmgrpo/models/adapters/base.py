@@ -83,6 +83,13 @@ class FamilyAdapter:
         ids = {modality: getattr(processor, f"{modality}_token_id", None) for modality in MEDIA_KINDS}
         return {modality: token_id for modality, token_id in ids.items() if token_id is not None}
 
+    def prompt_markers(self, processor: ProcessorMixin) -> dict[str, str]:
+        """Each modality's marker as the chat template writes it, once per media item, before the processor expands
+        it: by default the placeholder token itself (Qwen-VL's one ``<|image_pad|>`` becomes as many as needed)."""
+        tokenizer = getattr(processor, "tokenizer", processor)
+        return {modality: tokenizer.convert_ids_to_tokens(token_id)
+                for modality, token_id in self.placeholder_token_ids(processor).items()}
+
     def expected_media_tokens(
         self,
         processor: ProcessorMixin,

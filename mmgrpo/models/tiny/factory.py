@@ -10,6 +10,7 @@ from typing import Any
 
 import torch
 
+from mmgrpo.models.compat import save_pretrained
 from mmgrpo.models.tiny.families import TINY_FAMILIES, TinySpec
 from mmgrpo.models.tiny.tokenizer import corpus_fingerprint
 
@@ -45,7 +46,7 @@ def make_tiny(family: str, out_dir: str | Path, *, seed: int = 0, **overrides: o
     # Saved beside the target then moved file by file: concurrent builders (e.g. two
     # ranks) and readers never see a half-written checkpoint.
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}.") as staging:
-        model.save_pretrained(staging)
+        save_pretrained(model, staging)
         processor.save_pretrained(staging)
         names = sorted(os.listdir(staging), key=lambda name: name == COMPLETION_MARKER)
         for name in names:

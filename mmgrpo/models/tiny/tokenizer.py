@@ -124,16 +124,19 @@ def build_tokenizer(
     special_tokens: Sequence[str],
     chat_template: str,
     corpus: Sequence[str] | None = None,
+    plain_tokens: Sequence[str] = (),
     **tokenizer_kwargs: object,
 ) -> PreTrainedTokenizerBase:
     """Train a BPE and wrap it in ``tokenizer_class`` with the family's tokens and template.
 
     ``special_tokens`` (chat markers, media placeholders) get ids right after the BPE
-    vocabulary, as in real checkpoints; the reasoning tags follow as normal tokens.
+    vocabulary, as in real checkpoints; ``plain_tokens`` (strings the family's vocabulary
+    holds whole, decoded as text) and the reasoning tags follow as normal tokens.
     ``tokenizer_kwargs`` names the roles (``eos_token``, ``pad_token``, ...).
     """
     vocab, merges = train_byte_level_bpe(corpus or tiny_corpus(), vocab_size=vocab_size)
-    extra_tokens = [*special_tokens, *REASONING_TAGS]
+    normal_tokens = [*plain_tokens, *REASONING_TAGS]
+    extra_tokens = [*special_tokens, *normal_tokens]
     # Appended to the vocab first so ids follow the listed order, like a real checkpoint's.
     vocab.update({token: len(vocab) + i for i, token in enumerate(extra_tokens)})
     tokenizer = tokenizer_class(vocab=vocab, merges=merges, **tokenizer_kwargs)
@@ -141,7 +144,7 @@ def build_tokenizer(
         {"additional_special_tokens": [_added(t, special=True) for t in special_tokens]},
         replace_extra_special_tokens=False,
     )
-    tokenizer.add_tokens([_added(t, special=False) for t in REASONING_TAGS])
+    tokenizer.add_tokens([_added(t, special=False) for t in normal_tokens])
     tokenizer.chat_template = chat_template
     return tokenizer
 
