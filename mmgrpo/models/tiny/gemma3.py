@@ -119,6 +119,8 @@ def build_gemma3(spec: TinySpec) -> TinyModel:
         image_seq_length=tokens_per_image,
     )
     model = Gemma3ForConditionalGeneration(config)
+    # transformers starts the projector at zero (a released checkpoint's is trained): the tiny policy would be blind
+    model.model.multi_modal_projector.mm_input_projection_weight.data.normal_(0.0, config.initializer_range)
     model.generation_config = generation_config(tokenizer, STOP_TOKENS)
     return TinyModel(model, processor)
 
