@@ -71,7 +71,10 @@ def release_process_groups() -> int:
     groups = [weakref.ref(group) for group in _world.pg_map]
     torch.distributed.destroy_process_group()
     gc.collect()  # reference cycles of a finished run's model, optimizer and engine
-    _drop_references({id(group) for group in (ref() for ref in groups) if group is not None})
+    try:
+        _drop_references([group for group in (ref() for ref in groups) if group is not None])
+    except Exception:  # a finished run's clean-up: never its failure (the threads then stay until the exit)
+        logger.warning("could not release every reference to the destroyed process groups", exc_info=True)
     outlived = sum(ref() is not None for ref in groups)
     if outlived:
         logger.info("%d process group(s) still referenced after destroy_process_group: their threads stay "
@@ -79,11 +82,16 @@ def release_process_groups() -> int:
     return outlived
 
 
-def _drop_references(dead: set[int]) -> None:
-    """Every object's attribute (a module's global included) that is one of the ``dead`` objects (by id) becomes
-    None; a list or dict attribute holding one loses it in place, a tuple attribute is replaced without it."""
+def _drop_references(dead: list[Any]) -> None:
+    """Every object's attribute (a module's global included) that is one of the ``dead`` objects becomes None,
+    and so does such an item of a list, tuple or dict attribute (positions and keys kept). ``dead`` holds them
+    until the end, so that no other object can take one's identity meanwhile."""
     if not dead:
         return
+
+    def is_dead(value: Any) -> bool:
+        return any(value is thing for thing in dead)
+
     for thing in gc.get_objects():
         try:
             attributes = object.__getattribute__(thing, "__dict__")
@@ -92,15 +100,15 @@ def _drop_references(dead: set[int]) -> None:
         if type(attributes) is not dict or isinstance(thing, type):  # a class's namespace is a read-only proxy
             continue
         for name, value in list(attributes.items()):
-            if id(value) in dead:
+            if is_dead(value):
                 attributes[name] = None
-            elif type(value) is list and any(id(item) in dead for item in value):
-                value[:] = [item for item in value if id(item) not in dead]
-            elif type(value) is tuple and any(id(item) in dead for item in value):
-                attributes[name] = tuple(item for item in value if id(item) not in dead)
+            elif type(value) is list and any(map(is_dead, value)):
+                value[:] = [None if is_dead(item) else item for item in value]
+            elif type(value) is tuple and any(map(is_dead, value)):
+                attributes[name] = tuple(None if is_dead(item) else item for item in value)
             elif type(value) is dict:
-                for key in [key for key, item in value.items() if id(item) in dead]:
-                    del value[key]
+                for key in [key for key, item in list(value.items()) if is_dead(item)]:
+                    value[key] = None
 
 
 @dataclass(frozen=True)

@@ -155,15 +155,15 @@ def read_names_in_files(model: torch.nn.Module) -> dict[str, str]:
     conversions = getattr(model, "_weight_conversions", None) or []
     if not files or not all(isinstance(conversion, WeightRenaming) for conversion in conversions):
         return {}
-    in_memory = {name for name, _ in itertools.chain(model.named_parameters(), model.named_buffers())}
+    in_memory = {name.replace(".base_layer.", ".")  # plain names under LoRA
+                 for name, _ in itertools.chain(model.named_parameters(), model.named_buffers())}
     names = {}
     for file in files:
         with safe_open(str(file), framework="pt") as weights:
             for key in weights.keys():
                 name = rename_source_key(key, conversions, [])[0]
-                if name not in in_memory:  # a tower's "vision_model." (restore_tower_prefixes), dropped on load
-                    name = name.replace("." + TOWER_PREFIX, ".", 1)
-                names[name] = key
+                unprefixed = name.replace("." + TOWER_PREFIX, ".", 1)  # restore_tower_prefixes', dropped on load
+                names[unprefixed if name not in in_memory and unprefixed in in_memory else name] = key
     return names
 
 
@@ -179,7 +179,7 @@ def omni_thinker_holds_towers() -> bool:
 
 # Towers whose checkpoints keep their weights under "vision_model." (every Hub checkpoint of theirs), which newer
 # transformers drops on load and does not put back on save; vLLM loads a family with such a tower only with it.
-PREFIXED_TOWERS = ("SiglipVisionModel", "CLIPVisionModel")
+PREFIXED_TOWERS = ("SiglipVisionModel", "Siglip2VisionModel", "CLIPVisionModel")
 TOWER_PREFIX = "vision_model."
 
 

@@ -160,12 +160,6 @@ def model_class_for(config: PretrainedConfig, source: str) -> type[PreTrainedMod
     if config.model_type in REFUSED_FAMILIES:
         reason = REFUSED_FAMILIES[config.model_type]
         raise ModelLoadError(f"{source}: model type {config.model_type!r} is refused: {reason}")
-    softcap = getattr(config.get_text_config(), "final_logit_softcapping", None)
-    if softcap is not None:
-        raise ModelLoadError(
-            f"{source}: final_logit_softcapping={softcap} is refused: mmgrpo computes log-probs from the output "
-            "head's logits in chunks, without the family's soft cap (Gemma 3's released checkpoints have none)"
-        )
     for auto_class in AUTO_MODEL_CLASSES:
         if type(config) in auto_class._model_mapping:
             _require_position_adapter(config, auto_class._model_mapping[type(config)], source)

@@ -28,7 +28,9 @@ from PIL import Image
 
 from mmgrpo.config import RolloutConfig
 from mmgrpo.models.adapters import adapter_for, unwrap_model
-from mmgrpo.models.batch import EncodedRow, MediaBudgets, PreparedPrompt, PromptBatch, batch_from_rows
+from mmgrpo.models.batch import (
+    EncodedRow, MediaBudgets, PreparedPrompt, PromptBatch, batch_from_rows, renders_bos,
+)
 from mmgrpo.models.inline_media import encode_inline, extended_row, joined
 from mmgrpo.models.special_tokens import tokenizer_of
 from mmgrpo.rollout.base import RolloutEngine, SamplingParams
@@ -219,8 +221,10 @@ class ToolTurns:
                                 kept=list(range(len(going))), dropped=[], placeholder_ids=prompts.placeholder_ids,
                                 pad_token_id=prompts.pad_token_id)
         if self.engine.needs_loaded_media:  # vLLM: the trajectory as token ids, with the prompt's media and the crops
-            prompt_ids = {row: self.tokenizer(prompts.prepared[row].text)["input_ids"]  # as vLLM tokenizes a text prompt
-                          for row in {t.row for t in going}}
+            texts = {row: prompts.prepared[row].text for row in {t.row for t in going}}
+            special = not renders_bos(self.processor, list(texts.values()))  # as the engine has vLLM tokenize them
+            prompt_ids = {row: self.tokenizer(text, add_special_tokens=special)["input_ids"]
+                          for row, text in texts.items()}
             batch = replace(batch, prepared=[self._continuation(prompts, t, index, prompt_ids[t.row])
                                              for index, t in enumerate(going)])
         turns = self.engine.generate([t.sample for t in going], replace(params, n=1), [1] * len(going),

@@ -8,7 +8,9 @@ import shutil
 import pytest
 
 from mmgrpo.models.batch import build_prompt_batch
-from mmgrpo.models.loading import ModelLoadError, load_model_and_processor
+from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.models.logprobs import sequence_logprobs
+from mmgrpo.models.train_batch import build_train_batch
 
 
 def test_a_prompt_opens_with_one_bos_and_no_system_turn(load_tiny, media_samples):
@@ -28,11 +30,15 @@ def test_a_prompt_opens_with_one_bos_and_no_system_turn(load_tiny, media_samples
     assert text.endswith("<end_of_turn>\n<start_of_turn>model\n")
 
 
-def test_a_checkpoint_with_a_final_logit_soft_cap_is_refused(tiny_model_dir, tmp_path):
+def test_log_probs_of_a_model_with_a_final_logit_soft_cap_are_refused(tiny_model_dir, tmp_path, media_samples):
+    """Generation (evaluations, judges) runs the model's own forward, cap included; log-probs are computed from
+    the output head in chunks, which would miss it."""
     folder = tmp_path / "capped"
     shutil.copytree(tiny_model_dir("gemma3"), folder)
     config = json.loads((folder / "config.json").read_text())
     config["text_config"]["final_logit_softcapping"] = 30.0
     (folder / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ModelLoadError, match="final_logit_softcapping=30.0 is refused"):
-        load_model_and_processor(folder, dtype="float32")
+    model, processor = load_model_and_processor(folder, dtype="float32")
+    batch = build_train_batch(processor, media_samples("gemma3")[:1], [[5, 6]], family="gemma3")
+    with pytest.raises(ValueError, match="final_logit_softcapping=30.0 is not supported"):
+        sequence_logprobs(model, batch, micro_batch_size=1)

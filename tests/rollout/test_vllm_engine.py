@@ -318,6 +318,23 @@ def test_tool_turns_continue_on_the_engine_with_the_crops_and_the_trainer_scores
                                    rtol=0, atol=LOGPROB_TOLERANCE)
 
 
+def test_a_gemma3_tool_turn_continues_on_the_engine_with_one_bos(vllm_policy) -> None:
+    """Gemma's template writes ``<bos>`` itself: the next turn's token ids (the prompt's, tokenized as the engine
+    has vLLM tokenize it) open with one, as the trainer's prompt does (else vLLM's prompt-id check raises)."""
+    from mmgrpo.rollout.tool_turns import ToolTurns
+    from tasks.tools import TOOLS, ToolContext
+    from tests.rollout.test_tool_images import ScriptedTurns
+
+    model, processor, engine = vllm_policy("gemma3")
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "2 + 3"}}</tool_call>'
+    turns = ToolTurns(ScriptedTurns(engine, [call]), processor, {"calculator": TOOLS.get("calculator")}, 2,
+                      lambda sample: ToolContext(sample), budgets=engine.budgets)
+    groups = turns.generate(image_samples(seed=7), SamplingParams(n=2, max_new_tokens=6, seed=5))
+    trajectories = [c for group in groups for c in group]
+    assert trajectories and all(t.tool_outcomes == ["ok"] for t in trajectories)
+    assert all(len(t.token_ids) > t.observation_spans[-1][1] for t in trajectories)  # the engine took the turn
+
+
 def test_engines_on_a_resumed_policy_share_one_vllm_engine(tiny_model_dir, tmp_path):
     """A resumed run's policy loads from a checkpoint (the trainer's state beside the model's files): the evaluation's
     engine and the training's are one ``vllm.LLM``, not one each (on a GPU each would take its memory share)."""

@@ -44,7 +44,13 @@ class FamilyAdapter:
         return unwrap_model(model).model
 
     def output_head(self, model: torch.nn.Module) -> torch.nn.Module:
-        """The LM head mapping hidden states ``[..., D]`` to vocabulary logits ``[..., V]``."""
+        """The LM head mapping hidden states ``[..., D]`` to vocabulary logits ``[..., V]``: what log-probs are
+        computed from, in chunks. A model that soft-caps its logits (``final_logit_softcapping``; none of Gemma 3's
+        released checkpoints does) is refused here, as those log-probs would miss the cap."""
+        softcap = getattr(unwrap_model(model).config.get_text_config(), "final_logit_softcapping", None)
+        if softcap is not None:
+            raise ValueError(f"final_logit_softcapping={softcap} is not supported: mmgrpo computes log-probs from "
+                             "the output head's logits, without the cap")
         return unwrap_model(model).get_output_embeddings()
 
     # -- positions ---------------------------------------------------------------
