@@ -86,12 +86,9 @@ def _drop_references(dead: list[Any]) -> None:
     """Every object's attribute (a module's global included) that is one of the ``dead`` objects becomes None,
     and so does such an item of a list, tuple or dict attribute (positions and keys kept). ``dead`` holds them
     until the end, so that no other object can take one's identity meanwhile."""
-    if not dead:
+    ids = {id(thing) for thing in dead}
+    if not ids:
         return
-
-    def is_dead(value: Any) -> bool:
-        return any(value is thing for thing in dead)
-
     for thing in gc.get_objects():
         try:
             attributes = object.__getattribute__(thing, "__dict__")
@@ -100,14 +97,14 @@ def _drop_references(dead: list[Any]) -> None:
         if type(attributes) is not dict or isinstance(thing, type):  # a class's namespace is a read-only proxy
             continue
         for name, value in list(attributes.items()):
-            if is_dead(value):
+            if id(value) in ids:
                 attributes[name] = None
-            elif type(value) is list and any(map(is_dead, value)):
-                value[:] = [None if is_dead(item) else item for item in value]
-            elif type(value) is tuple and any(map(is_dead, value)):
-                attributes[name] = tuple(None if is_dead(item) else item for item in value)
+            elif type(value) is list and any(id(item) in ids for item in value):
+                value[:] = [None if id(item) in ids else item for item in value]
+            elif type(value) is tuple and any(id(item) in ids for item in value):
+                attributes[name] = tuple(None if id(item) in ids else item for item in value)
             elif type(value) is dict:
-                for key in [key for key, item in list(value.items()) if is_dead(item)]:
+                for key in [key for key, item in list(value.items()) if id(item) in ids]:
                     value[key] = None
 
 
