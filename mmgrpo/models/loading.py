@@ -5,7 +5,7 @@ families that transformers files elsewhere are found through ``AutoModelForMulti
 A family that numbers its positions itself (multi-axis rotary positions such as Qwen-VL's
 M-RoPE, found by the ``get_rope_index`` of its modeling code) loads only when
 ``mmgrpo.models.adapters`` has an adapter for it: the generic adapter's 1-D positions
-would train it on wrong positions without any error (GLM-4V, Qwen3-Omni, ... are refused). Qwen2.5-Omni
+would train it on wrong positions without any error (Qwen3-Omni, ... are refused). Qwen2.5-Omni
 trains as its thinker (``qwen2_5_omni_thinker``, text out); a full ``qwen2_5_omni`` checkpoint (thinker + talker,
 speech out) is refused with how to save its thinker alone.
 """

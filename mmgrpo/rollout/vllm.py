@@ -39,7 +39,7 @@ from mmgrpo.models.freezing import unchanging_weights
 from mmgrpo.models.policy_weights import checkpoint_dir, streamed_plain_weights
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
 from mmgrpo.rollout.base import ENGINES, SamplingParams, WeightSource, resolve_group_sizes
-from mmgrpo.rollout.weight_broadcast import WORKER_EXTENSION
+from mmgrpo.rollout.weight_broadcast import CPU_EXPERTS_REFUSAL, WORKER_EXTENSION
 from mmgrpo.rollout.hf import generation_eos_ids
 from mmgrpo.rollout.vllm_ranks import EXECUTOR, group_requests, tensor_parallel_group
 from mmgrpo.rollout.vllm_sleep import SleepMode
@@ -274,6 +274,8 @@ class VLLMEngine(VLLMSampling):
         self.in_process = options.in_process or spans_ranks  # an engine over ranks runs in their processes
         self.weights_dir = self.scratch_or(options.weights_dir)
         on_gpu = torch.cuda.is_available()
+        if not on_gpu and routed_experts(model):
+            raise NotImplementedError(CPU_EXPERTS_REFUSAL)
         spec = EngineSpec(
             model_dir=str(engine_model_dir(checkpoint_dir(model, processor, self.weights_dir))),
             dtype=options.dtype or str(next(model.parameters()).dtype).removeprefix("torch."),
@@ -343,6 +345,12 @@ class VLLMEngine(VLLMSampling):
 
 
 _LINKED_MODEL_DIRS: dict[Path, tempfile.TemporaryDirectory] = {}  # checkpoint folder -> its model files, linked
+
+
+def routed_experts(model: torch.nn.Module) -> int:
+    """How many routed experts each mixture-of-experts layer of ``model``'s language model has (0: none)."""
+    text = unwrap_model(model).config.get_text_config()
+    return max(getattr(text, key, None) or 0 for key in ("n_routed_experts", "num_experts", "num_local_experts"))
 
 
 def engine_model_dir(folder: Path) -> Path:

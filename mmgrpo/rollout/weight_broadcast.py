@@ -80,6 +80,20 @@ def _not_about_computed_layers(record: logging.LogRecord) -> bool:
     return not (str(record.msg).endswith("Failed to load weights") and str(layer).endswith(COMPUTED_LAYERS))
 
 
+CPU_EXPERTS_REFUSAL = (
+    "vLLM's CPU build cannot take new weights for a mixture-of-experts model (its in-place reload leaves the "
+    "experts' weights unpacked); sample with rollout.engine=hf on CPU, or run vLLM on GPUs"
+)
+
+
+def refuse_unpacked_cpu_experts(model: torch.nn.Module, device: torch.device) -> None:
+    """Raise before an in-place reload that would leave a mixture of experts wrong: vLLM's CPU build (0.32, measured)
+    packs the experts' weights for its kernel when a model loads, but its in-place reload leaves them unpacked, so
+    every later sample would come from scrambled experts (log-probs 1e-2 from the trainer's, not 1e-6)."""
+    if torch.device(device).type == "cpu" and any(hasattr(module, "w13_weight") for module in model.modules()):
+        raise NotImplementedError(CPU_EXPERTS_REFUSAL)
+
+
 class WeightSyncWorker:
     """Methods vLLM adds to each of its workers (``--worker-extension-cls``), called by mmgrpo's
     engines and endpoint plugin through ``collective_rpc``."""
@@ -87,6 +101,7 @@ class WeightSyncWorker:
     def mmgrpo_reload(self, partial: bool = False, **source: object) -> None:
         """vLLM's in-place ``reload_weights`` from ``source`` (``weights_iterator`` or ``weights_path``); a
         ``partial`` one leaves the layers it is sent nothing for as they are."""
+        refuse_unpacked_cpu_experts(self.model_runner.model, self.device)
         with quiet_reload(partial):
             self.reload_weights(**source)
 

@@ -20,6 +20,8 @@ TOWERS = {
     "smolvlm": (("model.vision_model.",), ("model.connector.",)),
     "internvl": (("model.vision_tower.",), ("model.multi_modal_projector.",)),
     "gemma3": (("model.vision_tower.",), ("model.multi_modal_projector.",)),
+    "glm4v": (("model.visual.",), ("model.visual.downsample.", "model.visual.merger.")),
+    "glm4v_moe": (("model.visual.",), ("model.visual.downsample.", "model.visual.merger.")),
     "qwen2_audio": (("model.audio_tower.",), ("model.multi_modal_projector.",)),
     # Two towers; each projects into the language model's width itself.
     "qwen2_5_omni_thinker": (

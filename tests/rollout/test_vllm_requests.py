@@ -8,10 +8,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from safetensors.torch import load_file
 
 from mmgrpo.models.batch import build_prompt_batch
-from mmgrpo.rollout.vllm import PromptMismatchError, check_prompt_ids, engine_model_dir, vllm_request
+from mmgrpo.config.vllm_section import VLLMConfig
+from mmgrpo.models.loading import load_model_and_processor
+from mmgrpo.rollout.vllm import PromptMismatchError, VLLMEngine, check_prompt_ids, engine_model_dir, vllm_request
+from mmgrpo.rollout.weight_broadcast import refuse_unpacked_cpu_experts
 from mmgrpo.types import Sample
 from processors import AudioClip, VideoBudget, VideoClip, VideoSpan
 
@@ -214,3 +218,23 @@ def test_an_engines_own_weights_folder_goes_with_it(policy, monkeypatch) -> None
     del engine
     gc.collect()
     assert not folder.exists()
+
+
+def test_a_mixture_of_experts_is_refused_on_cpu_before_any_engine_is_built(tiny_model_dir) -> None:
+    """vLLM's CPU build loads GLM-4.5V's tiny with the trainer's log-probs (1e-6), but its in-place weight reload
+    leaves the experts' weights unpacked for its kernel (measured: 3e-2 apart afterwards); the colocated engine is
+    refused with the way out before vLLM is even imported (this environment has none)."""
+    model, processor = load_model_and_processor(tiny_model_dir("glm4v_moe"))
+    with pytest.raises(NotImplementedError, match="rollout.engine=hf"):
+        VLLMEngine(model, processor, options=VLLMConfig(), max_model_len=1024)
+
+
+def test_a_server_worker_refuses_to_reload_experts_on_cpu_only() -> None:
+    """The same refusal where a vLLM server's worker reloads: a fused-experts layer (vLLM's ``w13_weight``) on CPU."""
+    experts = torch.nn.Module()
+    experts.w13_weight = torch.nn.Parameter(torch.zeros(2, 4, 3))
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), experts)
+    with pytest.raises(NotImplementedError, match="mixture-of-experts"):
+        refuse_unpacked_cpu_experts(model, torch.device("cpu"))
+    refuse_unpacked_cpu_experts(model, torch.device("cuda"))  # vLLM's GPU kernels take the weights as loaded
+    refuse_unpacked_cpu_experts(torch.nn.Sequential(torch.nn.Linear(3, 3)), torch.device("cpu"))

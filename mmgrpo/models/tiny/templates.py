@@ -22,12 +22,14 @@ def chat_template(
     generation_prompt: str = CHATML_GENERATION_PROMPT,
     default_system: str | None = None,
     renders_tools: bool = False,
+    conversation_open: str = "",
 ) -> str:
     """Build a template rendering string or multi-part message contents.
 
     ``media_markup`` maps a part type ("image", "video", "audio") to the text that
     stands for it; ``turn_open`` is a Jinja expression (it may use ``message``);
-    ``default_system`` is inserted when the conversation has no system turn.
+    ``default_system`` is inserted when the conversation has no system turn; ``conversation_open`` is the text
+    every conversation starts with (GLM's ``[gMASK]<sop>``).
     ``renders_tools``: given ``tools`` (function schemas), the system turn lists them and says how to call
     one (``<tool_call>{json}</tool_call>``), the system message's text first, as Qwen3's template does.
     """
@@ -45,7 +47,8 @@ def chat_template(
     if renders_tools:
         system = _tools_turn(_open_for("system", turn_open), turn_close) + system
     return (
-        system
+        (f"{{{{ {conversation_open!r} }}}}" if conversation_open else "")
+        + system
         + "{%- for message in messages -%}"
         + ("{%- if not (tools and loop.first and message['role'] == 'system') -%}" if renders_tools else "")
         + f"{{{{ {turn_open} }}}}"
