@@ -27,7 +27,9 @@ def user_sample(sample_id: str, text: str, image: Path | None = None) -> Sample:
     return Sample(id=sample_id, task="math", messages=messages, answer="5", extra={})
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_vl", "smolvlm", "internvl", "gemma3", "qwen2_5_omni_thinker"])
+@pytest.mark.parametrize(
+    "family", ["qwen2_5_vl", "qwen2_vl", "smolvlm", "internvl", "gemma3", "llava_onevision", "qwen2_5_omni_thinker"]
+)
 @pytest.mark.parametrize("shared", [True, False], ids=["group-shared", "plain"])
 def test_a_text_row_scores_the_same_alone_and_beside_an_image_row(family, shared, tiny_model_dir, tmp_path):
     """A text row gets no media inputs, and a mixed batch (a data mixture) gives it the same log-probs:

@@ -65,7 +65,8 @@ def test_placeholder_sampled_in_a_completion_is_rejected(load_tiny, media_sample
 
 @pytest.mark.parametrize(
     ("family", "modality"),
-    [("smolvlm", "image"), ("internvl", "image"), ("gemma3", "image"), ("qwen2_audio", "audio"), ("qwen3_vl", "image"),
+    [("smolvlm", "image"), ("internvl", "image"), ("gemma3", "image"), ("llava_onevision", "image"),
+     ("qwen2_audio", "audio"), ("qwen3_vl", "image"),
      ("qwen2_5_omni_thinker", "image"), ("qwen2_5_omni_thinker", "audio")],
 )
 def test_feature_token_formulas_match_processor_expansion(family, modality, load_tiny, media_samples) -> None:

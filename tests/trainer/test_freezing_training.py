@@ -23,7 +23,9 @@ from tests.trainer import backend_parity, reference_sharing_worker
 from tests.trainer.test_grpo_trainer import train
 from tests.training import DENSE_REWARD, interrupt_step
 
-FAMILIES = ("qwen2_5_vl", "qwen3_vl", "smolvlm", "internvl", "gemma3", "qwen2_audio", "qwen2_5_omni_thinker")
+FAMILIES = (
+    "qwen2_5_vl", "qwen3_vl", "smolvlm", "internvl", "gemma3", "llava_onevision", "qwen2_audio", "qwen2_5_omni_thinker",
+)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -31,6 +31,7 @@ from mmgrpo.models.adapters.audio import AudioPerItemAdapter
 from mmgrpo.models.adapters.base import MEDIA_KINDS, FamilyAdapter, PositionIds, unwrap_model
 from mmgrpo.models.adapters.gemma3 import Gemma3Adapter
 from mmgrpo.models.adapters.internvl import InternVLAdapter
+from mmgrpo.models.adapters.llava_onevision import LlavaOnevisionAdapter
 from mmgrpo.models.adapters.omni import OmniThinkerAdapter
 from mmgrpo.models.adapters.qwen_vl import QwenVLAdapter
 from mmgrpo.models.adapters.tiled import TiledImageAdapter
@@ -47,6 +48,7 @@ for _model_type in ("smolvlm", "idefics3"):
 FAMILY_ADAPTERS.add("qwen2_audio", AudioPerItemAdapter())
 FAMILY_ADAPTERS.add("internvl", InternVLAdapter())
 FAMILY_ADAPTERS.add("gemma3", Gemma3Adapter())
+FAMILY_ADAPTERS.add("llava_onevision", LlavaOnevisionAdapter())
 if omni_thinker_holds_towers():  # the thinker's model type (a full qwen2_5_omni checkpoint is refused at load)
     FAMILY_ADAPTERS.add("qwen2_5_omni_thinker", OmniThinkerAdapter())
 
