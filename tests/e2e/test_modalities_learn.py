@@ -78,3 +78,18 @@ def test_reward_rises_under_grpo_on_gemma3(small_config, tiny_model_dir, tmp_pat
     """The tiny Gemma 3 over the default image recipe (pooled SigLIP tokens attending both ways, sliding-window and
     global layers, the system text inside the first user turn)."""
     assert_reward_rises(small_config, tmp_path, f"model.name_or_path={tiny_model_dir('gemma3')}")
+
+
+LLAVA_MEDIA = {
+    "image": (),
+    "video": ("data.train.0.recipe=video_count", "data.test.0.recipe=video_count", "task.name=video_count"),
+}
+
+
+@pytest.mark.parametrize("modality", LLAVA_MEDIA)
+def test_reward_rises_under_grpo_on_llava_onevision(modality, small_config, tiny_model_dir, tmp_path):
+    """The tiny LLaVA-OneVision over the default image recipe (anyres tiles unpadded, newline features) and over
+    generated clips (frames pooled 2 x 2)."""
+    assert_reward_rises(
+        small_config, tmp_path, f"model.name_or_path={tiny_model_dir('llava_onevision')}", *LLAVA_MEDIA[modality]
+    )
