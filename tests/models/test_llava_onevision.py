@@ -11,6 +11,7 @@ from PIL import Image
 
 from mmgrpo.models.adapters import adapter_for
 from mmgrpo.models.batch import build_prompt_batch
+from mmgrpo.models.loading import load_model_and_processor
 from mmgrpo.models.prompt_cache import PromptCache
 from mmgrpo.models.tiny.llava_onevision import TILE_SIDE
 from mmgrpo.types import Sample
@@ -18,8 +19,12 @@ from tests.models.conftest import one_media_sample
 from tests.models.test_prompt_cache import LARGE, assert_same_inputs
 
 FAMILY = "llava_onevision"
-# (height, width): one tile, a wide and a tall grid unpadded, the largest grids downsampled past anyres_max.
-IMAGE_SIZES = ((56, 56), (30, 200), (200, 30), (84, 140), (112, 112), (60, 230))
+# (height, width): a wide and a tall grid unpadded, square grids (4 x 4 tiles, downsampled, with 16 tiles).
+IMAGE_SIZES = ((42, 42), (30, 200), (200, 30), (84, 140), (112, 112), (168, 168))
+SIXTEEN_TILES = {"max_pixels": 16 * TILE_SIDE**2}
+# A 4 x 4 grid's 12 x 12 tokens are more than 9 tiles' worth by sqrt(144 / 81): downsampled to 9 x 9 (+ a newline per
+# row) after the base tile's 3 x 3.
+DOWNSAMPLED_TOKENS = 9 + 9 * (9 + 1)
 
 
 def image_sample(sample_id: str, *sizes: tuple[int, int], seed: int = 0) -> Sample:
@@ -56,11 +61,12 @@ def test_the_prompt_is_chatml_with_media_before_the_text(load_tiny) -> None:
                     "<|im_start|>assistant\n")
 
 
-def test_image_tokens_follow_the_models_features(load_tiny) -> None:
+@pytest.mark.parametrize("options", [{}, SIXTEEN_TILES], ids=["default", "sixteen-tiles"])
+def test_image_tokens_follow_the_models_features(options, tiny_model_dir) -> None:
     """Each image alone in its row (anyres: base tile + unpadded grid + newlines, downsampled past
-    ``anyres_max``), and a row of several images (a tile and a newline each): the adapter's count is what the
+    ``anyres_max_9``), and a row of several images (a tile and a newline each): the adapter's count is what the
     processor wrote and what the model's forward fills."""
-    model, processor = load_tiny(FAMILY)
+    model, processor = load_model_and_processor(tiny_model_dir(FAMILY, **options), dtype="float32")
     samples = [image_sample(f"one-{i}", size, seed=i) for i, size in enumerate(IMAGE_SIZES)]
     samples.append(image_sample("three", *IMAGE_SIZES[:3]))
     batch = build_prompt_batch(processor, samples, family=FAMILY)  # raises if the processor disagrees
@@ -69,8 +75,10 @@ def test_image_tokens_follow_the_models_features(load_tiny) -> None:
     per_image = feature_lengths(model, batch)["image"]
     assert [row["image"] for row in expected] == [*per_image[: len(IMAGE_SIZES)], sum(per_image[len(IMAGE_SIZES):])]
     assert per_image[len(IMAGE_SIZES):] == [processor.num_image_tokens + 1] * 3
-    assert len(set(per_image[: len(IMAGE_SIZES)])) >= 4  # the grids and their unpadding differ
+    assert len(set(per_image[: len(IMAGE_SIZES)])) >= 3  # the grids and their unpadding differ
     assert batch.media_inputs["pixel_values"].shape[1] > 2  # some image was tiled
+    if options:
+        assert per_image[len(IMAGE_SIZES) - 1] == DOWNSAMPLED_TOKENS
 
 
 def test_video_tokens_are_pooled_frames_and_a_newline(load_tiny, video_sample, video_budgets) -> None:
@@ -79,20 +87,20 @@ def test_video_tokens_are_pooled_frames_and_a_newline(load_tiny, video_sample, v
     expected = adapter_for(FAMILY).expected_media_tokens(processor, batch.media_inputs, batch.media_counts)
     frames = batch.media_inputs["pixel_values_videos"].shape[1]
     assert [row["video"] for row in expected] == feature_lengths(model, batch)["video"]
-    assert expected[0]["video"] == frames * (TILE_SIDE // 14 // 2) ** 2 + 1
+    assert expected[0]["video"] == frames * 2 * 2 + 1  # 3 x 3 patches pooled to 2 x 2
 
 
-def test_rows_cached_from_batches_of_different_tile_counts_batch_together(load_tiny, media_samples, tmp_path) -> None:
+def test_rows_cached_from_batches_of_different_tile_counts_batch_together(load_tiny, tmp_path) -> None:
     """A row keeps its tiles zero-padded to its own batch's most: rows encoded apart are padded alike when
     batched from the preprocessing cache, and encode exactly as a fresh batch."""
     _, processor = load_tiny(FAMILY)
-    square, _, small = media_samples(FAMILY)  # 112 x 112 (a 2 x 2 grid) and 56 x 56 (one tile)
+    wide, square = image_sample("wide", (30, 200)), image_sample("square", (112, 112))  # 1 x 5 and 2 x 2 tiles
     cache = PromptCache(tmp_path, LARGE)
-    alone = [build_prompt_batch(processor, [sample], family=FAMILY, cache=cache) for sample in (square, small)]
+    alone = [build_prompt_batch(processor, [sample], family=FAMILY, cache=cache) for sample in (wide, square)]
     assert alone[0].media_inputs["pixel_values"].shape[1] != alone[1].media_inputs["pixel_values"].shape[1]
-    warm = build_prompt_batch(processor, [small, square], family=FAMILY, cache=cache)
+    warm = build_prompt_batch(processor, [square, wide], family=FAMILY, cache=cache)
     assert cache.stats.hits == 2
-    assert_same_inputs(warm, build_prompt_batch(processor, [small, square], family=FAMILY))
+    assert_same_inputs(warm, build_prompt_batch(processor, [square, wide], family=FAMILY))
 
 
 @pytest.mark.parametrize("modality", ["image", "video"])

@@ -38,6 +38,7 @@ SAMPLED = SamplingParams(n=3, temperature=1.0, max_new_tokens=8, seed=0)
 VIDEO_BUDGETS = {"video": VideoBudget(fps=2.0, min_frames=4, max_frames=4, min_pixels=28 * 28, max_pixels=56 * 84,
                                       total_pixels=4 * 56 * 84)}
 LOGPROB_TOLERANCE = 1e-5
+VIDEO_FAMILIES = ("qwen2_5_vl", "llava_onevision")
 
 
 def prompt(sample_id: str, kind: str, ref: object, question: str) -> Sample:
@@ -91,7 +92,7 @@ def vllm_policy(tiny_model_dir, tmp_path_factory):
             model, processor = load_model_and_processor(folder)
             engine = VLLMEngine(
                 model, processor, options=VLLMConfig(), max_model_len=1024,
-                budgets=VIDEO_BUDGETS if family == "qwen2_5_vl" else None,
+                budgets=VIDEO_BUDGETS if family in VIDEO_FAMILIES else None,
             )
             built[family] = (model.eval(), processor, engine)
         return built[family]
@@ -109,7 +110,7 @@ def assert_logprobs_match(groups: list[list[Completion]], expected: list[torch.T
 @pytest.mark.parametrize(
     ("family", "make_samples"),
     [("qwen2_5_vl", image_samples), ("qwen3_vl", image_samples), ("smolvlm", image_samples),
-     ("qwen2_audio", audio_samples)],
+     ("llava_onevision", image_samples), ("qwen2_audio", audio_samples)],
 )
 def test_sampled_logprobs_equal_the_trainers(vllm_policy, teacher_forced_logprobs, family, make_samples) -> None:
     model, processor, engine = vllm_policy(family)
@@ -133,8 +134,9 @@ def test_gemma3_matches_the_trainer_with_images_attended_causally(vllm_policy, t
     assert_logprobs_match(groups, teacher_forced_logprobs(model, processor, samples, groups, causal_images=True))
 
 
-def test_a_video_prompt_matches_the_trainer(vllm_policy, teacher_forced_logprobs) -> None:
-    model, processor, engine = vllm_policy("qwen2_5_vl")
+@pytest.mark.parametrize("family", VIDEO_FAMILIES)
+def test_a_video_prompt_matches_the_trainer(family, vllm_policy, teacher_forced_logprobs) -> None:
+    model, processor, engine = vllm_policy(family)
     frames = np.random.default_rng(1).integers(0, 256, (8, 56, 84, 3), dtype=np.uint8)
     samples = [prompt("vid-0", "video", frames, "How many objects move?")]
     groups = engine.generate(samples, SAMPLED)

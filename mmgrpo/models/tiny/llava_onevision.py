@@ -4,11 +4,12 @@ projector, a learned ``image_newline`` and a Qwen2 text model.
 Turns are ChatML as llava-hf's template writes them: a turn's images first (``<image>`` each), then its videos
 (``<video>``), then each text part after a newline. One image alone in its row is tiled "anyres": a base tile of
 the whole image plus the tiles of the best grid of ``image_grid_pinpoints``, their features unpadded to the image's
-aspect ratio, downsampled when they exceed ``vision_aspect_ratio`` (``anyres_max_N``: N tiles' worth) and closed
+aspect ratio, downsampled when they exceed ``vision_aspect_ratio`` (``anyres_max_9``: 9 tiles' worth) and closed
 by a newline feature per row; an image among several in a row is its base tile and one newline. A video frame's
-features are pooled 2 x 2, a newline after the last frame. Real checkpoints have 384-px tiles of 27 x 27 tokens, 36
-grids up to 6 x 6 and ``anyres_max_9``; here 56-px tiles of 4 x 4 tokens, every grid of up to as many tiles as
-``TinySpec.max_pixels`` holds (by default 4) and ``anyres_max`` a quarter of that, as 9 is of 36.
+features are pooled 2 x 2 (rounded up), a newline after the last frame. Real checkpoints have 384-px tiles of
+27 x 27 tokens and 36 grids up to 6 x 6; here 42-px tiles of 3 x 3 tokens (an odd side too) and every grid of up
+to as many tiles as ``TinySpec.max_pixels`` holds (by default 7, about 112 x 112 pixels), so that prompts stay
+short: a 112 x 112 image is 51 tokens.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from mmgrpo.models.tiny.families import TINY_FAMILIES, TinyModel, TinySpec, deco
 from mmgrpo.models.tiny.tokenizer import build_tokenizer
 
 PATCH_SIZE = 14
-TILE_PATCHES = 4  # patches (= tokens) along a tile's side
+TILE_PATCHES = 3  # patches (= tokens) along a tile's side
 TILE_SIDE = PATCH_SIZE * TILE_PATCHES
 MEDIA_TOKENS = {"image_token": "<image>", "video_token": "<video>"}
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", *MEDIA_TOKENS.values())
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+# Every released checkpoint's, and what vLLM 0.32 computes with whatever the config says.
+VISION_ASPECT_RATIO = "anyres_max_9"
 SIGLIP_NORMALISATION = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
 
 # llava-hf's template for llava-onevision-qwen2: the role and a space, the turn's media markers, each text part
@@ -71,7 +74,6 @@ def build_llava_onevision(spec: TinySpec) -> TinyModel:
         extra_special_tokens=MEDIA_TOKENS,
     )
     pinpoints = grid_pinpoints(spec)
-    aspect_ratio = f"anyres_max_{max(1, max(rows * cols for rows, cols in pinpoints) // TILE_SIDE**2 // 4)}"
     vision = {
         "model_type": "siglip_vision_model",
         "hidden_size": spec.vision_hidden_size,
@@ -90,7 +92,7 @@ def build_llava_onevision(spec: TinySpec) -> TinyModel:
         vision_feature_select_strategy="full",
         vision_feature_layer=-1,
         image_grid_pinpoints=pinpoints,
-        vision_aspect_ratio=aspect_ratio,
+        vision_aspect_ratio=VISION_ASPECT_RATIO,
         tie_word_embeddings=spec.tie_word_embeddings,
     )
     size = {"height": TILE_SIDE, "width": TILE_SIDE}
@@ -101,7 +103,7 @@ def build_llava_onevision(spec: TinySpec) -> TinyModel:
         video_processor=LlavaOnevisionVideoProcessor(size=size, **SIGLIP_NORMALISATION),
         num_image_tokens=TILE_PATCHES**2,
         vision_feature_select_strategy="full",
-        vision_aspect_ratio=aspect_ratio,
+        vision_aspect_ratio=VISION_ASPECT_RATIO,
         chat_template=tokenizer.chat_template,
     )
     model = LlavaOnevisionForConditionalGeneration(config)
