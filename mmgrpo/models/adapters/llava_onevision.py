@@ -73,7 +73,8 @@ class LlavaOnevisionAdapter(FamilyAdapter):
         device, dtype = weight_placement(backbone.vision_tower)
         side = vision.image_size
         if modality == "video":
-            return {"pixel_values_videos": torch.ones(1, 1, vision.num_channels, side, side, device=device, dtype=dtype)}
+            frame = torch.ones(1, 1, vision.num_channels, side, side, device=device, dtype=dtype)  # [1, 1, 3, S, S]
+            return {"pixel_values_videos": frame}
         return {
             "pixel_values": torch.ones(1, 2, vision.num_channels, side, side, device=device, dtype=dtype),
             "image_sizes": torch.tensor([[side, side]], device=device),
