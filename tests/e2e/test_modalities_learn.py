@@ -80,19 +80,30 @@ def test_reward_rises_under_grpo_on_gemma3(small_config, tiny_model_dir, tmp_pat
     assert_reward_rises(small_config, tmp_path, f"model.name_or_path={tiny_model_dir('gemma3')}")
 
 
-GLM4V_MEDIA = {
+IMAGE_AND_VIDEO = {
     "image": (),
     "video": ("data.train.0.recipe=video_count", "data.test.0.recipe=video_count", "task.name=video_count"),
 }
 
 
-@pytest.mark.parametrize("modality", GLM4V_MEDIA)
+@pytest.mark.parametrize("modality", IMAGE_AND_VIDEO)
 def test_reward_rises_under_grpo_on_glm4v(modality, small_config, tiny_model_dir, tmp_path):
     """The tiny GLM-4.1V over the default image recipe and over generated clips (its own 3-D positions: a video's
     frames numbered apart, each followed by its timestamp; partial rotary)."""
-    assert_reward_rises(small_config, tmp_path, f"model.name_or_path={tiny_model_dir('glm4v')}", *GLM4V_MEDIA[modality])
+    assert_reward_rises(
+        small_config, tmp_path, f"model.name_or_path={tiny_model_dir('glm4v')}", *IMAGE_AND_VIDEO[modality]
+    )
 
 
 def test_reward_rises_under_grpo_on_glm4v_moe(small_config, tiny_model_dir, tmp_path):
     """The tiny GLM-4.5V (GLM-4.6V's model type too) over the default image recipe: routed experts in the policy."""
     assert_reward_rises(small_config, tmp_path, f"model.name_or_path={tiny_model_dir('glm4v_moe')}")
+
+
+@pytest.mark.parametrize("modality", IMAGE_AND_VIDEO)
+def test_reward_rises_under_grpo_on_llava_onevision(modality, small_config, tiny_model_dir, tmp_path):
+    """The tiny LLaVA-OneVision over the default image recipe (anyres tiles unpadded, newline features) and over
+    generated clips (frames pooled 2 x 2)."""
+    assert_reward_rises(
+        small_config, tmp_path, f"model.name_or_path={tiny_model_dir('llava_onevision')}", *IMAGE_AND_VIDEO[modality]
+    )

@@ -22,6 +22,7 @@ TOWERS = {
     "gemma3": (("model.vision_tower.",), ("model.multi_modal_projector.",)),
     "glm4v": (("model.visual.",), ("model.visual.downsample.", "model.visual.merger.")),
     "glm4v_moe": (("model.visual.",), ("model.visual.downsample.", "model.visual.merger.")),
+    "llava_onevision": (("model.vision_tower.",), ("model.multi_modal_projector.", "model.image_newline")),
     "qwen2_audio": (("model.audio_tower.",), ("model.multi_modal_projector.",)),
     # Two towers; each projects into the language model's width itself.
     "qwen2_5_omni_thinker": (
@@ -80,7 +81,7 @@ def test_pattern_errors_name_the_pattern(options, message, tiny_qwen25vl):
         frozen_parts(model, ModelConfig(**options))
 
 
-@pytest.mark.parametrize("family", ["smolvlm", "internvl", "gemma3", "qwen2_5_omni_thinker"])
+@pytest.mark.parametrize("family", ["smolvlm", "internvl", "gemma3", "llava_onevision", "qwen2_5_omni_thinker"])
 def test_lora_puts_no_adapter_into_a_frozen_tower(family, tiny_model_dir):
     """SmolVLM's and InternVL's vision encoders and Qwen2.5-Omni's audio encoder have q/k/v_proj too: the default
     LoRA targets would adapt them unless frozen."""

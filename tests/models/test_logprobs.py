@@ -40,7 +40,9 @@ def test_logprobs_equal_unbatched_reference(family, padding_free, load_tiny, med
         assert not logp[row, len(completion) :].any()  # padding stays 0
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "smolvlm", "internvl", "gemma3", "glm4v", "glm4v_moe"])
+@pytest.mark.parametrize(
+    "family", ["qwen2_5_vl", "smolvlm", "internvl", "gemma3", "glm4v", "glm4v_moe", "llava_onevision"]
+)
 def test_logprobs_invariant_to_batch_composition_and_padding(family, load_tiny, media_samples) -> None:
     model, processor = load_tiny(family)
     samples = media_samples(family)
@@ -57,7 +59,9 @@ def test_logprobs_invariant_to_batch_composition_and_padding(family, load_tiny, 
     torch.testing.assert_close(together[1, :2], alone[0], atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "smolvlm", "internvl", "gemma3", "glm4v", "qwen2_5_omni_thinker"])
+@pytest.mark.parametrize(
+    "family", ["qwen2_5_vl", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_5_omni_thinker"]
+)
 def test_rows_with_several_images_match_unbatched_reference(family, load_tiny, media_samples, reference) -> None:
     """Two images in one row beside one image in another: each row's media features reach its own
     placeholders (per-item media selected and concatenated in row order)."""

@@ -39,14 +39,15 @@ def test_a_siglip_tower_is_saved_under_vision_model_and_reloads_equal(tmp_path):
     assert all(torch.equal(before[name], after[name]) for name in before)
 
 
-def test_the_pushed_names_are_the_saved_ones(tiny_model_dir):
-    model, _ = load_model_and_processor(tiny_model_dir("gemma3"), dtype="float32")
+@pytest.mark.parametrize("family", ["gemma3", "llava_onevision"])
+def test_the_pushed_names_are_the_saved_ones(family, tiny_model_dir):
+    model, _ = load_model_and_processor(tiny_model_dir(family), dtype="float32")
     pushed = {name for name, _ in checkpoint_named(model, model.named_parameters())}
-    assert pushed <= saved_keys(Path(tiny_model_dir("gemma3"))), sorted(pushed - saved_keys(tiny_model_dir("gemma3")))
+    assert pushed <= saved_keys(Path(tiny_model_dir(family))), sorted(pushed - saved_keys(tiny_model_dir(family)))
     assert any(name.startswith("vision_tower.vision_model.") for name in pushed)
 
 
-@pytest.mark.parametrize("family", ["smolvlm", "gemma3"])
+@pytest.mark.parametrize("family", ["smolvlm", "gemma3", "llava_onevision"])
 def test_under_lora_every_weight_finds_its_saved_name(family, tiny_model_dir):
     """LoRA names a wrapped weight ``...base_layer.weight`` in memory; the push sends it merged under its plain
     name, which must find its saved key itself (not fall to the renaming of the leftovers at the end, which holds

@@ -38,7 +38,7 @@ def logprobs_and_grads(model, compute, weights: torch.Tensor) -> tuple[torch.Ten
 @pytest.mark.parametrize(
     ("family", "modality"),
     [("qwen2_5_vl", "image"), ("qwen2_vl", "image"), ("internvl", "image"), ("gemma3", "image"),
-     ("glm4v", "image"), ("glm4v", "video"), ("glm4v_moe", "image"),
+     ("glm4v", "image"), ("glm4v", "video"), ("glm4v_moe", "image"), ("llava_onevision", "image"),
      ("qwen2_5_omni_thinker", "image"), ("qwen2_5_omni_thinker", "audio")],
 )
 def test_grouped_logprobs_and_gradients_equal_plain_path(family, modality, load_tiny, media_samples) -> None:
@@ -79,7 +79,7 @@ def test_grouped_micro_batches_and_entropy_match_one_forward(load_tiny, media_sa
         torch.testing.assert_close(entropy, whole[1], atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_5_omni_thinker"])
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "llava_onevision", "qwen2_5_omni_thinker"])
 def test_grouped_video_and_image_groups(family, load_tiny, media_samples, video_sample, video_budgets) -> None:
     model, processor = load_tiny(family)
     samples = [video_sample, media_samples(family)[2]]

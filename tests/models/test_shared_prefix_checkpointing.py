@@ -29,7 +29,8 @@ def checkpointed_model(tiny_model_dir, family: str, reentrant: bool = False):
 
 @pytest.mark.parametrize(
     "family",
-    ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "gemma3", "glm4v", "qwen2_audio",
+    ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision",
+     "qwen2_audio",
      "qwen2_5_omni_thinker"],
 )
 def test_checkpointed_shared_step_equals_unchecked_and_unshared(

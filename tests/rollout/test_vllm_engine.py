@@ -37,8 +37,9 @@ pytestmark = pytest.mark.skipif(
 SAMPLED = SamplingParams(n=3, temperature=1.0, max_new_tokens=8, seed=0)
 VIDEO_BUDGETS = {"video": VideoBudget(fps=2.0, min_frames=4, max_frames=4, min_pixels=28 * 28, max_pixels=56 * 84,
                                       total_pixels=4 * 56 * 84)}
-VIDEO_FAMILIES = ("qwen2_5_vl", "glm4v")  # GLM-4.1V: each temporal patch an image with its timestamp after it
 LOGPROB_TOLERANCE = 1e-5
+# GLM-4.1V: each temporal patch an image with its timestamp after it; LLaVA-OneVision: frames pooled 2 x 2
+VIDEO_FAMILIES = ("qwen2_5_vl", "glm4v", "llava_onevision")
 
 
 def prompt(sample_id: str, kind: str, ref: object, question: str) -> Sample:
@@ -110,7 +111,7 @@ def assert_logprobs_match(groups: list[list[Completion]], expected: list[torch.T
 @pytest.mark.parametrize(
     ("family", "make_samples"),
     [("qwen2_5_vl", image_samples), ("qwen3_vl", image_samples), ("smolvlm", image_samples),
-     ("glm4v", image_samples), ("qwen2_audio", audio_samples)],
+     ("glm4v", image_samples), ("llava_onevision", image_samples), ("qwen2_audio", audio_samples)],
 )
 def test_sampled_logprobs_equal_the_trainers(vllm_policy, teacher_forced_logprobs, family, make_samples) -> None:
     model, processor, engine = vllm_policy(family)

@@ -23,7 +23,10 @@ from tests.trainer import backend_parity, reference_sharing_worker
 from tests.trainer.test_grpo_trainer import train
 from tests.training import DENSE_REWARD, interrupt_step
 
-FAMILIES = ("qwen2_5_vl", "qwen3_vl", "smolvlm", "internvl", "gemma3", "glm4v", "qwen2_audio", "qwen2_5_omni_thinker")
+FAMILIES = (
+    "qwen2_5_vl", "qwen3_vl", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_audio",
+    "qwen2_5_omni_thinker",
+)
 
 
 @pytest.mark.parametrize("family", FAMILIES)

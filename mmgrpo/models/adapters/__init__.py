@@ -32,6 +32,7 @@ from mmgrpo.models.adapters.base import MEDIA_KINDS, FamilyAdapter, PositionIds,
 from mmgrpo.models.adapters.gemma3 import Gemma3Adapter
 from mmgrpo.models.adapters.glm4v import Glm4vAdapter
 from mmgrpo.models.adapters.internvl import InternVLAdapter
+from mmgrpo.models.adapters.llava_onevision import LlavaOnevisionAdapter
 from mmgrpo.models.adapters.omni import OmniThinkerAdapter
 from mmgrpo.models.adapters.qwen_vl import QwenVLAdapter
 from mmgrpo.models.adapters.tiled import TiledImageAdapter
@@ -50,6 +51,7 @@ FAMILY_ADAPTERS.add("internvl", InternVLAdapter())
 FAMILY_ADAPTERS.add("gemma3", Gemma3Adapter())
 for _model_type in ("glm4v", "glm4v_moe"):
     FAMILY_ADAPTERS.add(_model_type, Glm4vAdapter())
+FAMILY_ADAPTERS.add("llava_onevision", LlavaOnevisionAdapter())
 if omni_thinker_holds_towers():  # the thinker's model type (a full qwen2_5_omni checkpoint is refused at load)
     FAMILY_ADAPTERS.add("qwen2_5_omni_thinker", OmniThinkerAdapter())
 

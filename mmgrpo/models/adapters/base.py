@@ -146,22 +146,18 @@ class FamilyAdapter:
     def concat_media(self, rows: Sequence[Mapping[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         """The media inputs of a batch made of ``rows`` (each as ``select_media`` gives one row).
 
-        Per-item and per-patch inputs are concatenated in row order (rows without such
-        items have none); per-row inputs are stacked, zero-padded on every dimension past
-        the first to the largest row, as processors pad tiles and masks within a batch.
+        Per-item and per-patch inputs are concatenated in row order (rows without such items have none), per-row
+        inputs stacked; both zero-padded on every dimension past the first to the largest row, as processors pad
+        tiles and masks within a batch (LLaVA-OneVision's tiles of each image).
         """
         merged = {}
         for key in sorted({key for row in rows for key in row}):
-            present = [row[key] for row in rows if key in row]
             if key in self.per_item_keys or key in self.per_patch_keys:
-                merged[key] = torch.cat(present)
-                continue
-            shape = [max(value.shape[dim] for value in present) for dim in range(1, present[0].dim())]
-            stacked = present[0].new_zeros((len(rows), *shape))
-            for index, row in enumerate(rows):
-                if key in row:
-                    stacked[(index, *(slice(0, size) for size in row[key].shape[1:]))] = row[key][0]
-            merged[key] = stacked
+                merged[key] = _zero_padded([row[key] for row in rows if key in row])
+            else:
+                present = next(row[key] for row in rows if key in row)
+                merged[key] = _zero_padded([row[key] if key in row else present.new_zeros(present.shape)
+                                            for row in rows])
         return merged
 
     # -- the dummy media pass -------------------------------------------------------
@@ -175,6 +171,17 @@ class FamilyAdapter:
     def tower_output(self, backbone: torch.nn.Module, modality: str, media: Mapping[str, torch.Tensor]) -> Any:
         """The tower and projector run on ``media`` as the family's forward runs them (``get_<modality>_features``)."""
         return getattr(backbone, f"get_{modality}_features")(**media)
+
+
+def _zero_padded(parts: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``parts`` concatenated along the first dimension, each zero-padded past it to the largest."""
+    shape = [max(part.shape[dim] for part in parts) for dim in range(1, parts[0].dim())]
+    merged = parts[0].new_zeros((sum(part.shape[0] for part in parts), *shape))
+    start = 0
+    for part in parts:
+        merged[(slice(start, start + part.shape[0]), *(slice(0, size) for size in part.shape[1:]))] = part
+        start += part.shape[0]
+    return merged
 
 
 def weight_placement(module: torch.nn.Module) -> tuple[torch.device, torch.dtype]:

@@ -3,7 +3,9 @@
 Importing this package registers every family builder in ``TINY_FAMILIES``.
 """
 
-from mmgrpo.models.tiny import audio, gemma3, glm4v, internvl, omni, qwen, smolvlm  # noqa: F401  (registers the families)
+from mmgrpo.models.tiny import (  # noqa: F401  (registers the families)
+    audio, gemma3, glm4v, internvl, llava_onevision, omni, qwen, smolvlm,
+)
 from mmgrpo.models.tiny.factory import make_tiny, tiny_identity
 from mmgrpo.models.tiny.families import TINY_FAMILIES, VLLM_CPU_TINY_OPTIONS, TinySpec
 
