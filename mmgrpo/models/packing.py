@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PretrainedConfig
 
+from mmgrpo.models.replay_cache import has_linear_attention
 from mmgrpo.models.train_batch import TrainBatch
 
 MASKED_ATTENTION = ("sdpa", "eager")  # implementations that take a ready 4-D mask, or build one from positions
@@ -46,6 +47,16 @@ def first_fit_bins(lengths: Sequence[int], capacity: int) -> list[list[int]]:
     return [sorted(members) for members in bins]
 
 
+def check_packable(config: PretrainedConfig) -> None:
+    """Raise for a decoder with linear-attention layers (Qwen3.5's Gated DeltaNet): their recurrent state runs along
+    a row, from one packed sequence into the next, whatever the positions or the mask say."""
+    if has_linear_attention(config):
+        raise ValueError(
+            f"train.padding_free (sft.padding_free) does not support {config.model_type!r}: its linear-attention "
+            "layers carry a state from one packed sequence into the next; set it to false"
+        )
+
+
 def text_attention(config: PretrainedConfig) -> str:
     """The decoder's attention implementation."""
     return config.get_text_config()._attn_implementation or "eager"
@@ -59,6 +70,7 @@ def packed_hidden_states(model: torch.nn.Module, batch: TrainBatch) -> torch.Ten
     from a packed forward of ``batch``'s rows; past a completion's end any state (masked later)."""
     adapter = batch.prompt.adapter
     backbone = adapter.backbone(model)
+    check_packable(backbone.config)
     lengths = (batch.prompt.attention_mask.sum(1) + batch.completion_mask.sum(1)).tolist()
     attention = text_attention(backbone.config)
     if attention in MASKED_ATTENTION:
@@ -163,6 +175,7 @@ def pack_continuations(
 def attention_mask_for(mask: torch.Tensor, config: PretrainedConfig) -> torch.Tensor:
     """``mask`` (True: attend) as the decoder's attention (of ``config``) takes a ready 4-D mask: boolean for SDPA,
     additive for eager. Kernels that take no arbitrary mask (flash attention) cannot run a shared prefix packed."""
+    check_packable(config)
     attention = text_attention(config)
     if attention == "sdpa":
         return mask

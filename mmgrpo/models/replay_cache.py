@@ -11,13 +11,24 @@ values, with their autograd graph); :meth:`ReplayCache.continued` gives the comp
 cache whose prefix is those states, indexed to the completion rows inside each layer's call: a
 checkpointed layer keeps neither the ``[n, ...]`` copy of the prompt states nor the attention
 over them, only its input; the backward sums the G rows' gradients into the shared prompt states.
+
+A model with linear-attention layers (Qwen3.5's Gated DeltaNet) carries a prompt in those layers as a
+convolution window and a recurrent state instead of keys and values: :class:`ReplayLinearLayer` records the
+prompt's and gives each completion row the prompt's, the same on every replay.
 """
 
 from __future__ import annotations
 
 import torch
-from transformers import Cache
-from transformers.cache_utils import DynamicLayer
+from transformers import Cache, PretrainedConfig
+from transformers.cache_utils import DynamicLayer, LinearAttentionLayer
+
+LINEAR_ATTENTION = "linear_attention"  # the layer type transformers' hybrid models name such layers by
+
+
+def has_linear_attention(config: PretrainedConfig) -> bool:
+    """Whether the language model of ``config`` has linear-attention layers (a hybrid decoder: Qwen3.5)."""
+    return LINEAR_ATTENTION in (getattr(config.get_text_config(), "layer_types", None) or ())
 
 
 class ReplayLayer(DynamicLayer):
@@ -43,10 +54,59 @@ class ReplayLayer(DynamicLayer):
         return self.keys, self.values
 
 
-class ReplayCache(Cache):
-    """A model forward's KV cache made of :class:`ReplayLayer` (one per decoder layer, added on first use)."""
+class ReplayLinearLayer(LinearAttentionLayer):
+    """One linear-attention layer's cache: the previous state is the prefix's (``rows`` of it), fixed, and every
+    update records the new convolution window and recurrent state without touching it, so a replay sees what the
+    forward saw. A prompt's layer (no prefix) has no previous state."""
 
-    def __init__(self, layers: list[ReplayLayer] | None = None):
+    def __init__(self, prefix: ReplayLinearLayer | None = None, rows: torch.Tensor | None = None):
+        super().__init__()
+        self.prefix_length, self.new_length = 0, 0
+        self.recorded_conv: torch.Tensor | None = None
+        self.recorded_recurrent: torch.Tensor | None = None
+        if prefix is not None:
+            self.conv_states[0], self.recurrent_states[0] = prefix.recorded_conv[rows], prefix.recorded_recurrent[rows]
+            self.conv_kernel_size[0] = prefix.conv_kernel_size[0]
+            self.has_previous_state[0] = self.is_conv_states_initialized[0] = True
+            self.is_recurrent_states_initialized[0] = True
+            self.prefix_length = prefix.get_seq_length()
+            self.device = self.conv_states[0].device
+
+    def update_conv_state(
+        self, conv_states: torch.Tensor, state_idx: int = 0, conv_kernel_size: int | None = None, **kwargs: object
+    ) -> torch.Tensor:
+        """The convolution's input ``[n, C, T]`` behind the previous window (or zeros), recording the last window."""
+        kernel = conv_kernel_size or self.conv_kernel_size[state_idx]
+        self.conv_kernel_size[state_idx] = kernel
+        if self.has_previous_state[state_idx]:
+            full = torch.cat([self.conv_states[state_idx], conv_states], -1)
+        else:
+            full = torch.nn.functional.pad(conv_states, (max(kernel - conv_states.shape[-1], 0), 0))
+        self.recorded_conv, self.new_length = full[..., -kernel:], conv_states.shape[-1]
+        return full
+
+    def update_recurrent_state(
+        self, recurrent_states: torch.Tensor | list[torch.Tensor], state_idx: int = 0, **kwargs: object
+    ) -> torch.Tensor:
+        """Record the recurrent state after the new tokens."""
+        last = recurrent_states if isinstance(recurrent_states, torch.Tensor) else recurrent_states[-1]
+        self.recorded_recurrent = last
+        return last
+
+    def get_seq_length(self) -> int:
+        return self.prefix_length + self.new_length
+
+
+class ReplayCache(Cache):
+    """A model forward's KV cache made of :class:`ReplayLayer` (one per decoder layer, added on first use), and of
+    :class:`ReplayLinearLayer` where ``config`` names linear-attention layers (all layers then made up front)."""
+
+    def __init__(
+        self, layers: list[ReplayLayer | ReplayLinearLayer] | None = None, config: PretrainedConfig | None = None
+    ):
+        if layers is None and config is not None and has_linear_attention(config):
+            kinds = config.get_text_config().layer_types
+            layers = [ReplayLinearLayer() if kind == LINEAR_ATTENTION else ReplayLayer() for kind in kinds]
         if layers is None:
             super().__init__(layer_class_to_replicate=ReplayLayer)
         else:
@@ -54,4 +114,8 @@ class ReplayCache(Cache):
 
     def continued(self, rows: torch.Tensor) -> ReplayCache:
         """A cache for the next tokens of ``rows`` (batch indices into this cache: one per continuing row)."""
-        return ReplayCache([ReplayLayer((layer.keys, layer.values), rows) for layer in self.layers])
+        return ReplayCache([
+            ReplayLinearLayer(layer, rows) if isinstance(layer, ReplayLinearLayer)
+            else ReplayLayer((layer.keys, layer.values), rows)
+            for layer in self.layers
+        ])

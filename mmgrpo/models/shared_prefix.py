@@ -150,7 +150,7 @@ def _shared_forward(
     expand = torch.repeat_interleave(
         torch.arange(len(prompts), device=device), torch.as_tensor(list(group_sizes), device=device)
     )  # [n]: the prompt row of each completion
-    cache = ReplayCache()
+    cache = ReplayCache(config=backbone.config)
     own_width = completion_ids.shape[1]
     agreement = agreed(lockstep, head_calls=head_calls_for(completion_mask, chunk_size), continued=float(own_width > 1))
     if agreement["continued"] and own_width == 1:  # another rank's forward continues: so does this one, on a pad

@@ -37,6 +37,7 @@ from mmgrpo.models.batch import MediaBudgets, PreparedPrompt, PromptBatch, build
 from mmgrpo.models.compat import names_in_files
 from mmgrpo.models.freezing import unchanging_weights
 from mmgrpo.models.policy_weights import checkpoint_dir, streamed_plain_weights
+from mmgrpo.models.replay_cache import has_linear_attention
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
 from mmgrpo.rollout.base import ENGINES, SamplingParams, WeightSource, resolve_group_sizes
 from mmgrpo.rollout.weight_broadcast import CPU_EXPERTS_REFUSAL, WORKER_EXTENSION
@@ -276,13 +277,18 @@ class VLLMEngine(VLLMSampling):
         on_gpu = torch.cuda.is_available()
         if not on_gpu and routed_experts(model):
             raise NotImplementedError(CPU_EXPERTS_REFUSAL)
+        hybrid = has_linear_attention(unwrap_model(model).config)
+        # On CPU vLLM runs linear attention (Gated DeltaNet) in bfloat16 only
+        policy_dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
+        default_dtype = "bfloat16" if hybrid and not on_gpu else policy_dtype
         spec = EngineSpec(
             model_dir=str(engine_model_dir(checkpoint_dir(model, processor, self.weights_dir))),
-            dtype=options.dtype or str(next(model.parameters()).dtype).removeprefix("torch."),
+            dtype=options.dtype or default_dtype,
             max_model_len=max_model_len,
             gpu_memory_utilization=options.gpu_memory_utilization,
             tensor_parallel_size=options.tensor_parallel_size,
-            enable_prefix_caching=options.enable_prefix_caching,
+            # vLLM caches linear-attention states by prefix only with chunked prefill, which is off on CPU
+            enable_prefix_caching=options.enable_prefix_caching and (on_gpu or not hybrid),
             enable_sleep_mode=options.enable_sleep_mode and on_gpu,
             enforce_eager=not on_gpu if options.enforce_eager is None else options.enforce_eager,
             logprobs_mode=LOGPROBS_MODES[logprobs_mode],

@@ -107,3 +107,13 @@ def test_reward_rises_under_grpo_on_llava_onevision(modality, small_config, tiny
     assert_reward_rises(
         small_config, tmp_path, f"model.name_or_path={tiny_model_dir('llava_onevision')}", *IMAGE_AND_VIDEO[modality]
     )
+
+
+@pytest.mark.parametrize("modality", IMAGE_AND_VIDEO)
+def test_reward_rises_under_grpo_on_qwen3_5(modality, small_config, tiny_model_dir, tmp_path):
+    """The tiny Qwen3.5 over the default image recipe and over generated clips: Gated DeltaNet layers whose
+    convolution window and recurrent state carry each group's shared prompt into its completions."""
+    assert_reward_rises(
+        small_config, tmp_path, f"model.name_or_path={tiny_model_dir('qwen3_5')}", *IMAGE_AND_VIDEO[modality],
+        "model.min_pixels=4096", "model.max_pixels=16384",  # 16-px patches, as Qwen3-VL's
+    )

@@ -14,7 +14,7 @@ from mmgrpo.types import Sample
 from tests.models.test_shared_prefix import COMPLETION_LENGTHS, GROUP_SIZES, logprobs_and_grads, random_completions
 
 FAMILIES = (
-    "qwen2_5_vl", "qwen3_vl", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_audio",
+    "qwen2_5_vl", "qwen3_vl", "qwen3_5", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_audio",
     "qwen2_5_omni_thinker",
 )
 

@@ -31,7 +31,7 @@ def test_make_tiny_applies_seed_and_options(tmp_path: Path, tiny_qwen25vl: Path)
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--family", "qwen25"], "unknown tiny model family 'qwen25'. Did you mean 'qwen2_5_vl'"),
+        (["--family", "qwen2_5vl"], "unknown tiny model family 'qwen2_5vl'. Did you mean 'qwen2_5_vl'"),
         (["--family", "qwen2_5_vl", "--set", "hidden_size"], "--set expects NAME=INT, got 'hidden_size'"),
         (["--family", "qwen2_5_vl", "--set", "width=3"], "unknown tiny-model option"),
         (["--family", "qwen2_5_vl", "--shape", "qwen3b"], "unknown --shape 'qwen3b'; known: qwen2_5_vl_3b"),
@@ -48,8 +48,8 @@ def test_list_shows_families_and_options(capsys) -> None:
     printed = capsys.readouterr().out
     from mmgrpo.models.compat import omni_thinker_holds_towers
 
-    families = ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "gemma3", "glm4v", "glm4v_moe",
-                "llava_onevision", "qwen2_audio")
+    families = ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_5", "smolvlm", "internvl", "gemma3", "glm4v",
+                "glm4v_moe", "llava_onevision", "qwen2_audio")
     for name in (*families, "hidden_size", "max_pixels", "embedding_rows", "qwen2_5_vl_3b"):
         assert name in printed
     assert ("qwen2_5_omni_thinker" in printed) == omni_thinker_holds_towers()  # refused at load where it is not

@@ -34,7 +34,7 @@ def assert_same_inputs(cached, fresh) -> None:
 
 @pytest.mark.parametrize(
     "family",
-    ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_audio",
+    ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_audio",
      "qwen2_5_omni_thinker"],
 )
 def test_cached_batches_equal_fresh_ones(family, load_tiny, media_samples, tmp_path) -> None:

@@ -10,7 +10,7 @@ import torch
 from mmgrpo.models.batch import build_prompt_batch
 from mmgrpo.models.compat import enable_activation_checkpointing
 from mmgrpo.models.loading import load_model_and_processor
-from mmgrpo.models.replay_cache import ReplayLayer
+from mmgrpo.models.replay_cache import ReplayLayer, ReplayLinearLayer
 from mmgrpo.models.shared_prefix import completion_logprobs, grouped_logprobs
 
 from tests.models.test_shared_prefix import ATOL, assert_grad_close, logprobs_and_grads, random_completions
@@ -29,7 +29,7 @@ def checkpointed_model(tiny_model_dir, family: str, reentrant: bool = False):
 
 @pytest.mark.parametrize(
     "family",
-    ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision",
+    ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_5", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision",
      "qwen2_audio",
      "qwen2_5_omni_thinker"],
 )
@@ -41,14 +41,17 @@ def test_checkpointed_shared_step_equals_unchecked_and_unshared(
     completions = random_completions(COMPLETION_LENGTHS)
     weights = torch.randn(len(completions), max(COMPLETION_LENGTHS), generator=torch.Generator().manual_seed(1))
     updates = 0
-    update = ReplayLayer.update
 
-    def counted_update(self, *args, **kwargs):
-        nonlocal updates
-        updates += 1
-        return update(self, *args, **kwargs)
+    def counted(update: Callable) -> Callable:
+        def counted_update(self, *args, **kwargs):
+            nonlocal updates
+            updates += 1
+            return update(self, *args, **kwargs)
+        return counted_update
 
-    monkeypatch.setattr(ReplayLayer, "update", counted_update)
+    # One update per layer and pass: keys and values, or a linear-attention layer's recurrent state.
+    monkeypatch.setattr(ReplayLayer, "update", counted(ReplayLayer.update))
+    monkeypatch.setattr(ReplayLinearLayer, "update_recurrent_state", counted(ReplayLinearLayer.update_recurrent_state))
 
     def run(*, shared: bool, checkpointed: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
         """Log-probs, gradients and cache updates of one forward + backward."""

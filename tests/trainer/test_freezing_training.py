@@ -24,7 +24,7 @@ from tests.trainer.test_grpo_trainer import train
 from tests.training import DENSE_REWARD, interrupt_step
 
 FAMILIES = (
-    "qwen2_5_vl", "qwen3_vl", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_audio",
+    "qwen2_5_vl", "qwen3_vl", "qwen3_5", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_audio",
     "qwen2_5_omni_thinker",
 )
 

@@ -24,7 +24,10 @@ DEFAULT_MAX_IMAGE_TOKENS = 16
 
 # Overrides that make a tiny checkpoint run in vLLM's CPU build (measured, ../shared/ENVIRONMENT.md):
 # its attention takes head_dim 32, not the default 16, and Qwen2-Audio a 30-second feature window.
-VLLM_CPU_TINY_OPTIONS: dict[str, int] = {"num_heads": 2, "num_kv_heads": 1, "audio_max_seconds": 30}
+# Its Gated DeltaNet kernel takes linear-attention heads of 128 dimensions, as Qwen3.5's.
+VLLM_CPU_TINY_OPTIONS: dict[str, int] = {
+    "num_heads": 2, "num_kv_heads": 1, "audio_max_seconds": 30, "linear_attention_head_dim": 128
+}
 
 
 # A real checkpoint's widths with a few layers (``make-tiny --shape``): the per-token cost of the real model (its
@@ -59,6 +62,8 @@ class TinySpec:
     num_heads: int = 4
     num_kv_heads: int = 2
     max_position_embeddings: int = 4096
+    linear_attention_head_dim: int | None = None
+    """Key and value head width of linear-attention layers (Qwen3.5); None = the attention heads'."""
     vision_hidden_size: int = 32
     vision_intermediate_size: int = 64
     vision_depth: int = 2

@@ -21,6 +21,8 @@ from transformers import (
     Qwen2VLImageProcessor,
     Qwen2VLProcessor,
     Qwen2VLVideoProcessor,
+    Qwen3_5Config,
+    Qwen3_5ForConditionalGeneration,
     Qwen3VLConfig,
     Qwen3VLForConditionalGeneration,
     Qwen3VLProcessor,
@@ -80,10 +82,13 @@ def qwen_tokenizer(spec: TinySpec, *, default_system: str | None, renders_tools:
 
 
 def qwen_text_config(spec: TinySpec, tokenizer: Qwen2Tokenizer, **rope_extras: Any) -> dict[str, Any]:
-    """The language-model half of a Qwen-VL config (M-RoPE over ``head_dim``)."""
+    """The language-model half of a Qwen-VL config (M-RoPE over ``head_dim``, or over the rotated share of it that
+    ``partial_rotary_factor`` gives)."""
     head_dim = spec.hidden_size // spec.num_heads
+    rotary_dim = int(head_dim * rope_extras.get("partial_rotary_factor", 1.0))
     rope = {
-        "rope_type": "default", "rope_theta": spec.rope_theta, "mrope_section": mrope_section(head_dim), **rope_extras
+        "rope_type": "default", "rope_theta": spec.rope_theta, "mrope_section": mrope_section(rotary_dim),
+        **rope_extras,
     }
     return decoder_config(spec, tokenizer, head_dim=head_dim, rope_parameters=rope)
 
@@ -111,6 +116,7 @@ def _assemble(
     default_system: str | None = QWEN2_DEFAULT_SYSTEM,
     renders_tools: bool = False,
     rope_extras: dict[str, Any] | None = None,
+    text_extras: dict[str, Any] | None = None,
 ) -> TinyModel:
     """Config + processor + random model from the parts in which the Qwen families differ.
 
@@ -118,7 +124,7 @@ def _assemble(
     """
     config_class, model_class, processor_class = classes
     tokenizer = qwen_tokenizer(spec, default_system=default_system, renders_tools=renders_tools)
-    text = qwen_text_config(spec, tokenizer, **(rope_extras or {}))
+    text = qwen_text_config(spec, tokenizer, **(rope_extras or {})) | (text_extras or {})
     config = config_class(text_config=text, vision_config=vision, **vision_token_ids(tokenizer))
     processor = processor_class(
         image_processor=image_processor,
@@ -207,11 +213,42 @@ def windowed_vision_tower(spec: TinySpec) -> dict[str, Any]:
 
 @TINY_FAMILIES.register("qwen3_vl")
 def build_qwen3_vl(spec: TinySpec) -> TinyModel:
+    tiny = _assemble_qwen3(spec, Qwen3VLConfig, Qwen3VLForConditionalGeneration, deepstack_visual_indexes=[0])
+    if spec.vision_position_init_std is not None:
+        with torch.no_grad():
+            tiny.model.model.visual.pos_embed.weight.normal_(0.0, spec.vision_position_init_std)
+    return tiny
+
+
+# Qwen3.5's hybrid decoder: three Gated DeltaNet (linear-attention) layers to one of full attention, ending on a
+# full one; each linear layer's keys and values are heads of a quarter and an eighth of the width.
+QWEN3_5_FULL_ATTENTION_EVERY = 4
+QWEN3_5_PARTIAL_ROTARY = 0.5  # of each attention head's dimensions rotated (0.25 in the released checkpoints)
+
+
+@TINY_FAMILIES.register("qwen3_5")
+def build_qwen3_5(spec: TinySpec) -> TinyModel:
+    """Qwen3.5 (natively multimodal): Qwen3-VL's vision tower (without its deepstack) and processors before a
+    decoder whose layers are mostly linear attention; M-RoPE over part of each full-attention head."""
+    layer_types = ["full_attention" if (layer + 1) % QWEN3_5_FULL_ATTENTION_EVERY == 0 else "linear_attention"
+                   for layer in range(spec.num_layers)]
+    layer_types[-1] = "full_attention"
+    head_dim = spec.linear_attention_head_dim or spec.hidden_size // spec.num_heads
+    linear = {"linear_conv_kernel_dim": 4, "linear_key_head_dim": head_dim, "linear_value_head_dim": head_dim,
+              "linear_num_key_heads": spec.num_kv_heads, "linear_num_value_heads": spec.num_heads}
+    return _assemble_qwen3(spec, Qwen3_5Config, Qwen3_5ForConditionalGeneration,
+                           rope_extras={"partial_rotary_factor": QWEN3_5_PARTIAL_ROTARY},
+                           text_extras={"layer_types": layer_types, **linear})
+
+
+def _assemble_qwen3(
+    spec: TinySpec, config_class: type, model_class: type, *, rope_extras: dict[str, Any] | None = None,
+    text_extras: dict[str, Any] | None = None, **vision_extras: Any,
+) -> TinyModel:
+    """Qwen3-VL and Qwen3.5: 16-px patches with learned positions, grey-centred pixels, Qwen3's template."""
     patch_size = 16
     min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
-    vision = vision_tower(
-        spec, patch_size, num_position_embeddings=QWEN3_POSITION_GRID**2, deepstack_visual_indexes=[0]
-    )
+    vision = vision_tower(spec, patch_size, num_position_embeddings=QWEN3_POSITION_GRID**2, **vision_extras)
     half_grey = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
     video_processor = Qwen3VLVideoProcessor(
         size={"shortest_edge": min_pixels, "longest_edge": max_pixels * spec.max_frames},
@@ -219,17 +256,14 @@ def build_qwen3_vl(spec: TinySpec) -> TinyModel:
         cap_pixels_per_frame=True,
         **half_grey,
     )
-    tiny = _assemble(
+    return _assemble(
         spec,
-        classes=(Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor),
+        classes=(config_class, model_class, Qwen3VLProcessor),
         vision=vision,
         image_processor=qwen2_image_processor(spec, patch_size, **half_grey),
         video_processor=video_processor,
         default_system=None,
         renders_tools=True,  # Qwen3's template lists tools; Qwen2-VL's and Qwen2.5-VL's ignore them
-        rope_extras={"mrope_interleaved": True},
+        rope_extras={"mrope_interleaved": True, **(rope_extras or {})},
+        text_extras=text_extras,
     )
-    if spec.vision_position_init_std is not None:
-        with torch.no_grad():
-            tiny.model.model.visual.pos_embed.weight.normal_(0.0, spec.vision_position_init_std)
-    return tiny
