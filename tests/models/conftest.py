@@ -17,7 +17,7 @@ from mmgrpo.types import Sample
 from processors import VideoBudget
 
 AUDIO_FAMILIES = {"qwen2_audio"}
-LINEAR_ATTENTION_FAMILIES = {"qwen3_5"}  # hybrid decoders: packed (padding-free) rows are refused
+LINEAR_ATTENTION_FAMILIES = {"qwen3_5", "qwen3_5_moe"}  # hybrid decoders: packed (padding-free) rows are refused
 # (image height, width, question): different image sizes and texts give prompts of different lengths.
 IMAGE_PROMPTS = (
     (112, 112, "How many red cubes are there?"),

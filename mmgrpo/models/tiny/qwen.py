@@ -23,6 +23,8 @@ from transformers import (
     Qwen2VLVideoProcessor,
     Qwen3_5Config,
     Qwen3_5ForConditionalGeneration,
+    Qwen3_5MoeConfig,
+    Qwen3_5MoeForConditionalGeneration,
     Qwen3VLConfig,
     Qwen3VLForConditionalGeneration,
     Qwen3VLProcessor,
@@ -230,15 +232,31 @@ QWEN3_5_PARTIAL_ROTARY = 0.5  # of each attention head's dimensions rotated (0.2
 def build_qwen3_5(spec: TinySpec) -> TinyModel:
     """Qwen3.5 (natively multimodal): Qwen3-VL's vision tower (without its deepstack) and processors before a
     decoder whose layers are mostly linear attention; M-RoPE over part of each full-attention head."""
+    return _assemble_qwen3(spec, Qwen3_5Config, Qwen3_5ForConditionalGeneration,
+                           rope_extras={"partial_rotary_factor": QWEN3_5_PARTIAL_ROTARY},
+                           text_extras=_qwen3_5_layers(spec))
+
+
+@TINY_FAMILIES.register("qwen3_5_moe")
+def build_qwen3_5_moe(spec: TinySpec) -> TinyModel:
+    """Qwen3.5's mixture-of-experts checkpoints: the same hybrid decoder, each layer's MLP 2 of 4 routed experts
+    and a shared one."""
+    experts = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": spec.intermediate_size // 2,
+               "shared_expert_intermediate_size": spec.intermediate_size // 2}
+    return _assemble_qwen3(spec, Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration,
+                           rope_extras={"partial_rotary_factor": QWEN3_5_PARTIAL_ROTARY},
+                           text_extras=_qwen3_5_layers(spec) | experts)
+
+
+def _qwen3_5_layers(spec: TinySpec) -> dict[str, Any]:
+    """Qwen3.5's layer pattern and linear-attention heads."""
     layer_types = ["full_attention" if (layer + 1) % QWEN3_5_FULL_ATTENTION_EVERY == 0 else "linear_attention"
                    for layer in range(spec.num_layers)]
     layer_types[-1] = "full_attention"
     head_dim = spec.linear_attention_head_dim or spec.hidden_size // spec.num_heads
     linear = {"linear_conv_kernel_dim": 4, "linear_key_head_dim": head_dim, "linear_value_head_dim": head_dim,
               "linear_num_key_heads": spec.num_kv_heads, "linear_num_value_heads": spec.num_heads}
-    return _assemble_qwen3(spec, Qwen3_5Config, Qwen3_5ForConditionalGeneration,
-                           rope_extras={"partial_rotary_factor": QWEN3_5_PARTIAL_ROTARY},
-                           text_extras={"layer_types": layer_types, **linear})
+    return {"layer_types": layer_types, **linear}
 
 
 def _assemble_qwen3(
