@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from transformers import PretrainedConfig
 
-from mmgrpo.models.replay_cache import has_linear_attention
+from mmgrpo.models.replay_cache import has_recurrent_layers
 from mmgrpo.models.train_batch import TrainBatch
 
 MASKED_ATTENTION = ("sdpa", "eager")  # implementations that take a ready 4-D mask, or build one from positions
@@ -48,9 +48,9 @@ def first_fit_bins(lengths: Sequence[int], capacity: int) -> list[list[int]]:
 
 
 def check_packable(config: PretrainedConfig) -> None:
-    """Raise for a decoder with linear-attention layers (Qwen3.5's Gated DeltaNet): their recurrent state runs along
+    """Raise for a decoder with recurrent layers (Qwen3.5's Gated DeltaNet linear attention): their state runs along
     a row, from one packed sequence into the next, whatever the positions or the mask say."""
-    if has_linear_attention(config):
+    if has_recurrent_layers(config):
         raise ValueError(
             f"train.padding_free (sft.padding_free) does not support {config.model_type!r}: its linear-attention "
             "layers carry a state from one packed sequence into the next; set it to false"

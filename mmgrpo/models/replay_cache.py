@@ -21,14 +21,24 @@ from __future__ import annotations
 
 import torch
 from transformers import Cache, PretrainedConfig
-from transformers.cache_utils import DynamicLayer, LinearAttentionLayer
+from transformers.cache_utils import (
+    DYNAMIC_LAYER_TYPE_MAPPING, DynamicLayer, LinearAttentionCacheLayerMixin, LinearAttentionLayer,
+)
 
 LINEAR_ATTENTION = "linear_attention"  # the layer type transformers' hybrid models name such layers by
 
 
-def has_linear_attention(config: PretrainedConfig) -> bool:
-    """Whether the language model of ``config`` has linear-attention layers (a hybrid decoder: Qwen3.5)."""
-    return LINEAR_ATTENTION in (getattr(config.get_text_config(), "layer_types", None) or ())
+def recurrent_layer_types(config: PretrainedConfig) -> set[str]:
+    """The layer types of ``config``'s language model whose cache is a recurrent state rather than keys and values
+    (linear attention, convolutions, hybrids of either with attention), as transformers' caches map them."""
+    kinds = getattr(config.get_text_config(), "layer_types", None) or ()
+    return {kind for kind in kinds
+            if issubclass(DYNAMIC_LAYER_TYPE_MAPPING.get(kind, DynamicLayer), LinearAttentionCacheLayerMixin)}
+
+
+def has_recurrent_layers(config: PretrainedConfig) -> bool:
+    """Whether ``config``'s language model carries a recurrent state along a sequence (Qwen3.5's hybrid decoder)."""
+    return bool(recurrent_layer_types(config))
 
 
 class ReplayLayer(DynamicLayer):
@@ -54,6 +64,19 @@ class ReplayLayer(DynamicLayer):
         return self.keys, self.values
 
 
+class _RowsOf(dict):
+    """A layer's states (one per state index) read as ``rows`` of the prefix's on each access: no ``[n, ...]`` copy
+    outlives the layer's call (under checkpointing it is made again in the replay)."""
+
+    def __init__(self, states: torch.Tensor, rows: torch.Tensor | None):
+        super().__init__({0: states})
+        self.rows = rows
+
+    def __getitem__(self, state_idx: int) -> torch.Tensor:
+        states = super().__getitem__(state_idx)
+        return states if self.rows is None else states[self.rows]
+
+
 class ReplayLinearLayer(LinearAttentionLayer):
     """One linear-attention layer's cache: the previous state is the prefix's (``rows`` of it), fixed, and every
     update records the new convolution window and recurrent state without touching it, so a replay sees what the
@@ -61,16 +84,20 @@ class ReplayLinearLayer(LinearAttentionLayer):
 
     def __init__(self, prefix: ReplayLinearLayer | None = None, rows: torch.Tensor | None = None):
         super().__init__()
+        # "Recording the past" keeps transformers' one-token convolution from writing the window in place: every
+        # call goes through update_conv_state (no recurrent states are kept: recurrent_states_to_keep stays unset).
+        self.record_past = True
         self.prefix_length, self.new_length = 0, 0
         self.recorded_conv: torch.Tensor | None = None
         self.recorded_recurrent: torch.Tensor | None = None
         if prefix is not None:
-            self.conv_states[0], self.recurrent_states[0] = prefix.recorded_conv[rows], prefix.recorded_recurrent[rows]
+            self.conv_states = _RowsOf(prefix.recorded_conv, rows)
+            self.recurrent_states = _RowsOf(prefix.recorded_recurrent, rows)
             self.conv_kernel_size[0] = prefix.conv_kernel_size[0]
             self.has_previous_state[0] = self.is_conv_states_initialized[0] = True
             self.is_recurrent_states_initialized[0] = True
             self.prefix_length = prefix.get_seq_length()
-            self.device = self.conv_states[0].device
+            self.device = prefix.recorded_conv.device
 
     def update_conv_state(
         self, conv_states: torch.Tensor, state_idx: int = 0, conv_kernel_size: int | None = None, **kwargs: object
@@ -104,7 +131,11 @@ class ReplayCache(Cache):
     def __init__(
         self, layers: list[ReplayLayer | ReplayLinearLayer] | None = None, config: PretrainedConfig | None = None
     ):
-        if layers is None and config is not None and has_linear_attention(config):
+        if layers is None and config is not None and has_recurrent_layers(config):
+            unsupported = recurrent_layer_types(config) - {LINEAR_ATTENTION}
+            if unsupported:
+                raise ValueError(f"group-shared encoding does not support {sorted(unsupported)} layers yet: set "
+                                 "train.group_shared_encoding=false")
             kinds = config.get_text_config().layer_types
             layers = [ReplayLinearLayer() if kind == LINEAR_ATTENTION else ReplayLayer() for kind in kinds]
         if layers is None:

@@ -37,7 +37,7 @@ from mmgrpo.models.batch import MediaBudgets, PreparedPrompt, PromptBatch, build
 from mmgrpo.models.compat import names_in_files
 from mmgrpo.models.freezing import unchanging_weights
 from mmgrpo.models.policy_weights import checkpoint_dir, streamed_plain_weights
-from mmgrpo.models.replay_cache import has_linear_attention
+from mmgrpo.models.replay_cache import has_recurrent_layers
 from mmgrpo.models.special_tokens import forbidden_generation_token_ids, tokenizer_of
 from mmgrpo.rollout.base import ENGINES, SamplingParams, WeightSource, resolve_group_sizes
 from mmgrpo.rollout.weight_broadcast import CPU_EXPERTS_REFUSAL, WORKER_EXTENSION
@@ -277,7 +277,7 @@ class VLLMEngine(VLLMSampling):
         on_gpu = torch.cuda.is_available()
         if not on_gpu and routed_experts(model):
             raise NotImplementedError(CPU_EXPERTS_REFUSAL)
-        hybrid = has_linear_attention(unwrap_model(model).config)
+        hybrid = has_recurrent_layers(unwrap_model(model).config)
         # On CPU vLLM runs linear attention (Gated DeltaNet) in bfloat16 only
         policy_dtype = str(next(model.parameters()).dtype).removeprefix("torch.")
         default_dtype = "bfloat16" if hybrid and not on_gpu else policy_dtype

@@ -86,3 +86,27 @@ def test_reentrant_checkpointing_is_refused(tiny_model_dir, media_samples) -> No
     prompts = build_prompt_batch(processor, media_samples("qwen2_5_vl")[:1], family="qwen2_5_vl")
     with pytest.raises(RuntimeError, match="use_reentrant=False"):
         grouped_logprobs(model, prompts, [[1, 2, 3]], (1,), micro_batch_size=1)
+
+
+@pytest.mark.parametrize("checkpointed", [True, False], ids=["checkpointed", "unchecked"])
+def test_a_one_token_continuation_carries_the_linear_attention_state(
+    checkpointed, tiny_model_dir, media_samples
+) -> None:
+    """Completions of at most 2 tokens continue their prompt by one token, where transformers' convolution takes
+    its one-token decode path (it writes the window in place): Qwen3.5's linear-attention layers must still see
+    their prompt's window and state, in the forward and in every replay."""
+    model, processor = checkpointed_model(tiny_model_dir, "qwen3_5")
+    prompts = build_prompt_batch(processor, media_samples("qwen3_5")[:2], family="qwen3_5")
+    completions = random_completions((2, 1, 2, 2, 1))
+    weights = torch.randn(len(completions), 2, generator=torch.Generator().manual_seed(1))
+    model.train(checkpointed)
+
+    def run(shared: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        return logprobs_and_grads(model, lambda: completion_logprobs(
+            model, prompts, completions, GROUP_SIZES, group_shared_encoding=shared, micro_batch_size=len(completions)
+        ), weights)
+
+    (logp, grads), (plain_logp, plain_grads) = run(shared=True), run(shared=False)
+    torch.testing.assert_close(logp, plain_logp, atol=ATOL, rtol=0)
+    for name, grad in plain_grads.items():
+        assert_grad_close(grads[name], grad, name)

@@ -221,10 +221,11 @@ def test_an_engines_own_weights_folder_goes_with_it(policy, monkeypatch) -> None
 
 
 @pytest.mark.parametrize("family", ["glm4v_moe", "qwen3_5_moe"])
-def test_a_mixture_of_experts_is_refused_on_cpu_before_any_engine_is_built(family, tiny_model_dir) -> None:
+def test_a_mixture_of_experts_is_refused_on_cpu_before_any_engine_is_built(family, tiny_model_dir, monkeypatch) -> None:
     """vLLM's CPU build loads GLM-4.5V's tiny with the trainer's log-probs (1e-6), but its in-place weight reload
     leaves the experts' weights unpacked for its kernel (measured: 3e-2 apart afterwards); the colocated engine is
     refused with the way out before vLLM is even imported (this environment has none)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # also on a machine with GPUs
     model, processor = load_model_and_processor(tiny_model_dir(family))
     with pytest.raises(NotImplementedError, match="rollout.engine=hf"):
         VLLMEngine(model, processor, options=VLLMConfig(), max_model_len=1024)

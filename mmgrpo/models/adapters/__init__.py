@@ -34,7 +34,7 @@ from mmgrpo.models.adapters.glm4v import Glm4vAdapter
 from mmgrpo.models.adapters.internvl import InternVLAdapter
 from mmgrpo.models.adapters.llava_onevision import LlavaOnevisionAdapter
 from mmgrpo.models.adapters.omni import OmniThinkerAdapter
-from mmgrpo.models.adapters.qwen_vl import QwenVLAdapter
+from mmgrpo.models.adapters.qwen_vl import Qwen3_5Adapter, QwenVLAdapter
 from mmgrpo.models.adapters.tiled import TiledImageAdapter
 from mmgrpo.models.compat import omni_thinker_holds_towers
 from mmgrpo.registry import Registry
@@ -42,8 +42,10 @@ from mmgrpo.registry import Registry
 __all__ = ["FAMILY_ADAPTERS", "MEDIA_KINDS", "FamilyAdapter", "PositionIds", "adapter_for", "unwrap_model"]
 
 FAMILY_ADAPTERS: Registry[FamilyAdapter] = Registry("model family adapter")
-for _model_type in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "qwen3_5_moe"):
+for _model_type in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
     FAMILY_ADAPTERS.add(_model_type, QwenVLAdapter())
+for _model_type in ("qwen3_5", "qwen3_5_moe"):
+    FAMILY_ADAPTERS.add(_model_type, Qwen3_5Adapter())
 for _model_type in ("smolvlm", "idefics3"):
     FAMILY_ADAPTERS.add(_model_type, TiledImageAdapter())
 FAMILY_ADAPTERS.add("qwen2_audio", AudioPerItemAdapter())

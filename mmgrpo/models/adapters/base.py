@@ -30,6 +30,8 @@ class FamilyAdapter:
     per_token_keys: tuple[str, ...] = ("mm_token_type_ids", "token_type_ids")
     per_item_keys: Mapping[str, str] = {}
     per_patch_keys: Mapping[str, str] = {}
+    padded_item_keys: frozenset[str] = frozenset()
+    """Per-item inputs whose items the processor zero-pads to the batch's largest (a row's own batch may differ)."""
     # Parameter-name prefixes of the media encoder and of its projector (which may lie inside the
     # encoder's prefix, as Qwen-VL's merger does: the tower is then the rest). Unknown: none.
     tower_prefixes: tuple[str, ...] = ()
@@ -147,13 +149,15 @@ class FamilyAdapter:
         """The media inputs of a batch made of ``rows`` (each as ``select_media`` gives one row).
 
         Per-item and per-patch inputs are concatenated in row order (rows without such items have none), per-row
-        inputs stacked; both zero-padded on every dimension past the first to the largest row, as processors pad
-        tiles and masks within a batch (LLaVA-OneVision's tiles of each image).
+        inputs stacked; per-row inputs and ``padded_item_keys`` zero-padded on every dimension past the first to the
+        largest row, as processors pad tiles and masks within a batch (LLaVA-OneVision's tiles of each image). Other
+        per-item inputs must agree in shape past the first dimension (a mismatch is an error, not padding).
         """
         merged = {}
         for key in sorted({key for row in rows for key in row}):
             if key in self.per_item_keys or key in self.per_patch_keys:
-                merged[key] = _zero_padded([row[key] for row in rows if key in row])
+                items = [row[key] for row in rows if key in row]
+                merged[key] = _zero_padded(items) if key in self.padded_item_keys else torch.cat(items)
             else:
                 present = next(row[key] for row in rows if key in row)
                 merged[key] = _zero_padded([row[key] if key in row else present.new_zeros(present.shape)

@@ -31,7 +31,7 @@ class Glm4vAdapter(QwenVLAdapter):
         """GLM's image processor budgets an image as a two-frame temporal patch: its range is twice the area's."""
         low, high = super().image_pixel_range(processor)
         frames = processor.image_processor.temporal_patch_size
-        return low // frames, high // frames
+        return (None if low is None else low // frames), (None if high is None else high // frames)
 
     def expected_media_tokens(
         self,

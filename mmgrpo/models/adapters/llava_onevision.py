@@ -25,6 +25,7 @@ class LlavaOnevisionAdapter(FamilyAdapter):
     per_item_keys = {
         "pixel_values": "image", "image_sizes": "image", "batch_num_images": "image", "pixel_values_videos": "video",
     }
+    padded_item_keys = frozenset({"pixel_values"})  # each image's tiles, padded to the batch's most
     tower_prefixes = ("model.vision_tower.",)
     # The learned newline closing each row of an image's features is the projector's, as LLaVA trains them together.
     projector_prefixes = ("model.multi_modal_projector.", "model.image_newline")

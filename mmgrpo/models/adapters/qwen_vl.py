@@ -86,3 +86,11 @@ class QwenVLAdapter(FamilyAdapter):
             for row, count in zip(expected, tokens_per_row(tokens, media_counts, modality)):
                 row[modality] = count
         return expected
+
+
+class Qwen3_5Adapter(QwenVLAdapter):
+    """Qwen3.5 (dense and mixture of experts): Qwen3-VL's patches and M-RoPE before a hybrid decoder, whose
+    linear-attention layers carry a group's prompt as their state (:mod:`mmgrpo.models.replay_cache`)."""
+
+    projector_prefixes = ("model.visual.merger.",)  # no deepstack mergers
+    inline_media = False  # media inside a completion (tool images) are not tested on this family

@@ -94,7 +94,7 @@ class TinySpec:
     share a place (what deduplicating objects across video frames needs). Base 10: 0.13-0.24 rad."""
     vision_position_init_std: float | None = None
     """Std of Qwen3-VL's learned patch-position embeddings at init; None = transformers' (0.02).
-    Only Qwen3-VL's vision tower has absolute positions (the others rotate attention only)."""
+    Only Qwen3-VL's and Qwen3.5's vision towers have absolute positions (the others rotate attention only)."""
 
     def pixel_budget(self, patch_size: int, merge_size: int) -> tuple[int, int]:
         """(min_pixels, max_pixels) for a vision tower with this patch grid."""

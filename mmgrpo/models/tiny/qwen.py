@@ -215,11 +215,7 @@ def windowed_vision_tower(spec: TinySpec) -> dict[str, Any]:
 
 @TINY_FAMILIES.register("qwen3_vl")
 def build_qwen3_vl(spec: TinySpec) -> TinyModel:
-    tiny = _assemble_qwen3(spec, Qwen3VLConfig, Qwen3VLForConditionalGeneration, deepstack_visual_indexes=[0])
-    if spec.vision_position_init_std is not None:
-        with torch.no_grad():
-            tiny.model.model.visual.pos_embed.weight.normal_(0.0, spec.vision_position_init_std)
-    return tiny
+    return _assemble_qwen3(spec, Qwen3VLConfig, Qwen3VLForConditionalGeneration, deepstack_visual_indexes=[0])
 
 
 # Qwen3.5's hybrid decoder: three Gated DeltaNet (linear-attention) layers to one of full attention, ending on a
@@ -274,7 +270,7 @@ def _assemble_qwen3(
         cap_pixels_per_frame=True,
         **half_grey,
     )
-    return _assemble(
+    tiny = _assemble(
         spec,
         classes=(config_class, model_class, Qwen3VLProcessor),
         vision=vision,
@@ -285,3 +281,7 @@ def _assemble_qwen3(
         rope_extras={"mrope_interleaved": True, **(rope_extras or {})},
         text_extras=text_extras,
     )
+    if spec.vision_position_init_std is not None:
+        with torch.no_grad():
+            tiny.model.model.visual.pos_embed.weight.normal_(0.0, spec.vision_position_init_std)
+    return tiny
