@@ -78,6 +78,7 @@ def build_glm4v_moe(spec: TinySpec) -> TinyModel:
 
 
 def _assemble(spec: TinySpec, config_class: type, model_class: type[PreTrainedModel], **text_extras: Any) -> TinyModel:
+    """Tokenizer, processors, config and random model of a GLM-V family; ``text_extras`` go to its text config."""
     tokenizer = build_tokenizer(
         Qwen2Tokenizer,
         vocab_size=spec.vocab_size,
