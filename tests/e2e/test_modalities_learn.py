@@ -96,8 +96,15 @@ def test_reward_rises_under_grpo_on_glm4v(modality, small_config, tiny_model_dir
 
 
 def test_reward_rises_under_grpo_on_glm4v_moe(small_config, tiny_model_dir, tmp_path):
-    """The tiny GLM-4.5V (GLM-4.6V's model type too) over the default image recipe: routed experts in the policy."""
+    """The tiny GLM-4.5V (GLM-4.6V's released model type too) over the default image recipe: routed experts."""
     assert_reward_rises(small_config, tmp_path, f"model.name_or_path={tiny_model_dir('glm4v_moe')}")
+
+
+def test_reward_rises_under_grpo_on_glm46v_videos(small_config, tiny_model_dir, tmp_path):
+    """The tiny ``glm46v`` (4.6V's own model type and processors: timestamps written in seconds) over clips."""
+    assert_reward_rises(
+        small_config, tmp_path, f"model.name_or_path={tiny_model_dir('glm46v')}", *IMAGE_AND_VIDEO["video"]
+    )
 
 
 @pytest.mark.parametrize("modality", IMAGE_AND_VIDEO)

@@ -24,6 +24,7 @@ TOWERS = {
     "gemma3": (("model.vision_tower.",), ("model.multi_modal_projector.",)),
     "glm4v": (("model.visual.",), ("model.visual.downsample.", "model.visual.merger.")),
     "glm4v_moe": (("model.visual.",), ("model.visual.downsample.", "model.visual.merger.")),
+    "glm46v": (("model.visual.",), ("model.visual.downsample.", "model.visual.merger.")),
     "llava_onevision": (("model.vision_tower.",), ("model.multi_modal_projector.", "model.image_newline")),
     "qwen2_audio": (("model.audio_tower.",), ("model.multi_modal_projector.",)),
     # Two towers; each projects into the language model's width itself.

@@ -46,7 +46,8 @@ def test_logprobs_equal_unbatched_reference(family, padding_free, load_tiny, med
 
 
 @pytest.mark.parametrize(
-    "family", ["qwen2_5_vl", "smolvlm", "internvl", "gemma3", "glm4v", "glm4v_moe", "llava_onevision", "qwen3_5"]
+    "family", ["qwen2_5_vl", "smolvlm", "internvl", "gemma3", "glm4v", "glm4v_moe", "glm46v", "llava_onevision",
+                "qwen3_5"]
 )
 def test_logprobs_invariant_to_batch_composition_and_padding(family, load_tiny, media_samples) -> None:
     model, processor = load_tiny(family)

@@ -66,6 +66,7 @@ def test_placeholder_sampled_in_a_completion_is_rejected(load_tiny, media_sample
 @pytest.mark.parametrize(
     ("family", "modality"),
     [("smolvlm", "image"), ("internvl", "image"), ("gemma3", "image"), ("glm4v", "image"), ("glm4v", "video"),
+     ("glm46v", "video"),
      ("llava_onevision", "image"),
      ("qwen2_audio", "audio"), ("qwen3_vl", "image"), ("qwen3_5", "image"),
      ("qwen2_5_omni_thinker", "image"), ("qwen2_5_omni_thinker", "audio")],

@@ -51,7 +51,7 @@ for _model_type in ("smolvlm", "idefics3"):
 FAMILY_ADAPTERS.add("qwen2_audio", AudioPerItemAdapter())
 FAMILY_ADAPTERS.add("internvl", InternVLAdapter())
 FAMILY_ADAPTERS.add("gemma3", Gemma3Adapter())
-for _model_type in ("glm4v", "glm4v_moe"):
+for _model_type in ("glm4v", "glm4v_moe", "glm46v"):
     FAMILY_ADAPTERS.add(_model_type, Glm4vAdapter())
 FAMILY_ADAPTERS.add("llava_onevision", LlavaOnevisionAdapter())
 if omni_thinker_holds_towers():  # the thinker's model type (a full qwen2_5_omni checkpoint is refused at load)
