@@ -53,11 +53,13 @@ FAMILY_COORDINATES: dict[str, CoordinateName] = {
     "qwen2_5_vl": "absolute_resized",
     "qwen2_vl": "norm1000",
     "qwen3_vl": "norm1000",
+    "qwen3_vl_moe": "norm1000",
     "qwen3_5": "norm1000",  # as Qwen3-VL
     "qwen3_5_moe": "norm1000",
     # GLM-V writes boxes as <|begin_of_box|>[x1,y1,x2,y2]<|end_of_box|>, each 0-1000
     "glm4v": "norm1000",
     "glm4v_moe": "norm1000",
+    "glm46v": "norm1000",
 }
 OTHER_FAMILIES_COORDINATES: CoordinateName = "norm1"
 

@@ -126,6 +126,14 @@ def test_reward_rises_under_grpo_on_qwen3_5(modality, small_config, tiny_model_d
     )
 
 
+def test_reward_rises_under_grpo_on_qwen3_vl_moe(small_config, tiny_model_dir, tmp_path):
+    """The tiny Qwen3-VL mixture of experts over the default image recipe: deepstack features, routed experts."""
+    assert_reward_rises(
+        small_config, tmp_path, f"model.name_or_path={tiny_model_dir('qwen3_vl_moe')}",
+        "model.min_pixels=4096", "model.max_pixels=16384",  # 16-px patches
+    )
+
+
 def test_reward_rises_under_grpo_on_qwen3_5_moe(small_config, tiny_model_dir, tmp_path):
     """The tiny Qwen3.5 mixture of experts over the default image recipe: routed experts behind linear attention."""
     assert_reward_rises(

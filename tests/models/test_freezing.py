@@ -19,6 +19,7 @@ TOWERS = {
     "qwen3_vl": (("model.visual.",), ("model.visual.merger.", "model.visual.deepstack_merger_list.")),
     "qwen3_5": (("model.visual.",), ("model.visual.merger.",)),
     "qwen3_5_moe": (("model.visual.",), ("model.visual.merger.",)),
+    "qwen3_vl_moe": (("model.visual.",), ("model.visual.merger.", "model.visual.deepstack_merger_list.")),
     "smolvlm": (("model.vision_model.",), ("model.connector.",)),
     "internvl": (("model.vision_tower.",), ("model.multi_modal_projector.",)),
     "gemma3": (("model.vision_tower.",), ("model.multi_modal_projector.",)),

@@ -47,7 +47,7 @@ def test_logprobs_equal_unbatched_reference(family, padding_free, load_tiny, med
 
 @pytest.mark.parametrize(
     "family", ["qwen2_5_vl", "smolvlm", "internvl", "gemma3", "glm4v", "glm4v_moe", "glm46v", "llava_onevision",
-                "qwen3_5"]
+                "qwen3_5", "qwen3_vl_moe"]
 )
 def test_logprobs_invariant_to_batch_composition_and_padding(family, load_tiny, media_samples) -> None:
     model, processor = load_tiny(family)

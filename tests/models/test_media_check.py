@@ -68,7 +68,7 @@ def test_placeholder_sampled_in_a_completion_is_rejected(load_tiny, media_sample
     [("smolvlm", "image"), ("internvl", "image"), ("gemma3", "image"), ("glm4v", "image"), ("glm4v", "video"),
      ("glm46v", "video"),
      ("llava_onevision", "image"),
-     ("qwen2_audio", "audio"), ("qwen3_vl", "image"), ("qwen3_5", "image"),
+     ("qwen2_audio", "audio"), ("qwen3_vl", "image"), ("qwen3_vl_moe", "video"), ("qwen3_5", "image"),
      ("qwen2_5_omni_thinker", "image"), ("qwen2_5_omni_thinker", "audio")],
 )
 def test_feature_token_formulas_match_processor_expansion(family, modality, load_tiny, media_samples) -> None:

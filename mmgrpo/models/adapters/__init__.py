@@ -42,7 +42,7 @@ from mmgrpo.registry import Registry
 __all__ = ["FAMILY_ADAPTERS", "MEDIA_KINDS", "FamilyAdapter", "PositionIds", "adapter_for", "unwrap_model"]
 
 FAMILY_ADAPTERS: Registry[FamilyAdapter] = Registry("model family adapter")
-for _model_type in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl"):
+for _model_type in ("qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_vl_moe"):
     FAMILY_ADAPTERS.add(_model_type, QwenVLAdapter())
 for _model_type in ("qwen3_5", "qwen3_5_moe"):
     FAMILY_ADAPTERS.add(_model_type, Qwen3_5Adapter())

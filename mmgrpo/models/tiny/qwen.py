@@ -1,4 +1,4 @@
-"""Tiny Qwen2-VL, Qwen2.5-VL and Qwen3-VL: ChatML, M-RoPE, a 2-layer vision tower.
+"""Tiny Qwen2-VL, Qwen2.5-VL, Qwen3-VL (and its mixture of experts), Qwen3.5 (and its MoE): ChatML, M-RoPE, a 2-layer vision tower.
 
 The three share a tokenizer layout (Qwen special tokens, ChatML template with
 ``<|vision_start|><|image_pad|><|vision_end|>`` media markup) and differ in their
@@ -27,6 +27,8 @@ from transformers import (
     Qwen3_5MoeForConditionalGeneration,
     Qwen3VLConfig,
     Qwen3VLForConditionalGeneration,
+    Qwen3VLMoeConfig,
+    Qwen3VLMoeForConditionalGeneration,
     Qwen3VLProcessor,
     Qwen3VLVideoProcessor,
 )
@@ -216,6 +218,15 @@ def windowed_vision_tower(spec: TinySpec) -> dict[str, Any]:
 @TINY_FAMILIES.register("qwen3_vl")
 def build_qwen3_vl(spec: TinySpec) -> TinyModel:
     return _assemble_qwen3(spec, Qwen3VLConfig, Qwen3VLForConditionalGeneration, deepstack_visual_indexes=[0])
+
+
+@TINY_FAMILIES.register("qwen3_vl_moe")
+def build_qwen3_vl_moe(spec: TinySpec) -> TinyModel:
+    """Qwen3-VL's mixture-of-experts checkpoints (30B-A3B, 235B-A22B): Qwen3-VL with each decoder layer's MLP 2 of 4
+    routed experts."""
+    experts = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": spec.intermediate_size // 2}
+    return _assemble_qwen3(spec, Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration, text_extras=experts,
+                           deepstack_visual_indexes=[0])
 
 
 # Qwen3.5's hybrid decoder: three Gated DeltaNet (linear-attention) layers to one of full attention, ending on a
