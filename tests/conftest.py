@@ -25,18 +25,20 @@ TEST_THREADS = 1
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``gpu`` are skipped, with the reason, where CUDA is not available; tests of the Qwen2.5-Omni
-    thinker where this transformers has no thinker backbone (the family is refused at load there)."""
-    from mmgrpo.models.compat import omni_thinker_holds_towers
+    """Tests marked ``gpu`` are skipped, with the reason, where CUDA is not available; tests of a Qwen-Omni thinker
+    where this transformers has no backbone for it (the family is refused at load there)."""
+    from mmgrpo.models.compat import OMNI_THINKER_BACKBONES, omni_thinker_holds_towers
 
     gpu = pytest.mark.skip(reason="needs a CUDA GPU (scripts/gpu_check.sh runs these on a lent one)")
-    omni = pytest.mark.skip(reason=f"transformers {transformers.__version__} has no Qwen2_5OmniThinkerModel: the "
-                                   "Qwen2.5-Omni thinker is refused at load (mmgrpo.models.compat.omni_thinker_holds_towers)")
+    refused = {thinker: pytest.mark.skip(reason=f"transformers {transformers.__version__} has no {backbone}: the "
+                                                f"{thinker} family is refused at load (mmgrpo.models.compat)")
+               for thinker, (_, backbone) in OMNI_THINKER_BACKBONES.items() if not omni_thinker_holds_towers(thinker)}
     for item in items:
         if "gpu" in item.keywords and not torch.cuda.is_available():
             item.add_marker(gpu)
-        if not omni_thinker_holds_towers() and ("qwen2_5_omni_thinker" in item.nodeid or "test_omni.py" in item.nodeid):
-            item.add_marker(omni)
+        for thinker, skip in refused.items():
+            if thinker in item.nodeid:
+                item.add_marker(skip)
 
 
 @pytest.fixture(scope="session", autouse=True)

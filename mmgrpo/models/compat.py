@@ -11,6 +11,7 @@ in ``**kwargs`` and is ignored, which silently decodes without the prompt.
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import itertools
 import json
@@ -167,14 +168,20 @@ def read_names_in_files(model: torch.nn.Module) -> dict[str, str]:
     return names
 
 
-@functools.lru_cache(maxsize=1)
-def omni_thinker_holds_towers() -> bool:
-    """Whether this transformers' Qwen2.5-Omni thinker has one backbone holding its towers and decoder
-    (``Qwen2_5OmniThinkerModel``; 5.19's keeps the towers on the thinker itself): mmgrpo's forwards need that
-    module, so without it the family is refused at load."""
-    from transformers.models.qwen2_5_omni import modeling_qwen2_5_omni
+# Thinker model type -> (transformers module, the backbone class holding its towers and decoder).
+OMNI_THINKER_BACKBONES = {
+    "qwen2_5_omni_thinker": ("qwen2_5_omni", "Qwen2_5OmniThinkerModel"),
+    "qwen3_omni_moe_thinker": ("qwen3_omni_moe", "Qwen3OmniMoeThinkerModel"),
+}
 
-    return hasattr(modeling_qwen2_5_omni, "Qwen2_5OmniThinkerModel")
+
+@functools.cache
+def omni_thinker_holds_towers(model_type: str) -> bool:
+    """Whether this transformers' Qwen-Omni thinker ``model_type`` has one backbone holding its towers and decoder
+    (``Qwen2_5OmniThinkerModel``, ``Qwen3OmniMoeThinkerModel``; 5.19's thinkers keep the towers on themselves):
+    mmgrpo's forwards need that module, so without it the family is refused at load."""
+    module, backbone = OMNI_THINKER_BACKBONES[model_type]
+    return hasattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), backbone)
 
 
 # Towers whose checkpoints keep their weights under "vision_model." (every Hub checkpoint of theirs), which newer

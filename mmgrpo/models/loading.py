@@ -5,9 +5,9 @@ families that transformers files elsewhere are found through ``AutoModelForMulti
 A family that numbers its positions itself (multi-axis rotary positions such as Qwen-VL's
 M-RoPE, found by the ``get_rope_index`` of its modeling code) loads only when
 ``mmgrpo.models.adapters`` has an adapter for it: the generic adapter's 1-D positions
-would train it on wrong positions without any error (Qwen3-Omni, ... are refused). Qwen2.5-Omni
-trains as its thinker (``qwen2_5_omni_thinker``, text out); a full ``qwen2_5_omni`` checkpoint (thinker + talker,
-speech out) is refused with how to save its thinker alone.
+would train it on wrong positions without any error (ERNIE-4.5-VL, PaddleOCR-VL, ... are refused). Qwen2.5-Omni and Qwen3-Omni
+train as their thinkers (``qwen2_5_omni_thinker``, ``qwen3_omni_moe_thinker``: text out); a full ``qwen2_5_omni`` or
+``qwen3_omni_moe`` checkpoint (thinker + talker, speech out) is refused with how to save its thinker alone.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from transformers import (
 )
 
 from mmgrpo.models.adapters import FAMILY_ADAPTERS
-from mmgrpo.models.compat import omni_thinker_holds_towers, use_original_qwen_positions
+from mmgrpo.models.compat import OMNI_THINKER_BACKBONES, omni_thinker_holds_towers, use_original_qwen_positions
 from mmgrpo.models.special_tokens import tokenizer_of
 
 T = TypeVar("T")
@@ -49,17 +49,22 @@ DTYPES: dict[str, torch.dtype | str] = {
 AUTO_MODEL_CLASSES = (AutoModelForImageTextToText, AutoModelForMultimodalLM)
 # Model types refused whatever their positions, and why.
 REFUSED_FAMILIES = {
-    "qwen2_5_omni": (
-        "a full Qwen2.5-Omni checkpoint (thinker + talker + token2wav): mmgrpo trains the thinker (text out) alone; "
-        "save it with Qwen2_5OmniForConditionalGeneration.from_pretrained(path).thinker.save_pretrained(out) "
-        "(and the processor beside it) and load that (model type 'qwen2_5_omni_thinker')"
-    ),
-}
-if not omni_thinker_holds_towers():
-    REFUSED_FAMILIES["qwen2_5_omni_thinker"] = (
-        f"this transformers ({transformers.__version__}) keeps the thinker's towers outside its backbone (it has no "
-        "Qwen2_5OmniThinkerModel), and mmgrpo's forwards need them inside: use a newer transformers (5.25 is tested)"
+    model_type: (
+        f"a full {name} checkpoint (thinker + talker + speech decoder): mmgrpo trains the thinker (text out) alone; "
+        f"save it with {model_class}.from_pretrained(path).thinker.save_pretrained(out) "
+        f"(and the processor beside it) and load that (model type '{model_type}_thinker')"
     )
+    for model_type, name, model_class in (
+        ("qwen2_5_omni", "Qwen2.5-Omni", "Qwen2_5OmniForConditionalGeneration"),
+        ("qwen3_omni_moe", "Qwen3-Omni", "Qwen3OmniMoeForConditionalGeneration"),
+    )
+}
+for _thinker, (_, _backbone) in OMNI_THINKER_BACKBONES.items():
+    if not omni_thinker_holds_towers(_thinker):
+        REFUSED_FAMILIES[_thinker] = (
+            f"this transformers ({transformers.__version__}) keeps the thinker's towers outside its backbone (it has "
+            f"no {_backbone}), and mmgrpo's forwards need them inside: use a newer transformers (5.25 is tested)"
+        )
 
 
 ADAPTER_CONFIG = "adapter_config.json"  # what PEFT writes beside a saved adapter

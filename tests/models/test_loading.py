@@ -16,6 +16,8 @@ from transformers import (
     Qwen2_5OmniConfig,
     Qwen2_5OmniThinkerConfig,
     Qwen2Config,
+    Qwen3OmniMoeConfig,
+    Qwen3OmniMoeThinkerConfig,
 )
 
 from mmgrpo.models.loading import ModelLoadError, load_model_and_processor, model_class_for
@@ -112,13 +114,18 @@ def test_families_with_multi_axis_positions_and_no_adapter_are_refused(model_typ
         model_class_for(config, "omni_or_glm")
 
 
-def test_qwen2_5_omni_loads_as_its_thinker_and_the_full_checkpoint_is_refused() -> None:
+@pytest.mark.parametrize(("full", "thinker", "backbone"), [
+    (Qwen2_5OmniConfig, Qwen2_5OmniThinkerConfig, "Qwen2_5OmniThinkerModel"),
+    (Qwen3OmniMoeConfig, Qwen3OmniMoeThinkerConfig, "Qwen3OmniMoeThinkerModel"),
+], ids=["qwen2_5_omni", "qwen3_omni_moe"])
+def test_omni_loads_as_its_thinker_and_the_full_checkpoint_is_refused(full, thinker, backbone) -> None:
     from mmgrpo.models.compat import omni_thinker_holds_towers
 
-    if omni_thinker_holds_towers():
-        assert model_class_for(Qwen2_5OmniThinkerConfig(), "thinker") is AutoModelForImageTextToText
+    if omni_thinker_holds_towers(thinker.model_type):
+        assert model_class_for(thinker(), "thinker") is AutoModelForImageTextToText
     else:  # an older transformers (5.19): the thinker is refused, saying why
-        with pytest.raises(ModelLoadError, match="has no Qwen2_5OmniThinkerModel"):
-            model_class_for(Qwen2_5OmniThinkerConfig(), "thinker")
-    with pytest.raises(ModelLoadError, match=r"omni: model type 'qwen2_5_omni' is refused: .*\.thinker\.save_pretrained"):
-        model_class_for(Qwen2_5OmniConfig(), "omni")
+        with pytest.raises(ModelLoadError, match=f"has no {backbone}"):
+            model_class_for(thinker(), "thinker")
+    refused = rf"omni: model type '{full.model_type}' is refused: .*\.thinker\.save_pretrained"
+    with pytest.raises(ModelLoadError, match=refused):
+        model_class_for(full(), "omni")

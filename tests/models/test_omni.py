@@ -1,4 +1,4 @@
-"""Qwen2.5-Omni's thinker: rows mixing images, videos and audio clips, TMRoPE positions, audio inside a video."""
+"""The Qwen-Omni thinkers: rows mixing images, videos and audio clips, TMRoPE positions, audio inside a video."""
 
 from __future__ import annotations
 
@@ -15,26 +15,28 @@ from mmgrpo.models.train_batch import build_train_batch
 from mmgrpo.types import Sample
 from tests.models.test_logprobs import ATOL, random_completions
 
-FAMILY = "qwen2_5_omni_thinker"
+THINKERS = ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker")
 
 
 @pytest.fixture
 def mixed_samples(media_samples, video_sample) -> list[Sample]:
     """Row 0: an image, a video and an audio clip; row 1: audio only; row 2: a video only."""
-    image, audio = media_samples(FAMILY, "image")[0], media_samples(FAMILY, "audio")[1]
+    image, audio = media_samples(THINKERS[0], "image")[0], media_samples(THINKERS[0], "audio")[1]
     parts = [*image.messages[0]["content"][:1], *video_sample.messages[0]["content"][:1], *audio.messages[0]["content"]]
     everything = Sample(id="all-three", task="test", messages=[{"role": "user", "content": parts}])
     return [everything, audio, video_sample]
 
 
+@pytest.mark.parametrize("family", THINKERS)
 def test_rows_mixing_image_video_and_audio_match_unbatched_reference(
-    load_tiny, mixed_samples, video_budgets, reference
+    family, load_tiny, mixed_samples, video_budgets, reference
 ) -> None:
     """The plain and group-shared paths' log-probs equal one unbatched HF forward, whose positions transformers
-    computes itself (TMRoPE over the image, the video's time steps and the clip)."""
-    model, processor = load_tiny(FAMILY)
+    computes itself (TMRoPE over the image, the video's time steps and the clip; Qwen3-Omni's deepstack features
+    added to the image's and the video's tokens)."""
+    model, processor = load_tiny(family)
     completions = random_completions((4, 3, 5))
-    batch = build_train_batch(processor, mixed_samples, completions, video_budgets, family=FAMILY)
+    batch = build_train_batch(processor, mixed_samples, completions, video_budgets, family=family)
     assert batch.prompt.media_counts == [{"image": 1, "video": 1, "audio": 1}, {"audio": 1}, {"video": 1}]
     with torch.no_grad():
         plain, _ = sequence_logprobs(model, batch, micro_batch_size=2)
@@ -46,18 +48,23 @@ def test_rows_mixing_image_video_and_audio_match_unbatched_reference(
 
 
 # The 8 frames are taken at the budget's fps and 4 of them kept (max_frames): sampled at half that rate, so a
-# temporal patch of two frames spans 2 s at 2 fps (25 positions per second: 50) and 4 s at 1 fps (100). The
-# processor alone would assume 2 sampled frames per second (25).
-@pytest.mark.parametrize(("fps", "step"), [(2.0, 50), (1.0, 100)])
-def test_video_time_steps_and_the_continuation_follow_tmrope(fps, step, load_tiny, video_sample, video_budgets) -> None:
+# temporal patch of two frames spans 2 s at 2 fps and 4 s at 1 fps: at Qwen2.5-Omni's 25 positions per second 50 and
+# 100, at Qwen3-Omni's 13 26 and 52. The processor alone would assume 2 sampled frames per second (Qwen2.5-Omni) or
+# 1 (Qwen3-Omni).
+@pytest.mark.parametrize(("fps", "seconds"), [(2.0, 2), (1.0, 4)])
+@pytest.mark.parametrize("family", THINKERS)
+def test_video_time_steps_and_the_continuation_follow_tmrope(
+    family, fps, seconds, load_tiny, video_sample, video_budgets
+) -> None:
     """A video's temporal positions step by position_id_per_seconds x the seconds a temporal patch spans at the
     rate its frames were sampled at; the completion continues at the prompt's largest position + 1, where
     transformers' generate continues."""
-    model, processor = load_tiny(FAMILY)
+    model, processor = load_tiny(family)
     budgets = {"video": replace(video_budgets["video"], fps=fps)}
-    prompt = build_prompt_batch(processor, [video_sample], budgets, family=FAMILY)
+    prompt = build_prompt_batch(processor, [video_sample], budgets, family=family)
     inputs = prompt.model_inputs()
-    positions, next_position = adapter_for(FAMILY).prompt_positions(model, inputs)  # [3, 1, Tp], [1]
+    positions, next_position = adapter_for(family).prompt_positions(model, inputs)  # [3, 1, Tp], [1]
+    step = seconds * model.config.position_id_per_seconds
     video = inputs["input_ids"][0] == processor.video_token_id
     steps = positions[0, 0, video].unique()
     assert inputs["video_grid_thw"][0, 0] == 2 and (steps - steps[0]).tolist() == [0, step]
@@ -68,10 +75,12 @@ def test_video_time_steps_and_the_continuation_follow_tmrope(fps, step, load_tin
     assert next_position.item() == positions.max() + 1 == inputs["input_ids"].shape[1] + rope_deltas.item()
 
 
-def test_audio_interleaved_inside_a_video_is_refused(load_tiny) -> None:
-    model, processor = load_tiny(FAMILY)
-    tokens = ["<|vision_bos|>", "<|audio_bos|>", "<|VIDEO|>", "<|AUDIO|>", "<|audio_eos|>", "<|vision_eos|>"]
+@pytest.mark.parametrize("family", THINKERS)
+def test_audio_interleaved_inside_a_video_is_refused(family, load_tiny) -> None:
+    model, processor = load_tiny(family)
+    tokens = [processor.vision_bos_token, processor.audio_bos_token, processor.video_token, processor.audio_token,
+              processor.audio_eos_token, processor.vision_eos_token]
     input_ids = torch.tensor([processor.tokenizer.convert_tokens_to_ids(tokens)])
     inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
     with pytest.raises(ValueError, match="use_audio_in_video"):
-        adapter_for(FAMILY).prompt_positions(model, inputs)
+        adapter_for(family).prompt_positions(model, inputs)

@@ -33,7 +33,7 @@ from mmgrpo.models.adapters.gemma3 import Gemma3Adapter
 from mmgrpo.models.adapters.glm4v import Glm4vAdapter
 from mmgrpo.models.adapters.internvl import InternVLAdapter
 from mmgrpo.models.adapters.llava_onevision import LlavaOnevisionAdapter
-from mmgrpo.models.adapters.omni import OmniThinkerAdapter
+from mmgrpo.models.adapters.omni import OmniThinkerAdapter, Qwen3OmniThinkerAdapter
 from mmgrpo.models.adapters.qwen_vl import Qwen3_5Adapter, QwenVLAdapter
 from mmgrpo.models.adapters.tiled import TiledImageAdapter
 from mmgrpo.models.compat import omni_thinker_holds_towers
@@ -54,8 +54,11 @@ FAMILY_ADAPTERS.add("gemma3", Gemma3Adapter())
 for _model_type in ("glm4v", "glm4v_moe", "glm46v"):
     FAMILY_ADAPTERS.add(_model_type, Glm4vAdapter())
 FAMILY_ADAPTERS.add("llava_onevision", LlavaOnevisionAdapter())
-if omni_thinker_holds_towers():  # the thinker's model type (a full qwen2_5_omni checkpoint is refused at load)
-    FAMILY_ADAPTERS.add("qwen2_5_omni_thinker", OmniThinkerAdapter())
+# The thinkers' model types (a full qwen2_5_omni or qwen3_omni_moe checkpoint is refused at load).
+for _model_type, _adapter in (("qwen2_5_omni_thinker", OmniThinkerAdapter()),
+                              ("qwen3_omni_moe_thinker", Qwen3OmniThinkerAdapter())):
+    if omni_thinker_holds_towers(_model_type):
+        FAMILY_ADAPTERS.add(_model_type, _adapter)
 
 GENERIC_ADAPTER = FamilyAdapter()
 

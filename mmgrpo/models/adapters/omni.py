@@ -1,7 +1,8 @@
-"""Qwen2.5-Omni's thinker: images, videos and audio in one policy."""
+"""The Qwen-Omni thinkers (Qwen2.5-Omni, Qwen3-Omni): images, videos and audio in one policy."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -10,7 +11,10 @@ from transformers import PretrainedConfig, ProcessorMixin
 
 from mmgrpo.models.adapters.base import PositionIds, weight_placement, unwrap_model
 from mmgrpo.models.adapters.qwen_vl import QwenVLAdapter
-from mmgrpo.models.media_rows import MediaCounts, audio_tokens_per_row
+from mmgrpo.models.media_rows import MediaCounts, audio_tokens_per_row, chunked_clip_tokens, whisper_clip_tokens
+
+
+AUDIO_HALVINGS = 3  # Qwen3-Omni's audio tower: three stride-2 convolutions over each chunk
 
 
 class OmniThinkerAdapter(QwenVLAdapter):
@@ -85,19 +89,39 @@ class OmniThinkerAdapter(QwenVLAdapter):
         encoded: Mapping[str, torch.Tensor],
         media_counts: Sequence[MediaCounts],
     ) -> list[dict[str, int]]:
-        """Images and videos as for Qwen-VL, audio clips as for Qwen2-Audio."""
+        """Images and videos as for Qwen-VL, audio clips by :meth:`clip_tokens`."""
         expected = super().expected_media_tokens(processor, encoded, media_counts)
-        for row, count in zip(expected, audio_tokens_per_row(encoded, media_counts)):
+        clip_tokens = functools.partial(self.clip_tokens, processor)
+        for row, count in zip(expected, audio_tokens_per_row(encoded, media_counts, clip_tokens)):
             row["audio"] = count
         return expected
 
+    def clip_tokens(self, processor: ProcessorMixin, frames: torch.Tensor) -> torch.Tensor:
+        """Tokens ``[clips]`` of clips of ``frames`` ``[clips]`` feature frames: one per 4, as for Qwen2-Audio."""
+        return whisper_clip_tokens(frames)
+
+
+class Qwen3OmniThinkerAdapter(OmniThinkerAdapter):
+    """Qwen3-Omni's thinker: as Qwen2.5-Omni's (TMRoPE from its own ``get_rope_index``, 13 positions a second), with
+    Qwen3-VL's vision tower, whose deepstack mergers feed early vision layers to the decoder, and an audio tower that
+    cuts a clip into chunks of ``2 * n_window`` feature frames (1 s) and halves each three times (13 tokens a
+    second), projecting through ``proj1`` and ``proj2``."""
+
+    projector_prefixes = (
+        "model.visual.merger.", "model.visual.merger_list.",
+        "model.audio_tower.ln_post.", "model.audio_tower.proj1.", "model.audio_tower.proj2.",
+    )
+
+    def clip_tokens(self, processor: ProcessorMixin, frames: torch.Tensor) -> torch.Tensor:
+        """The processor's (and the audio tower's) count: chunks of ``2 * n_window`` frames, each halved 3 times."""
+        return chunked_clip_tokens(frames, 2 * processor.n_window, AUDIO_HALVINGS)
 
 
 def _refuse_audio_in_video(config: PretrainedConfig, input_ids: torch.Tensor) -> None:
-    """Raise if a video's placeholders open with ``<|audio_bos|>`` (the processor's ``load_audio_from_video``)."""
+    """Raise if a video's placeholders open with the audio start token (the processor's ``load_audio_from_video``)."""
     opens = input_ids[:, :-1] == config.vision_start_token_id  # [B, T-1]
     if (opens & (input_ids[:, 1:] == config.audio_start_token_id)).any():
         raise ValueError(
-            "Qwen2.5-Omni: a video with its audio track interleaved (use_audio_in_video / load_audio_from_video) is "
+            "Qwen-Omni: a video with its audio track interleaved (use_audio_in_video / load_audio_from_video) is "
             "not supported: give the audio as its own audio part beside the video"
         )

@@ -74,9 +74,9 @@ def audio_encoder_config(spec: TinySpec) -> dict[str, int]:
     }
 
 
-def amplify_audio_input(model: PreTrainedModel, std: float) -> None:
-    """Redraw the audio encoder's (``model.model.audio_tower``: Qwen2-Audio, Qwen2.5-Omni's thinker) input
-    convolutions with weights of ``std`` (bias stays 0).
+def amplify_audio_input(model: PreTrainedModel, std: float, convs: tuple[str, ...] = ("conv1", "conv2")) -> None:
+    """Redraw the audio encoder's (``model.model.audio_tower``: Qwen2-Audio, the Qwen-Omni thinkers) input
+    convolutions ``convs`` with weights of ``std`` (bias stays 0).
 
     With transformers' init (std 0.02) the convolutions' output (std ~0.006 on beep clips) is
     weaker than the clip-independent position embedding added to it (std 0.02), so the
@@ -85,5 +85,5 @@ def amplify_audio_input(model: PreTrainedModel, std: float) -> None:
     """
     tower = model.model.audio_tower
     with torch.no_grad():
-        for conv in (tower.conv1, tower.conv2):
-            conv.weight.normal_(0.0, std)
+        for conv in convs:
+            getattr(tower, conv).weight.normal_(0.0, std)

@@ -62,7 +62,9 @@ QWEN2_DEFAULT_SYSTEM = "You are a helpful assistant."
 MERGE_SIZE = 2
 QWEN2_PATCH_SIZE = 14  # Qwen2-VL, Qwen2.5-VL and Qwen2.5-Omni
 TEMPORAL_PATCH_SIZE = 2
+QWEN3_PATCH_SIZE = 16  # Qwen3-VL, Qwen3.5 and Qwen3-Omni
 QWEN3_POSITION_GRID = 8  # side of Qwen3-VL's learned (interpolated) patch-position grid
+QWEN3_HALF_GREY = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}  # pixels centred on grey
 
 
 def mrope_section(head_dim: int) -> list[int]:
@@ -141,11 +143,12 @@ def _assemble(
     return TinyModel(model, processor)
 
 
-def qwen2_video_processor(spec: TinySpec, patch_size: int) -> Qwen2VLVideoProcessor:
+def qwen2_video_processor(spec: TinySpec, patch_size: int, **kwargs: Any) -> Qwen2VLVideoProcessor:
     min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
     # cap_pixels_per_frame: qwen-vl-utils semantics, the future transformers default.
     return Qwen2VLVideoProcessor(
-        min_pixels=min_pixels, max_pixels=max_pixels, max_frames=spec.max_frames, cap_pixels_per_frame=True
+        min_pixels=min_pixels, max_pixels=max_pixels, max_frames=spec.max_frames, cap_pixels_per_frame=True,
+        patch_size=patch_size, merge_size=MERGE_SIZE, **kwargs,
     )
 
 
@@ -271,28 +274,35 @@ def _assemble_qwen3(
     text_extras: dict[str, Any] | None = None, **vision_extras: Any,
 ) -> TinyModel:
     """Qwen3-VL and Qwen3.5: 16-px patches with learned positions, grey-centred pixels, Qwen3's template."""
-    patch_size = 16
-    min_pixels, max_pixels = spec.pixel_budget(patch_size, MERGE_SIZE)
-    vision = vision_tower(spec, patch_size, num_position_embeddings=QWEN3_POSITION_GRID**2, **vision_extras)
-    half_grey = {"image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}
+    min_pixels, max_pixels = spec.pixel_budget(QWEN3_PATCH_SIZE, MERGE_SIZE)
     video_processor = Qwen3VLVideoProcessor(
         size={"shortest_edge": min_pixels, "longest_edge": max_pixels * spec.max_frames},
         max_frames=spec.max_frames,
         cap_pixels_per_frame=True,
-        **half_grey,
+        **QWEN3_HALF_GREY,
     )
     tiny = _assemble(
         spec,
         classes=(config_class, model_class, Qwen3VLProcessor),
-        vision=vision,
-        image_processor=qwen2_image_processor(spec, patch_size, **half_grey),
+        vision=qwen3_vision_tower(spec, **vision_extras),
+        image_processor=qwen2_image_processor(spec, QWEN3_PATCH_SIZE, **QWEN3_HALF_GREY),
         video_processor=video_processor,
         default_system=None,
         renders_tools=True,  # Qwen3's template lists tools; Qwen2-VL's and Qwen2.5-VL's ignore them
         rope_extras={"mrope_interleaved": True, **(rope_extras or {})},
         text_extras=text_extras,
     )
+    init_vision_positions(tiny.model, spec)
+    return tiny
+
+
+def qwen3_vision_tower(spec: TinySpec, **extras: Any) -> dict[str, Any]:
+    """Qwen3-VL's vision tower (also Qwen3.5's and Qwen3-Omni's): 16-px patches with a learned position grid."""
+    return vision_tower(spec, QWEN3_PATCH_SIZE, num_position_embeddings=QWEN3_POSITION_GRID**2, **extras)
+
+
+def init_vision_positions(model: torch.nn.Module, spec: TinySpec) -> None:
+    """Redraw a Qwen3-VL-style tower's learned patch positions at ``spec.vision_position_init_std``, if set."""
     if spec.vision_position_init_std is not None:
         with torch.no_grad():
-            tiny.model.model.visual.pos_embed.weight.normal_(0.0, spec.vision_position_init_std)
-    return tiny
+            model.model.visual.pos_embed.weight.normal_(0.0, spec.vision_position_init_std)
