@@ -109,11 +109,12 @@ def _packed_positions(
     position_ids: torch.Tensor, real: torch.Tensor, slots: torch.Tensor, rows: int, width: int
 ) -> torch.Tensor:
     """Positions ``[R, W]`` (or ``[4, R, W]``: text positions, then the three axes) of the packed rows. A row's
-    unused tail follows its real tokens (causal attention keeps it out of theirs): numbered by column."""
-    tail = torch.arange(rows * width, device=real.device) % width  # [R * W]
+    unused tail follows its real tokens (causal attention keeps it out of theirs): numbered by column. In
+    ``position_ids``' dtype (Qwen3-Omni's are float: a video's time steps may fall between integers)."""
+    tail = (torch.arange(rows * width, device=real.device) % width).to(position_ids.dtype)  # [R * W]
     if position_ids.dim() == 2:
         return tail.index_copy(0, slots, position_ids[real]).view(rows, width)
-    text = tail.index_copy(0, slots, real.long().cumsum(-1)[real] - 1)  # [R * W]
+    text = tail.index_copy(0, slots, (real.long().cumsum(-1)[real] - 1).to(tail.dtype))  # [R * W]
     axes = tail.expand(3, -1).clone()
     axes[:, slots] = position_ids[:, real]
     return torch.cat([text[None], axes]).view(4, rows, width)

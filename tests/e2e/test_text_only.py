@@ -30,7 +30,7 @@ def user_sample(sample_id: str, text: str, image: Path | None = None) -> Sample:
 @pytest.mark.parametrize(
     "family",
     ["qwen2_5_vl", "qwen2_vl", "qwen3_5", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision",
-     "qwen2_5_omni_thinker"],
+     "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"],
 )
 @pytest.mark.parametrize("shared", [True, False], ids=["group-shared", "plain"])
 def test_a_text_row_scores_the_same_alone_and_beside_an_image_row(family, shared, tiny_model_dir, tmp_path):

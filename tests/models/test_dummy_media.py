@@ -15,7 +15,7 @@ from tests.models.test_shared_prefix import COMPLETION_LENGTHS, GROUP_SIZES, log
 
 FAMILIES = (
     "qwen2_5_vl", "qwen3_vl", "qwen3_5", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_audio",
-    "qwen2_5_omni_thinker",
+    "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker",
 )
 
 

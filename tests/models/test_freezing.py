@@ -33,6 +33,11 @@ TOWERS = {
         ("model.visual.", "model.audio_tower."),
         ("model.visual.merger.", "model.audio_tower.ln_post.", "model.audio_tower.proj."),
     ),
+    "qwen3_omni_moe_thinker": (
+        ("model.visual.", "model.audio_tower."),
+        ("model.visual.merger.", "model.visual.merger_list.", "model.audio_tower.ln_post.", "model.audio_tower.proj1.",
+         "model.audio_tower.proj2."),
+    ),
 }
 
 
@@ -85,14 +90,17 @@ def test_pattern_errors_name_the_pattern(options, message, tiny_qwen25vl):
         frozen_parts(model, ModelConfig(**options))
 
 
-@pytest.mark.parametrize("family", ["smolvlm", "internvl", "gemma3", "llava_onevision", "qwen2_5_omni_thinker"])
+@pytest.mark.parametrize(
+    "family", ["smolvlm", "internvl", "gemma3", "llava_onevision", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"]
+)
 def test_lora_puts_no_adapter_into_a_frozen_tower(family, tiny_model_dir):
-    """SmolVLM's and InternVL's vision encoders and Qwen2.5-Omni's audio encoder have q/k/v_proj too: the default
+    """SmolVLM's and InternVL's vision encoders and the Qwen-Omni audio encoders have q/k/v_proj too: the default
     LoRA targets would adapt them unless frozen."""
     path = tiny_model_dir(family)
     tower_prefix, _ = TOWERS[family]
-    # The default pixel budget fits Qwen's image processors; SmolVLM's and InternVL's tiles need another.
-    budget = [] if family.startswith("qwen") else ["model.min_pixels=4096", "model.max_pixels=16384"]
+    # The default pixel budget fits the 14-px Qwen image processors; 16-px patches and SmolVLM's and InternVL's tiles
+    # need another.
+    budget = [] if family.startswith("qwen2") else ["model.min_pixels=4096", "model.max_pixels=16384"]
     lora = ["lora.enabled=true", "lora.r=2", *budget]
 
     def adapted_tower_modules(*overrides: str) -> list[str]:

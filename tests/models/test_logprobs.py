@@ -47,7 +47,7 @@ def test_logprobs_equal_unbatched_reference(family, padding_free, load_tiny, med
 
 @pytest.mark.parametrize(
     "family", ["qwen2_5_vl", "smolvlm", "internvl", "gemma3", "glm4v", "glm4v_moe", "glm46v", "llava_onevision",
-                "qwen3_5", "qwen3_vl_moe"]
+                "qwen3_5", "qwen3_vl_moe", "qwen3_omni_moe_thinker"]
 )
 def test_logprobs_invariant_to_batch_composition_and_padding(family, load_tiny, media_samples) -> None:
     model, processor = load_tiny(family)
@@ -66,7 +66,9 @@ def test_logprobs_invariant_to_batch_composition_and_padding(family, load_tiny, 
 
 
 @pytest.mark.parametrize(
-    "family", ["qwen2_5_vl", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_5_omni_thinker"]
+    "family",
+    ["qwen2_5_vl", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_5_omni_thinker",
+     "qwen3_omni_moe_thinker"],
 )
 def test_rows_with_several_images_match_unbatched_reference(family, load_tiny, media_samples, reference) -> None:
     """Two images in one row beside one image in another: each row's media features reach its own

@@ -69,7 +69,8 @@ def test_placeholder_sampled_in_a_completion_is_rejected(load_tiny, media_sample
      ("glm46v", "video"),
      ("llava_onevision", "image"),
      ("qwen2_audio", "audio"), ("qwen3_vl", "image"), ("qwen3_vl_moe", "video"), ("qwen3_5", "image"),
-     ("qwen2_5_omni_thinker", "image"), ("qwen2_5_omni_thinker", "audio")],
+     ("qwen2_5_omni_thinker", "image"), ("qwen2_5_omni_thinker", "audio"),
+     ("qwen3_omni_moe_thinker", "image"), ("qwen3_omni_moe_thinker", "audio")],
 )
 def test_feature_token_formulas_match_processor_expansion(family, modality, load_tiny, media_samples) -> None:
     """Each family adapter's features -> tokens formula agrees with what its processor wrote."""

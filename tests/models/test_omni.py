@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
@@ -84,3 +85,20 @@ def test_audio_interleaved_inside_a_video_is_refused(family, load_tiny) -> None:
     inputs = {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}
     with pytest.raises(ValueError, match="use_audio_in_video"):
         adapter_for(family).prompt_positions(model, inputs)
+
+
+@pytest.mark.parametrize("seconds", [0.3, 1.0, 2.37, 3.0])
+def test_qwen3_omni_clip_tokens_agree_between_processor_adapter_and_audio_tower(seconds, load_tiny) -> None:
+    """A clip of S seconds: 13 tokens per whole second (chunks of 100 feature frames, halved three times) plus the
+    rest's; the processor's expansion, the adapter's count and the audio tower's output rows are the same number."""
+    family = "qwen3_omni_moe_thinker"
+    model, processor = load_tiny(family)
+    clip = np.random.default_rng(0).standard_normal(int(seconds * 16_000)).astype(np.float32)
+    text = processor.apply_chat_template([{"role": "user", "content": [{"type": "audio"}]}], tokenize=False)
+    encoded = processor(text=[text], audio=[clip], return_tensors="pt")
+    written = int((encoded["input_ids"] == processor.audio_token_id).sum())
+    frames = encoded["feature_attention_mask"].sum(-1)
+    with torch.no_grad():
+        features = model.model.get_audio_features(encoded["input_features"], encoded["feature_attention_mask"])
+    assert written == features.last_hidden_state.shape[0] == int(adapter_for(family).clip_tokens(processor, frames))
+    assert written == 13 * int(seconds) + ((int(frames) % 100 + 7) // 8 if int(frames) % 100 else 0)

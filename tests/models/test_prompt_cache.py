@@ -35,7 +35,7 @@ def assert_same_inputs(cached, fresh) -> None:
 @pytest.mark.parametrize(
     "family",
     ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_audio",
-     "qwen2_5_omni_thinker"],
+     "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"],
 )
 def test_cached_batches_equal_fresh_ones(family, load_tiny, media_samples, tmp_path) -> None:
     _, processor = load_tiny(family)
@@ -242,7 +242,7 @@ def test_stats_count_hits_per_lookup(tmp_path) -> None:
     assert PromptCache(tmp_path, LARGE).stats.hit_rate() is None
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_audio", "qwen2_5_omni_thinker"])
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_audio", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"])
 def test_a_16_bit_model_reads_media_stored_in_its_dtype_and_computes_the_same(family, tiny_model_dir, media_samples,
                                                                                 tmp_path) -> None:
     from safetensors.torch import load_file

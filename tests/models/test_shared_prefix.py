@@ -40,7 +40,8 @@ def logprobs_and_grads(model, compute, weights: torch.Tensor) -> tuple[torch.Ten
     [("qwen2_5_vl", "image"), ("qwen2_vl", "image"), ("internvl", "image"), ("gemma3", "image"),
      ("glm4v", "image"), ("glm4v", "video"), ("glm4v_moe", "image"), ("glm46v", "video"), ("llava_onevision", "image"),
      ("qwen3_5", "image"), ("qwen3_5", "video"), ("qwen3_5_moe", "image"), ("qwen3_vl_moe", "image"), ("qwen3_vl_moe", "video"),
-     ("qwen2_5_omni_thinker", "image"), ("qwen2_5_omni_thinker", "audio")],
+     ("qwen2_5_omni_thinker", "image"), ("qwen2_5_omni_thinker", "audio"),
+     ("qwen3_omni_moe_thinker", "image"), ("qwen3_omni_moe_thinker", "audio")],
 )
 def test_grouped_logprobs_and_gradients_equal_plain_path(family, modality, load_tiny, media_samples) -> None:
     model, processor = load_tiny(family)
@@ -80,7 +81,7 @@ def test_grouped_micro_batches_and_entropy_match_one_forward(load_tiny, media_sa
         torch.testing.assert_close(entropy, whole[1], atol=ATOL, rtol=0)
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "llava_onevision", "qwen2_5_omni_thinker"])
+@pytest.mark.parametrize("family", ["qwen2_5_vl", "llava_onevision", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"])
 def test_grouped_video_and_image_groups(family, load_tiny, media_samples, video_sample, video_budgets) -> None:
     model, processor = load_tiny(family)
     samples = [video_sample, media_samples(family)[2]]

@@ -31,7 +31,7 @@ def checkpointed_model(tiny_model_dir, family: str, reentrant: bool = False):
     "family",
     ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_5", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision",
      "qwen2_audio",
-     "qwen2_5_omni_thinker"],
+     "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"],
 )
 def test_checkpointed_shared_step_equals_unchecked_and_unshared(
     family, tiny_model_dir, media_samples, monkeypatch

@@ -13,10 +13,11 @@ from mmgrpo.types import Sample
 
 AUDIO_FAMILIES = {"qwen2_audio"}
 AUDIO_RATE = 16_000
-# Each tiny family with its modality; Qwen2.5-Omni's thinker sees and hears, so it runs with both.
+# Each tiny family with its modality; the Qwen-Omni thinkers see and hear, so they run with both.
 FAMILY_MODALITIES = [
     *((family, "audio" if family in AUDIO_FAMILIES else "image") for family in TINY_FAMILIES.names()),
     ("qwen2_5_omni_thinker", "audio"),
+    ("qwen3_omni_moe_thinker", "audio"),
 ]
 
 

@@ -220,7 +220,7 @@ def test_an_engines_own_weights_folder_goes_with_it(policy, monkeypatch) -> None
     assert not folder.exists()
 
 
-@pytest.mark.parametrize("family", ["glm4v_moe", "glm46v", "qwen3_5_moe", "qwen3_vl_moe"])
+@pytest.mark.parametrize("family", ["glm4v_moe", "glm46v", "qwen3_5_moe", "qwen3_vl_moe", "qwen3_omni_moe_thinker"])
 def test_a_mixture_of_experts_is_refused_on_cpu_before_any_engine_is_built(family, tiny_model_dir, monkeypatch) -> None:
     """vLLM's CPU build loads GLM-4.5V's tiny with the trainer's log-probs (1e-6), but its in-place weight reload
     leaves the experts' weights unpacked for its kernel (measured: 3e-2 apart afterwards); the colocated engine is

@@ -146,7 +146,7 @@ def vlm_chats(family: str, count: int) -> tuple[list[str], list[str], list[list[
 @pytest.mark.parametrize(
     "family",
     ["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen3_5", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision",
-     "qwen2_audio", "qwen2_5_omni_thinker"],
+     "qwen2_audio", "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"],
 )
 def test_a_vlm_classifier_scores_the_last_token_of_the_chat_with_its_media(family, tiny_vlm_reward_model):
     from safetensors.torch import load_file

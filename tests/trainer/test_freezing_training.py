@@ -25,7 +25,7 @@ from tests.training import DENSE_REWARD, interrupt_step
 
 FAMILIES = (
     "qwen2_5_vl", "qwen3_vl", "qwen3_5", "smolvlm", "internvl", "gemma3", "glm4v", "llava_onevision", "qwen2_audio",
-    "qwen2_5_omni_thinker",
+    "qwen2_5_omni_thinker", "qwen3_omni_moe_thinker",
 )
 
 
