@@ -75,8 +75,8 @@ def audio_encoder_config(spec: TinySpec) -> dict[str, int]:
 
 
 def amplify_audio_input(model: PreTrainedModel, std: float, convs: tuple[str, ...] = ("conv1", "conv2")) -> None:
-    """Redraw the audio encoder's (``model.model.audio_tower``: Qwen2-Audio, the Qwen-Omni thinkers) input
-    convolutions ``convs`` with weights of ``std`` (bias stays 0).
+    """Redraw the audio encoder's (``model.model.audio_tower``: Qwen2-Audio, the Qwen-Omni thinkers) input layers
+    ``convs`` (its convolutions; Qwen3-Omni's also their output projection) with weights of ``std`` (bias stays 0).
 
     With transformers' init (std 0.02) the convolutions' output (std ~0.006 on beep clips) is
     weaker than the clip-independent position embedding added to it (std 0.02), so the

@@ -109,7 +109,9 @@ QWEN3_OMNI_TOKENS = _thinker_tokens(
            ("<|audio_start|>", "<|audio_end|>")),
 )  # fmt: skip
 AUDIO_WINDOW_SECONDS = 2  # Qwen2.5-Omni's audio tower attends within windows of 2 s (n_window = 100 frames per half)
-QWEN3_OMNI_AUDIO_CONVS = ("conv2d1", "conv2d2", "conv2d3")
+# Its three downsampling convolutions and their projection to the tower's width: redrawn at the spec's std, the clip
+# outweighs the sinusoidal positions added next (tests/models/test_tiny_audio_init.py).
+QWEN3_OMNI_AUDIO_CONVS = ("conv2d1", "conv2d2", "conv2d3", "conv_out")
 # Qwen3-Omni's time axis: 13 positions a second, as its released config numbers a video's temporal patches.
 QWEN3_OMNI_POSITIONS_PER_SECOND = 13
 # Qwen3-Omni's mixture of experts, small: 2 of 4 routed experts per token in every layer, no shared expert.
