@@ -74,6 +74,17 @@ def test_reward_rises_under_grpo_on_qwen2_5_omni(modality, small_config, tiny_mo
     assert_reward_rises(small_config, tmp_path, f"model.name_or_path={model}", *OMNI_MEDIA[modality])
 
 
+@pytest.mark.parametrize("modality", OMNI_MEDIA)
+def test_reward_rises_under_grpo_on_qwen3_omni(modality, small_config, tiny_model_dir, tmp_path):
+    """The tiny Qwen3-Omni thinker over the default image recipe and over beep clips: 16-px patches with deepstack
+    features, its chunked audio tower (13 tokens a second), routed experts, TMRoPE at 13 positions a second."""
+    model = tiny_model_dir("qwen3_omni_moe_thinker", audio_max_seconds=AUDIO_SECONDS)
+    assert_reward_rises(
+        small_config, tmp_path, f"model.name_or_path={model}", *OMNI_MEDIA[modality],
+        "model.min_pixels=4096", "model.max_pixels=16384",  # 16-px patches, as Qwen3-VL's
+    )
+
+
 def test_reward_rises_under_grpo_on_gemma3(small_config, tiny_model_dir, tmp_path):
     """The tiny Gemma 3 over the default image recipe (pooled SigLIP tokens attending both ways, sliding-window and
     global layers, the system text inside the first user turn)."""
