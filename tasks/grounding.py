@@ -56,6 +56,7 @@ FAMILY_COORDINATES: dict[str, CoordinateName] = {
     "qwen3_vl_moe": "norm1000",
     "qwen3_5": "norm1000",  # as Qwen3-VL
     "qwen3_5_moe": "norm1000",
+    "qwen3_omni_moe_thinker": "norm1000",  # Qwen3-VL's vision tower and processor (no grounding format of its own)
     # GLM-V writes boxes as <|begin_of_box|>[x1,y1,x2,y2]<|end_of_box|>, each 0-1000
     "glm4v": "norm1000",
     "glm4v_moe": "norm1000",

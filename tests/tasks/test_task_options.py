@@ -71,7 +71,9 @@ def test_a_perfect_box_scores_one_under_the_model_budget(
     assert task.metric(f"<think>x</think><answer>{task.format_answer(sample)}</answer>", sample) == 1.0
 
 
-@pytest.mark.parametrize("family", ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "glm4v"])
+@pytest.mark.parametrize(
+    "family", ["qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "glm4v", "qwen3_omni_moe_thinker"]
+)
 def test_the_coordinate_system_follows_the_model_family(tmp_path: Path, tiny_model_dir, family: str) -> None:
     data = grounding_dataset(tmp_path / "data", [(640, 480)])
     config = run_config(data, 56 * 56, 112 * 112)
