@@ -30,6 +30,8 @@ from transformers import (
     Qwen2_5OmniThinkerConfig,
     Qwen2_5OmniThinkerForConditionalGeneration,
     Qwen2Tokenizer,
+    Qwen2VLImageProcessor,
+    Qwen2VLVideoProcessor,
     Qwen3OmniMoeProcessor,
     Qwen3OmniMoeThinkerConfig,
     Qwen3OmniMoeThinkerForConditionalGeneration,
@@ -69,24 +71,30 @@ class ThinkerTokens(NamedTuple):
     """Thinker config field -> token."""
 
 
-def _named(image: str, video: str, audio: str, vision: tuple[str, str], clip: tuple[str, str]) -> dict[str, str]:
-    """The tokenizer attributes both thinkers' processors read, whatever each checkpoint calls the tokens."""
-    return {"image_token": image, "video_token": video, "audio_token": audio,
-            "vision_bos_token": vision[0], "vision_eos_token": vision[1],
-            "audio_bos_token": clip[0], "audio_eos_token": clip[1]}
+class ThinkerParts(NamedTuple):
+    """Where thinkers differ beyond their tokens: family fields of the text, vision and audio configs (the sizes
+    come from the spec) and the image and video processors."""
+
+    text: dict[str, Any]
+    rope: dict[str, Any]
+    vision: dict[str, Any]
+    audio: dict[str, Any]
+    image_processor: Qwen2VLImageProcessor
+    video_processor: Qwen2VLVideoProcessor
 
 
-def _thinker_tokens(special: tuple[str, ...], named: dict[str, str]) -> ThinkerTokens:
-    """Markup and config fields follow from the named tokens (both thinkers wrap each item the same way)."""
-    vision_open, vision_close = named["vision_bos_token"], named["vision_eos_token"]
-    audio_open, audio_close = named["audio_bos_token"], named["audio_eos_token"]
-    markup = {"image": vision_open + named["image_token"] + vision_close,
-              "video": vision_open + named["video_token"] + vision_close,
-              "audio": audio_open + named["audio_token"] + audio_close}
-    config = {"image_token_id": named["image_token"], "video_token_id": named["video_token"],
-              "audio_token_id": named["audio_token"], "vision_start_token_id": vision_open,
-              "vision_end_token_id": vision_close, "audio_start_token_id": audio_open,
-              "audio_end_token_id": audio_close}
+def _thinker_tokens(
+    special: tuple[str, ...], *, image: str, video: str, audio: str, vision: tuple[str, str], clip: tuple[str, str]
+) -> ThinkerTokens:
+    """A thinker's tokens from its placeholders and the (open, close) pairs around a vision item and a clip: both
+    thinkers wrap each item the same way, and their processors read the same tokenizer attributes."""
+    named = {"image_token": image, "video_token": video, "audio_token": audio,
+             "vision_bos_token": vision[0], "vision_eos_token": vision[1],
+             "audio_bos_token": clip[0], "audio_eos_token": clip[1]}
+    markup = {"image": image.join(vision), "video": video.join(vision), "audio": audio.join(clip)}
+    config = {"image_token_id": image, "video_token_id": video, "audio_token_id": audio,
+              "vision_start_token_id": vision[0], "vision_end_token_id": vision[1],
+              "audio_start_token_id": clip[0], "audio_end_token_id": clip[1]}
     return ThinkerTokens(special, named, markup, config)
 
 
@@ -96,8 +104,8 @@ QWEN2_5_OMNI_TOKENS = _thinker_tokens(
         "<|quad_start|>", "<|quad_end|>", "<|vision_bos|>", "<|vision_eos|>", "<|vision_pad|>", "<|IMAGE|>",
         "<|VIDEO|>", "<|object_ref_start|>", "<|object_ref_end|>", "<|box_start|>",
     ),
-    _named("<|IMAGE|>", "<|VIDEO|>", "<|AUDIO|>", ("<|vision_bos|>", "<|vision_eos|>"),
-           ("<|audio_bos|>", "<|audio_eos|>")),
+    image="<|IMAGE|>", video="<|VIDEO|>", audio="<|AUDIO|>", vision=("<|vision_bos|>", "<|vision_eos|>"),
+    clip=("<|audio_bos|>", "<|audio_eos|>"),
 )  # fmt: skip
 QWEN3_OMNI_TOKENS = _thinker_tokens(
     (  # Qwen3-VL's (ids 151643-151656), then the audio ones (151669, 151670, 151675; the TTS ones between are left out)
@@ -105,8 +113,8 @@ QWEN3_OMNI_TOKENS = _thinker_tokens(
         "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
         "<|image_pad|>", "<|video_pad|>", "<|audio_start|>", "<|audio_end|>", "<|audio_pad|>",
     ),
-    _named("<|image_pad|>", "<|video_pad|>", "<|audio_pad|>", ("<|vision_start|>", "<|vision_end|>"),
-           ("<|audio_start|>", "<|audio_end|>")),
+    image="<|image_pad|>", video="<|video_pad|>", audio="<|audio_pad|>", vision=("<|vision_start|>", "<|vision_end|>"),
+    clip=("<|audio_start|>", "<|audio_end|>"),
 )  # fmt: skip
 AUDIO_WINDOW_SECONDS = 2  # Qwen2.5-Omni's audio tower attends within windows of 2 s (n_window = 100 frames per half)
 # Its three downsampling convolutions and their projection to the tower's width: redrawn at the spec's std, the clip
@@ -125,13 +133,12 @@ def _assemble_thinker(
     *,
     default_system: str | None,
     renders_tools: bool,
-    parts: Mapping[str, Any],
+    parts: ThinkerParts,
     audio_convs: tuple[str, ...],
     **config_extras: Any,
 ) -> TinyModel:
     """Tokenizer, processor, config and random model of a thinker. ``classes`` is (config, model, processor);
-    ``parts`` has the text, vision and audio configs' family fields (sizes come from ``spec``) and the image and
-    video processors; ``audio_convs`` the audio tower's input convolutions, drawn at ``spec.audio_conv_init_std``."""
+    ``audio_convs`` the audio tower's input layers, drawn at ``spec.audio_conv_init_std``."""
     config_class, model_class, processor_class = classes
     tokenizer = build_tokenizer(
         Qwen2Tokenizer,
@@ -145,9 +152,9 @@ def _assemble_thinker(
         extra_special_tokens=dict(tokens.named),
     )
     config = config_class(
-        text_config=qwen_text_config(spec, tokenizer, **parts["rope"]) | parts["text"],
-        vision_config=parts["vision"],
-        audio_config={**audio_encoder_config(spec), "output_dim": spec.hidden_size, **parts["audio"]},
+        text_config=qwen_text_config(spec, tokenizer, **parts.rope) | parts.text,
+        vision_config=parts.vision,
+        audio_config={**audio_encoder_config(spec), "output_dim": spec.hidden_size, **parts.audio},
         **{key: tokenizer.convert_tokens_to_ids(token) for key, token in tokens.config.items()},
         **config_extras,
     )
@@ -158,8 +165,8 @@ def _assemble_thinker(
         return_attention_mask=True,
     )
     processor = processor_class(
-        image_processor=parts["image_processor"],
-        video_processor=parts["video_processor"],
+        image_processor=parts.image_processor,
+        video_processor=parts.video_processor,
         feature_extractor=feature_extractor,
         tokenizer=tokenizer,
         chat_template=tokenizer.chat_template,
@@ -171,12 +178,13 @@ def _assemble_thinker(
 
 
 def build_qwen2_5_omni(spec: TinySpec) -> TinyModel:
-    parts = {
-        "rope": {}, "text": {}, "vision": windowed_vision_tower(spec),
-        "audio": {"n_window": AUDIO_WINDOW_SECONDS * MEL_FRAMES_PER_SECOND // 2},
-        "image_processor": qwen2_image_processor(spec, QWEN2_PATCH_SIZE),
-        "video_processor": qwen2_video_processor(spec, QWEN2_PATCH_SIZE),
-    }
+    """Qwen2.5-VL's windowed 14-px tower, a Whisper-style audio tower and a dense decoder."""
+    parts = ThinkerParts(
+        text={}, rope={}, vision=windowed_vision_tower(spec),
+        audio={"n_window": AUDIO_WINDOW_SECONDS * MEL_FRAMES_PER_SECOND // 2},
+        image_processor=qwen2_image_processor(spec, QWEN2_PATCH_SIZE),
+        video_processor=qwen2_video_processor(spec, QWEN2_PATCH_SIZE),
+    )
     return _assemble_thinker(
         spec, QWEN2_5_OMNI_TOKENS,
         (Qwen2_5OmniThinkerConfig, Qwen2_5OmniThinkerForConditionalGeneration, Qwen2_5OmniProcessor),
@@ -185,14 +193,16 @@ def build_qwen2_5_omni(spec: TinySpec) -> TinyModel:
 
 
 def build_qwen3_omni(spec: TinySpec) -> TinyModel:
-    parts = {
-        "rope": {"mrope_interleaved": True},
-        "text": {**QWEN3_OMNI_EXPERTS, "moe_intermediate_size": spec.intermediate_size // 2},
-        "vision": qwen3_vision_tower(spec, deepstack_visual_indexes=[0]),
-        "audio": {"downsample_hidden_size": spec.audio_hidden_size},
-        "image_processor": qwen2_image_processor(spec, QWEN3_PATCH_SIZE, **QWEN3_HALF_GREY),
-        "video_processor": qwen2_video_processor(spec, QWEN3_PATCH_SIZE, **QWEN3_HALF_GREY),
-    }
+    """Qwen3-VL's 16-px tower with one deepstack layer, Qwen3-Omni's chunked audio tower, routed experts."""
+    parts = ThinkerParts(
+        text={**QWEN3_OMNI_EXPERTS, "moe_intermediate_size": spec.intermediate_size // 2},
+        rope={"mrope_interleaved": True},
+        vision=qwen3_vision_tower(spec, deepstack_visual_indexes=[0]),
+        # 1-s chunks, as released: the processor's count of a clip's tokens holds for these only.
+        audio={"n_window": MEL_FRAMES_PER_SECOND // 2, "downsample_hidden_size": spec.audio_hidden_size},
+        image_processor=qwen2_image_processor(spec, QWEN3_PATCH_SIZE, **QWEN3_HALF_GREY),
+        video_processor=qwen2_video_processor(spec, QWEN3_PATCH_SIZE, **QWEN3_HALF_GREY),
+    )
     tiny = _assemble_thinker(
         spec, QWEN3_OMNI_TOKENS,
         (Qwen3OmniMoeThinkerConfig, Qwen3OmniMoeThinkerForConditionalGeneration, Qwen3OmniMoeProcessor),
