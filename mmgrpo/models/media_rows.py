@@ -35,23 +35,22 @@ def tokens_per_row(item_tokens: torch.Tensor, media_counts: Sequence[MediaCounts
     return [int(item_tokens[item_index(media_counts, modality, [row])].sum()) for row in range(len(media_counts))]
 
 
-def audio_tokens_per_row(
-    encoded: Mapping[str, torch.Tensor],
-    media_counts: Sequence[MediaCounts],
-    clip_tokens: Callable[[torch.Tensor], torch.Tensor] | None = None,
-) -> list[int]:
-    """Audio tokens of each row: ``clip_tokens`` of each clip's feature frames (default
-    :func:`whisper_clip_tokens`)."""
-    if "feature_attention_mask" not in encoded:
-        return [0 for _ in media_counts]
-    frames = encoded["feature_attention_mask"].sum(-1)  # [clips]
-    return tokens_per_row((clip_tokens or whisper_clip_tokens)(frames), media_counts, "audio")
-
-
 def whisper_clip_tokens(frames: torch.Tensor) -> torch.Tensor:
     """A clip of F feature frames needs one token per 4 frames (a stride-2 convolution, then stride-2 pooling), as
     in Qwen2-Audio and Qwen2.5-Omni."""
     return ((frames - 1) // 2 + 1 - 2) // 2 + 1
+
+
+def audio_tokens_per_row(
+    encoded: Mapping[str, torch.Tensor],
+    media_counts: Sequence[MediaCounts],
+    clip_tokens: Callable[[torch.Tensor], torch.Tensor] = whisper_clip_tokens,
+) -> list[int]:
+    """Audio tokens of each row: ``clip_tokens`` ``[clips]`` of each clip's feature frames ``[clips]``."""
+    if "feature_attention_mask" not in encoded:
+        return [0 for _ in media_counts]
+    frames = encoded["feature_attention_mask"].sum(-1)  # [clips]
+    return tokens_per_row(clip_tokens(frames), media_counts, "audio")
 
 
 def chunked_clip_tokens(frames: torch.Tensor, chunk: int, halvings: int) -> torch.Tensor:
