@@ -5,9 +5,10 @@ families that transformers files elsewhere are found through ``AutoModelForMulti
 A family that numbers its positions itself (multi-axis rotary positions such as Qwen-VL's
 M-RoPE, found by the ``get_rope_index`` of its modeling code) loads only when
 ``mmgrpo.models.adapters`` has an adapter for it: the generic adapter's 1-D positions
-would train it on wrong positions without any error (ERNIE-4.5-VL, PaddleOCR-VL, ... are refused). Qwen2.5-Omni and Qwen3-Omni
-train as their thinkers (``qwen2_5_omni_thinker``, ``qwen3_omni_moe_thinker``: text out); a full ``qwen2_5_omni`` or
-``qwen3_omni_moe`` checkpoint (thinker + talker, speech out) is refused with how to save its thinker alone.
+would train it on wrong positions without any error (ERNIE-4.5-VL, PaddleOCR-VL, ... are refused).
+Qwen2.5-Omni and Qwen3-Omni train as their thinkers (``qwen2_5_omni_thinker``, ``qwen3_omni_moe_thinker``: text
+out); a full ``qwen2_5_omni`` or ``qwen3_omni_moe`` checkpoint (thinker + talker, speech out) is refused with how to
+save its thinker alone.
 """
 
 from __future__ import annotations
