@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import struct
@@ -220,33 +221,33 @@ def digit_reward_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return plugin
 
 
+def small_run_config(root: Path, model: Path, plugin: Path, *overrides: str) -> Config:
+    """A fast GRPO config of ``model`` writing under ``root``, scored by the digit reward ``plugin``."""
+    base = [
+        f"model.name_or_path={model}",
+        f"log.output_dir={root / 'runs'}",
+        "log.run_name=test",
+        "log.progress_bar=false",
+        "log.tensorboard=false",
+        f"data.dir={root / 'data'}",
+        "data.train.0.recipe_args={n: 40, test_fraction: 0.2}",
+        "data.test.0.recipe_args={n: 40, test_fraction: 0.2}",
+        f"task.reward_plugins=[{plugin}]",
+        "task.rewards={share_of_threes: 1.0}",
+        "rollout.prompts_per_step=4",
+        "rollout.num_generations=4",
+        "rollout.max_new_tokens=6",
+        "train.micro_batch_size=8",
+        "train.steps=4",
+        "train.lr=0.01",
+        "train.lr_schedule=constant",
+        "sft.enabled=false",
+        "checkpoint.every_n_steps=0",
+    ]
+    return load_config(None, [*base, *overrides])
+
+
 @pytest.fixture()
 def small_config(tmp_path: Path, tiny_qwen25vl: Path, digit_reward_plugin: Path) -> Callable[..., Config]:
     """``small_config(*overrides)``: a fast GRPO config writing under ``tmp_path``."""
-    plugin = digit_reward_plugin
-
-    def make(*overrides: str) -> Config:
-        base = [
-            f"model.name_or_path={tiny_qwen25vl}",
-            f"log.output_dir={tmp_path / 'runs'}",
-            "log.run_name=test",
-            "log.progress_bar=false",
-            "log.tensorboard=false",
-            f"data.dir={tmp_path / 'data'}",
-            "data.train.0.recipe_args={n: 40, test_fraction: 0.2}",
-            "data.test.0.recipe_args={n: 40, test_fraction: 0.2}",
-            f"task.reward_plugins=[{plugin}]",
-            "task.rewards={share_of_threes: 1.0}",
-            "rollout.prompts_per_step=4",
-            "rollout.num_generations=4",
-            "rollout.max_new_tokens=6",
-            "train.micro_batch_size=8",
-            "train.steps=4",
-            "train.lr=0.01",
-            "train.lr_schedule=constant",
-            "sft.enabled=false",
-            "checkpoint.every_n_steps=0",
-        ]
-        return load_config(None, [*base, *overrides])
-
-    return make
+    return functools.partial(small_run_config, tmp_path, tiny_qwen25vl, digit_reward_plugin)

@@ -1,5 +1,6 @@
 """A tool-using task trains end to end: SFT on zoom demonstrations, then GRPO whose trajectories call ``zoom_in``
-and see its crops, in async mode (the rollout worker runs the tools) and on 2 ranks (ZeRO-2, FSDP2, ZeRO-3)."""
+and see its crops, in async mode (the rollout worker runs the tools) and, from that run's SFT policy, on 2 ranks
+(ZeRO-2, FSDP2, ZeRO-3)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from mmgrpo.config import Config
 from mmgrpo.run_files import read_metrics
+from mmgrpo.trainer.resume import SFT_MODEL
+from tests.conftest import small_run_config
 from tests.e2e.ranks import succeeded, torchrun_train
 
 ZOOM = (
@@ -27,11 +31,20 @@ def tool_use(run: Path) -> list[dict]:
     return rows
 
 
-def test_a_tool_task_trains_in_async_mode(small_config):
+@pytest.fixture(scope="module")
+def async_zoom_run(tmp_path_factory, tiny_qwen25vl, digit_reward_plugin) -> tuple[Config, dict]:
+    """SFT on zoom demonstrations, then 2 GRPO steps in async mode: its config and summary (made once per module:
+    the two-rank runs start GRPO from its SFT policy instead of each training its own)."""
     from mmgrpo.trainer.pipeline import run_training
 
-    config = small_config(*ZOOM, "rollout.mode=async", "rollout.worker_threads=1")
-    assert run_training(config)["grpo_steps"] == 2
+    config = small_run_config(tmp_path_factory.mktemp("zoom"), tiny_qwen25vl, digit_reward_plugin,
+                              *ZOOM, "rollout.mode=async", "rollout.worker_threads=1")
+    return config, run_training(config)
+
+
+def test_a_tool_task_trains_in_async_mode(async_zoom_run):
+    config, summary = async_zoom_run
+    assert summary["grpo_steps"] == 2
     rows = tool_use(Path(config.log.output_dir) / "test")
     assert all(row["async/staleness_max"] <= 1 for row in rows)
 
@@ -40,10 +53,12 @@ def test_a_tool_task_trains_in_async_mode(small_config):
 @pytest.mark.parametrize("backend", [("train.backend=deepspeed", "train.zero_stage=2"), ("train.backend=fsdp2",),
                                      ("train.backend=deepspeed", "train.zero_stage=3")],
                          ids=["zero2", "fsdp2", "zero3"])
-def test_a_tool_task_trains_on_two_ranks(small_config, tmp_path, backend):
+def test_a_tool_task_trains_on_two_ranks(async_zoom_run, small_config, tmp_path, backend):
     """Under FSDP2 and ZeRO-3 each forward is a collective: ranks take as many turns (a rank whose trajectories
     ended decodes a stand-in) and run the vision tower on crops as often (a dummy where a rank has none)."""
-    config = small_config(*ZOOM, "rollout.prompts_per_step=4", "train.collective_timeout_s=60", *backend)
+    sft_policy = Path(async_zoom_run[0].log.output_dir) / "test" / SFT_MODEL
+    config = small_config(*ZOOM, f"model.name_or_path={sft_policy}", "sft.enabled=false",
+                          "rollout.prompts_per_step=4", "train.collective_timeout_s=60", *backend)
     recipe = tmp_path / "recipe.yaml"
     config.save_yaml(recipe)
     succeeded(torchrun_train(str(recipe), "log.run_name=run"))
