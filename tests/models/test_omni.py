@@ -88,10 +88,10 @@ def test_audio_interleaved_inside_a_video_is_refused(family, load_tiny) -> None:
 
 
 @pytest.mark.parametrize("seconds", [0.3, 1.0, 2.37, 3.0])
-def test_qwen3_omni_clip_tokens_agree_between_processor_adapter_and_audio_tower(seconds, load_tiny) -> None:
-    """A clip of S seconds: 13 tokens per whole second (chunks of 100 feature frames, halved three times) plus the
-    rest's; the processor's expansion, the adapter's count and the audio tower's output rows are the same number."""
-    family = "qwen3_omni_moe_thinker"
+@pytest.mark.parametrize("family", ["qwen3_omni_moe_thinker"])  # in the test's id: skipped where it is refused
+def test_clip_tokens_agree_between_processor_adapter_and_audio_tower(family, seconds, load_tiny) -> None:
+    """Qwen3-Omni: a clip of S seconds is 13 tokens per whole second (chunks of 100 feature frames, halved three
+    times) plus the rest's; the processor's expansion, the adapter's count and the audio tower's output rows agree."""
     model, processor = load_tiny(family)
     clip = np.random.default_rng(0).standard_normal(int(seconds * 16_000)).astype(np.float32)
     text = processor.apply_chat_template([{"role": "user", "content": [{"type": "audio"}]}], tokenize=False)

@@ -40,7 +40,7 @@ def test_audio_encoder_output_depends_on_the_clip(tiny_model_dir) -> None:
     assert between_clip_share(hidden) > 0.5
 
 
-def test_qwen3_omni_audio_tower_output_depends_on_the_clip(tiny_model_dir) -> None:
+def test_the_qwen3_omni_moe_thinker_audio_tower_output_depends_on_the_clip(tiny_model_dir) -> None:
     """Its sinusoidal positions (amplitude 1) drown the clips under transformers' init (a share of ~4e-8) and under
     the three convolutions alone redrawn (0.18); with their output projection redrawn too: ~0.7."""
     thinker = tiny_model_dir("qwen3_omni_moe_thinker", audio_max_seconds=CLIP_SECONDS)
