@@ -1,5 +1,6 @@
 """The documentation site (mkdocs.yml, docs/) builds with no warning, the README's links into it
-resolve, and scripts/results.py finds every recipe's documented command (without running any)."""
+resolve, its families table names every tiny family, and scripts/results.py finds every recipe's documented
+command (without running any)."""
 
 from __future__ import annotations
 
@@ -92,3 +93,13 @@ def test_results_script_lists_every_recipe_with_its_documented_command() -> None
     # the table it rewrites is there and parses, one row per recipe (a mixed run: one per task)
     _, rows, _ = results.read_table(results.RESULTS)
     assert {row.split(":")[0] for row in rows} == set(found)
+
+
+def test_readme_families_table_lists_every_tiny_family() -> None:
+    """A family gaining a tiny checkpoint (and its tests) is named in the README's table, by its model type."""
+    from mmgrpo.models.tiny import TINY_FAMILIES
+
+    rows = [line.split("|") for line in section(README.read_text(), "Model families").splitlines()
+            if line.startswith("| ")]
+    model_types = {name for row in rows if len(row) > 2 for name in re.findall(r"`(\w+)`", row[2])}
+    assert set(TINY_FAMILIES.names()) <= model_types, set(TINY_FAMILIES.names()) - model_types
