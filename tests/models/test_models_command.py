@@ -48,8 +48,8 @@ def test_list_shows_families_and_options(capsys) -> None:
     printed = capsys.readouterr().out
     from mmgrpo.models.compat import omni_thinker_holds_towers
 
-    families = ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "smolvlm", "internvl", "gemma3", "glm4v",
-                "glm4v_moe", "glm46v", "llava_onevision", "qwen2_audio")
+    families = ("qwen2_5_vl", "qwen2_vl", "qwen3_vl", "qwen3_vl_moe", "qwen3_5", "smolvlm", "internvl", "gemma3",
+                "glm4v", "glm4v_moe", "glm46v", "llava_onevision", "qwen2_audio")
     for name in (*families, "hidden_size", "max_pixels", "embedding_rows", "qwen2_5_vl_3b"):
         assert name in printed
     for thinker in ("qwen2_5_omni_thinker", "qwen3_omni_moe_thinker"):  # refused at load where it holds no towers

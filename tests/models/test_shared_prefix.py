@@ -39,7 +39,8 @@ def logprobs_and_grads(model, compute, weights: torch.Tensor) -> tuple[torch.Ten
     ("family", "modality"),
     [("qwen2_5_vl", "image"), ("qwen2_vl", "image"), ("internvl", "image"), ("gemma3", "image"),
      ("glm4v", "image"), ("glm4v", "video"), ("glm4v_moe", "image"), ("glm46v", "video"), ("llava_onevision", "image"),
-     ("qwen3_5", "image"), ("qwen3_5", "video"), ("qwen3_5_moe", "image"), ("qwen3_vl_moe", "image"), ("qwen3_vl_moe", "video"),
+     ("qwen3_5", "image"), ("qwen3_5", "video"), ("qwen3_5_moe", "image"),
+     ("qwen3_vl_moe", "image"), ("qwen3_vl_moe", "video"),
      ("qwen2_5_omni_thinker", "image"), ("qwen2_5_omni_thinker", "audio"),
      ("qwen3_omni_moe_thinker", "image"), ("qwen3_omni_moe_thinker", "audio")],
 )

@@ -1,6 +1,7 @@
-"""Tiny Qwen2-VL, Qwen2.5-VL, Qwen3-VL (and its mixture of experts), Qwen3.5 (and its MoE): ChatML, M-RoPE, a 2-layer vision tower.
+"""Tiny Qwen2-VL, Qwen2.5-VL, Qwen3-VL (and its mixture of experts), Qwen3.5 (and its MoE): ChatML, M-RoPE, a
+2-layer vision tower.
 
-The three share a tokenizer layout (Qwen special tokens, ChatML template with
+They share a tokenizer layout (Qwen special tokens, ChatML template with
 ``<|vision_start|><|image_pad|><|vision_end|>`` media markup) and differ in their
 config classes, vision tower fields, patch size and processor classes.
 """
