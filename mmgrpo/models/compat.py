@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 from transformers import Cache, Qwen2Model
+from transformers.modeling_outputs import BaseModelOutputWithPooling
 
 
 @functools.cache
@@ -132,6 +133,42 @@ def use_original_qwen_positions(model: torch.nn.Module) -> None:
         return restart_text_after_media(position_ids, mm_token_type_ids, attention_mask)
 
     inner.get_rope_index = get_rope_index
+
+
+# Qwen3-Omni's audio tower pads each clip's chunks (1 s of frames) to the longest chunk of the whole batch and runs
+# its convolutions over that padding unmasked (Qwen2.5-Omni's masks it): a clip shorter than one chunk encodes
+# otherwise beside a longer clip than alone (measured on the tiny model: log-probs 1.7e-3 apart), so a row's
+# log-probs would depend on the rows it is batched with. Its clips are encoded one at a time, each as it is alone.
+CLIPS_APART_FAMILIES = ("qwen3_omni_moe_thinker",)
+
+
+def encode_audio_clips_apart(model: torch.nn.Module) -> None:
+    """Make the audio tower of a family in :data:`CLIPS_APART_FAMILIES` encode each clip of a batch alone (above);
+    other models are left as they are."""
+    if getattr(model.config, "model_type", None) not in CLIPS_APART_FAMILIES:
+        return
+    tower = model.model.audio_tower
+    batched = tower.forward
+
+    def forward(input_features: torch.Tensor, feature_lens: torch.Tensor, **kwargs: Any) -> BaseModelOutputWithPooling:
+        """``input_features`` ``[mel bins, frames of all clips]``, ``feature_lens`` ``[clips]``: the clips' rows in
+        order, each encoded alone."""
+        if len(feature_lens) < 2:
+            return batched(input_features, feature_lens=feature_lens, **kwargs)
+        clips = input_features.split(feature_lens.tolist(), dim=-1)
+        hidden = torch.cat([
+            batched(clip, feature_lens=length[None], **kwargs).last_hidden_state
+            for clip, length in zip(clips, feature_lens)
+        ])
+        return BaseModelOutputWithPooling(last_hidden_state=hidden, pooler_output=hidden)
+
+    tower.forward = forward
+
+
+def apply_family_fixes(model: torch.nn.Module) -> None:
+    """The fixes above that a loaded model of an affected family needs (positions, clip encoding)."""
+    use_original_qwen_positions(model)
+    encode_audio_clips_apart(model)
 
 
 _NAMES_IN_FILES: weakref.WeakKeyDictionary[torch.nn.Module, dict[str, str]] = weakref.WeakKeyDictionary()

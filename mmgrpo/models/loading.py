@@ -34,7 +34,7 @@ from transformers import (
 )
 
 from mmgrpo.models.adapters import FAMILY_ADAPTERS
-from mmgrpo.models.compat import OMNI_THINKER_BACKBONES, omni_thinker_holds_towers, use_original_qwen_positions
+from mmgrpo.models.compat import OMNI_THINKER_BACKBONES, apply_family_fixes, omni_thinker_holds_towers
 from mmgrpo.models.special_tokens import tokenizer_of
 
 T = TypeVar("T")
@@ -116,7 +116,7 @@ def load_model_and_processor(
         attn_implementation=attn_implementation,
         trust_remote_code=trust_remote_code,
     )
-    use_original_qwen_positions(model)
+    apply_family_fixes(model)
     return model.to(device), processor
 
 
@@ -137,7 +137,7 @@ def _empty_model(
         model.generation_config = GenerationConfig.from_pretrained(source)
     except OSError:  # none saved: the one made from the config
         pass
-    use_original_qwen_positions(model)
+    apply_family_fixes(model)
     return model, processor
 
 

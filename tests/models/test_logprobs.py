@@ -46,12 +46,14 @@ def test_logprobs_equal_unbatched_reference(family, padding_free, load_tiny, med
 
 
 @pytest.mark.parametrize(
-    "family", ["qwen2_5_vl", "smolvlm", "internvl", "gemma3", "glm4v", "glm4v_moe", "glm46v", "llava_onevision",
-                "qwen3_5", "qwen3_vl_moe", "qwen3_omni_moe_thinker"]
+    ("family", "modality"),
+    [*((family, "image") for family in ("qwen2_5_vl", "smolvlm", "internvl", "gemma3", "glm4v", "glm4v_moe", "glm46v",
+                                         "llava_onevision", "qwen3_5", "qwen3_vl_moe", "qwen3_omni_moe_thinker")),
+     ("qwen2_5_omni_thinker", "audio"), ("qwen3_omni_moe_thinker", "audio")],  # clips of 1, 0.5 and 0.75 s
 )
-def test_logprobs_invariant_to_batch_composition_and_padding(family, load_tiny, media_samples) -> None:
+def test_logprobs_invariant_to_batch_composition_and_padding(family, modality, load_tiny, media_samples) -> None:
     model, processor = load_tiny(family)
-    samples = media_samples(family)
+    samples = media_samples(family, modality)
     completions = random_completions((5, 2, 3))
     full = build_train_batch(processor, samples, completions, family=family)
     with torch.no_grad():

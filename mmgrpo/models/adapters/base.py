@@ -157,10 +157,10 @@ class FamilyAdapter:
         for key in sorted({key for row in rows for key in row}):
             if key in self.per_item_keys or key in self.per_patch_keys:
                 items = [row[key] for row in rows if key in row]
-                merged[key] = _zero_padded(items) if key in self.padded_item_keys else torch.cat(items)
+                merged[key] = zero_padded(items) if key in self.padded_item_keys else torch.cat(items)
             else:
                 present = next(row[key] for row in rows if key in row)
-                merged[key] = _zero_padded([row[key] if key in row else present.new_zeros(present.shape)
+                merged[key] = zero_padded([row[key] if key in row else present.new_zeros(present.shape)
                                             for row in rows])
         return merged
 
@@ -177,7 +177,7 @@ class FamilyAdapter:
         return getattr(backbone, f"get_{modality}_features")(**media)
 
 
-def _zero_padded(parts: Sequence[torch.Tensor]) -> torch.Tensor:
+def zero_padded(parts: Sequence[torch.Tensor]) -> torch.Tensor:
     """``parts`` concatenated along the first dimension, each zero-padded past it to the largest."""
     shape = [max(part.shape[dim] for part in parts) for dim in range(1, parts[0].dim())]
     merged = parts[0].new_zeros((sum(part.shape[0] for part in parts), *shape))

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from transformers import PretrainedConfig, ProcessorMixin
 
-from mmgrpo.models.adapters.base import PositionIds, weight_placement, unwrap_model
+from mmgrpo.models.adapters.base import PositionIds, zero_padded, weight_placement, unwrap_model
 from mmgrpo.models.adapters.qwen_vl import QwenVLAdapter
 from mmgrpo.models.media_rows import MediaCounts, audio_tokens_per_row, chunked_clip_tokens, whisper_clip_tokens
 
@@ -111,6 +111,27 @@ class Qwen3OmniThinkerAdapter(OmniThinkerAdapter):
         "model.visual.merger.", "model.visual.merger_list.",
         "model.audio_tower.ln_post.", "model.audio_tower.proj1.", "model.audio_tower.proj2.",
     )
+    # Its processor pads clips to the batch's longest (not to a fixed length, as Qwen2.5-Omni's): rows of other
+    # batches (cached prompts) are padded when batched together.
+    padded_item_keys = frozenset({"input_features", "feature_attention_mask"})
+
+    def media_layout(self, processor: ProcessorMixin, media: Sequence[Mapping[str, Sequence[Any]]]) -> dict[str, Any]:
+        """As Qwen2.5-Omni's, and ``input_features`` / ``feature_attention_mask`` ``[clips, ...]`` of each clip
+        extracted alone, zero-padded to the longest. The processor extracts a batch's clips padded to the longest
+        waveform, so a clip's last frames (their windows reach past its end) would depend on the clips beside it;
+        alone, each row's features are the same in any batch (and as an engine given the clip alone computes them).
+        Forward inputs: they replace the processor's."""
+        layout = super().media_layout(processor, media)
+        clips = [clip for row in media for clip in row.get("audio", ())]
+        if not clips:
+            return layout
+        extractor = processor.feature_extractor
+        alone = [extractor(clip.samples, sampling_rate=clip.sample_rate, padding=True, truncation=False,
+                           return_attention_mask=True, return_tensors="pt") for clip in clips]
+        return layout | {
+            "input_features": zero_padded([features["input_features"] for features in alone]),  # [clips, mel, F]
+            "feature_attention_mask": zero_padded([features["attention_mask"] for features in alone]),  # [clips, F]
+        }
 
     def clip_tokens(self, processor: ProcessorMixin, frames: torch.Tensor) -> torch.Tensor:
         """The processor's (and the audio tower's) count: chunks of ``2 * n_window`` frames, each halved 3 times."""
