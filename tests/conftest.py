@@ -17,8 +17,8 @@ import torch
 import transformers
 from PIL import Image
 
-from mmgrpo.config import Config, load_config
-from tests.training import DIGIT_REWARD_PLUGIN
+from mmgrpo.config import Config
+from tests.training import DIGIT_REWARD_PLUGIN, small_run_config
 
 # Tiny models run many small ops: torch's intra-op threads cost more in synchronisation
 # than they save, and on a shared 2-core CPU they contend with other processes.
@@ -219,32 +219,6 @@ def digit_reward_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     plugin = tmp_path_factory.mktemp("plugins") / "digit_reward.py"
     plugin.write_text(DIGIT_REWARD_PLUGIN)
     return plugin
-
-
-def small_run_config(root: Path, model: Path, plugin: Path, *overrides: str) -> Config:
-    """A fast GRPO config of ``model`` writing under ``root``, scored by the digit reward ``plugin``."""
-    base = [
-        f"model.name_or_path={model}",
-        f"log.output_dir={root / 'runs'}",
-        "log.run_name=test",
-        "log.progress_bar=false",
-        "log.tensorboard=false",
-        f"data.dir={root / 'data'}",
-        "data.train.0.recipe_args={n: 40, test_fraction: 0.2}",
-        "data.test.0.recipe_args={n: 40, test_fraction: 0.2}",
-        f"task.reward_plugins=[{plugin}]",
-        "task.rewards={share_of_threes: 1.0}",
-        "rollout.prompts_per_step=4",
-        "rollout.num_generations=4",
-        "rollout.max_new_tokens=6",
-        "train.micro_batch_size=8",
-        "train.steps=4",
-        "train.lr=0.01",
-        "train.lr_schedule=constant",
-        "sft.enabled=false",
-        "checkpoint.every_n_steps=0",
-    ]
-    return load_config(None, [*base, *overrides])
 
 
 @pytest.fixture()

@@ -10,7 +10,7 @@ from typing import Callable
 
 import pytest
 
-from mmgrpo.config import Config
+from mmgrpo.config import Config, load_config
 from mmgrpo.run_files import read_metrics
 from mmgrpo.inputs import load_samples, pick_device, task_model_info
 from mmgrpo.trainer.setup import load_policy
@@ -69,3 +69,29 @@ def interrupt_step(
 
     monkeypatch.setattr(GRPOTrainer, "step", interrupted)
     return lambda: monkeypatch.setattr(GRPOTrainer, "step", real_step)
+
+
+def small_run_config(root: Path, model: Path, plugin: Path, *overrides: str) -> Config:
+    """A fast GRPO config of ``model`` writing under ``root``, scored by the digit reward ``plugin``."""
+    base = [
+        f"model.name_or_path={model}",
+        f"log.output_dir={root / 'runs'}",
+        "log.run_name=test",
+        "log.progress_bar=false",
+        "log.tensorboard=false",
+        f"data.dir={root / 'data'}",
+        "data.train.0.recipe_args={n: 40, test_fraction: 0.2}",
+        "data.test.0.recipe_args={n: 40, test_fraction: 0.2}",
+        f"task.reward_plugins=[{plugin}]",
+        "task.rewards={share_of_threes: 1.0}",
+        "rollout.prompts_per_step=4",
+        "rollout.num_generations=4",
+        "rollout.max_new_tokens=6",
+        "train.micro_batch_size=8",
+        "train.steps=4",
+        "train.lr=0.01",
+        "train.lr_schedule=constant",
+        "sft.enabled=false",
+        "checkpoint.every_n_steps=0",
+    ]
+    return load_config(None, [*base, *overrides])

@@ -67,7 +67,7 @@ OMNI_MEDIA = {
 
 
 @pytest.mark.parametrize("modality", OMNI_MEDIA)
-def test_reward_rises_under_grpo_on_qwen2_5_omni(modality, small_config, tiny_model_dir, tmp_path):
+def test_reward_rises_under_grpo_on_qwen2_5_omni_thinker(modality, small_config, tiny_model_dir, tmp_path):
     """The tiny Qwen2.5-Omni thinker, one policy that sees and hears, over the default image recipe and over
     beep clips (TMRoPE positions, its vision or audio tower in every batch)."""
     model = tiny_model_dir("qwen2_5_omni_thinker", audio_max_seconds=AUDIO_SECONDS)
@@ -75,7 +75,7 @@ def test_reward_rises_under_grpo_on_qwen2_5_omni(modality, small_config, tiny_mo
 
 
 @pytest.mark.parametrize("modality", OMNI_MEDIA)
-def test_reward_rises_under_grpo_on_qwen3_omni(modality, small_config, tiny_model_dir, tmp_path):
+def test_reward_rises_under_grpo_on_qwen3_omni_moe_thinker(modality, small_config, tiny_model_dir, tmp_path):
     """The tiny Qwen3-Omni thinker over the default image recipe and over beep clips: 16-px patches with deepstack
     features, its chunked audio tower (13 tokens a second), routed experts, TMRoPE at 13 positions a second."""
     model = tiny_model_dir("qwen3_omni_moe_thinker", audio_max_seconds=AUDIO_SECONDS)

@@ -1,6 +1,6 @@
 """A tool-using task trains end to end: SFT on zoom demonstrations, then GRPO whose trajectories call ``zoom_in``
-and see its crops, in async mode (the rollout worker runs the tools) and, from that run's SFT policy, on 2 ranks
-(ZeRO-2, FSDP2, ZeRO-3)."""
+and see its crops, in async mode (the rollout worker runs the tools) and on 2 ranks (ZeRO-2 and FSDP2 from the async
+run's SFT policy; ZeRO-3 with its own SFT on the 2 ranks)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from mmgrpo.config import Config
 from mmgrpo.run_files import read_metrics
 from mmgrpo.trainer.resume import SFT_MODEL
-from tests.conftest import small_run_config
 from tests.e2e.ranks import succeeded, torchrun_train
+from tests.training import small_run_config
 
 ZOOM = (
     "data.train.0.recipe=zoom_texture", "data.test.0.recipe=zoom_texture", "task.name=zoom_texture", "task.rewards={}",
@@ -55,10 +55,13 @@ def test_a_tool_task_trains_in_async_mode(async_zoom_run):
                          ids=["zero2", "fsdp2", "zero3"])
 def test_a_tool_task_trains_on_two_ranks(async_zoom_run, small_config, tmp_path, backend):
     """Under FSDP2 and ZeRO-3 each forward is a collective: ranks take as many turns (a rank whose trajectories
-    ended decodes a stand-in) and run the vision tower on crops as often (a dummy where a rank has none)."""
-    sft_policy = Path(async_zoom_run[0].log.output_dir) / "test" / SFT_MODEL
-    config = small_config(*ZOOM, f"model.name_or_path={sft_policy}", "sft.enabled=false",
-                          "rollout.prompts_per_step=4", "train.collective_timeout_s=60", *backend)
+    ended decodes a stand-in) and run the vision tower on crops as often (a dummy where a rank has none). ZeRO-3 also
+    runs SFT on the 2 ranks (demonstrations whose crops differ in count between ranks); the others start GRPO from
+    the async run's SFT policy."""
+    own_sft = "train.zero_stage=3" in backend
+    start = () if own_sft else (f"model.name_or_path={Path(async_zoom_run[0].log.output_dir) / 'test' / SFT_MODEL}",
+                                "sft.enabled=false")
+    config = small_config(*ZOOM, *start, "rollout.prompts_per_step=4", "train.collective_timeout_s=60", *backend)
     recipe = tmp_path / "recipe.yaml"
     config.save_yaml(recipe)
     succeeded(torchrun_train(str(recipe), "log.run_name=run"))

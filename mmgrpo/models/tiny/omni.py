@@ -50,6 +50,7 @@ from mmgrpo.models.tiny.qwen import (
     init_vision_positions,
     qwen2_image_processor,
     qwen2_video_processor,
+    qwen3_experts,
     qwen3_vision_tower,
     qwen_text_config,
     windowed_vision_tower,
@@ -122,8 +123,6 @@ AUDIO_WINDOW_SECONDS = 2  # Qwen2.5-Omni's audio tower attends within windows of
 QWEN3_OMNI_AUDIO_CONVS = ("conv2d1", "conv2d2", "conv2d3", "conv_out")
 # Qwen3-Omni's time axis: 13 positions a second, as its released config numbers a video's temporal patches.
 QWEN3_OMNI_POSITIONS_PER_SECOND = 13
-# Qwen3-Omni's mixture of experts, small: 2 of 4 routed experts per token in every layer, no shared expert.
-QWEN3_OMNI_EXPERTS = {"num_experts": 4, "num_experts_per_tok": 2}
 
 
 def _assemble_thinker(
@@ -195,7 +194,7 @@ def build_qwen2_5_omni(spec: TinySpec) -> TinyModel:
 def build_qwen3_omni(spec: TinySpec) -> TinyModel:
     """Qwen3-VL's 16-px tower with one deepstack layer, Qwen3-Omni's chunked audio tower, routed experts."""
     parts = ThinkerParts(
-        text={**QWEN3_OMNI_EXPERTS, "moe_intermediate_size": spec.intermediate_size // 2},
+        text=qwen3_experts(spec),  # no shared expert
         rope={"mrope_interleaved": True},
         vision=qwen3_vision_tower(spec, deepstack_visual_indexes=[0]),
         # 1-s chunks, as released: the processor's count of a clip's tokens holds for these only.

@@ -224,13 +224,16 @@ def build_qwen3_vl(spec: TinySpec) -> TinyModel:
     return _assemble_qwen3(spec, Qwen3VLConfig, Qwen3VLForConditionalGeneration, deepstack_visual_indexes=[0])
 
 
+def qwen3_experts(spec: TinySpec) -> dict[str, int]:
+    """A Qwen3 mixture of experts, small: each decoder layer's MLP 2 of 4 routed experts of half the MLP's width."""
+    return {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": spec.intermediate_size // 2}
+
+
 @TINY_FAMILIES.register("qwen3_vl_moe")
 def build_qwen3_vl_moe(spec: TinySpec) -> TinyModel:
-    """Qwen3-VL's mixture-of-experts checkpoints (30B-A3B, 235B-A22B): Qwen3-VL with each decoder layer's MLP 2 of 4
-    routed experts."""
-    experts = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": spec.intermediate_size // 2}
-    return _assemble_qwen3(spec, Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration, text_extras=experts,
-                           deepstack_visual_indexes=[0])
+    """Qwen3-VL's mixture-of-experts checkpoints (30B-A3B, 235B-A22B): Qwen3-VL with routed experts."""
+    return _assemble_qwen3(spec, Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration,
+                           text_extras=qwen3_experts(spec), deepstack_visual_indexes=[0])
 
 
 # Qwen3.5's hybrid decoder: three Gated DeltaNet (linear-attention) layers to one of full attention, ending on a
@@ -252,8 +255,7 @@ def build_qwen3_5(spec: TinySpec) -> TinyModel:
 def build_qwen3_5_moe(spec: TinySpec) -> TinyModel:
     """Qwen3.5's mixture-of-experts checkpoints: the same hybrid decoder, each layer's MLP 2 of 4 routed experts
     and a shared one."""
-    experts = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": spec.intermediate_size // 2,
-               "shared_expert_intermediate_size": spec.intermediate_size // 2}
+    experts = qwen3_experts(spec) | {"shared_expert_intermediate_size": spec.intermediate_size // 2}
     return _assemble_qwen3(spec, Qwen3_5MoeConfig, Qwen3_5MoeForConditionalGeneration,
                            rope_extras={"partial_rotary_factor": QWEN3_5_PARTIAL_ROTARY},
                            text_extras=_qwen3_5_layers(spec) | experts)
