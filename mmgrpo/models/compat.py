@@ -144,25 +144,35 @@ CLIPS_APART_FAMILIES = ("qwen3_omni_moe_thinker",)
 
 def encode_audio_clips_apart(model: torch.nn.Module) -> None:
     """Make the audio tower of a family in :data:`CLIPS_APART_FAMILIES` encode each clip of a batch alone (above);
-    other models are left as they are."""
+    other models are left as they are. The tower's class becomes a subclass, so a copy of the model (the KL
+    reference) encodes with its own weights."""
     if getattr(model.config, "model_type", None) not in CLIPS_APART_FAMILIES:
         return
     tower = model.model.audio_tower
-    batched = tower.forward
+    tower.__class__ = _clips_apart_class(type(tower))
 
-    def forward(input_features: torch.Tensor, feature_lens: torch.Tensor, **kwargs: Any) -> BaseModelOutputWithPooling:
-        """``input_features`` ``[mel bins, frames of all clips]``, ``feature_lens`` ``[clips]``: the clips' rows in
-        order, each encoded alone."""
-        if len(feature_lens) < 2:
-            return batched(input_features, feature_lens=feature_lens, **kwargs)
-        clips = input_features.split(feature_lens.tolist(), dim=-1)
-        hidden = torch.cat([
-            batched(clip, feature_lens=length[None], **kwargs).last_hidden_state
-            for clip, length in zip(clips, feature_lens)
-        ])
-        return BaseModelOutputWithPooling(last_hidden_state=hidden, pooler_output=hidden)
 
-    tower.forward = forward
+@functools.cache
+def _clips_apart_class(tower_class: type[torch.nn.Module]) -> type[torch.nn.Module]:
+    """``tower_class`` whose forward encodes each clip of a batch alone."""
+
+    class ClipsApart(tower_class):
+        def forward(
+            self, input_features: torch.Tensor, feature_lens: torch.Tensor, **kwargs: Any
+        ) -> BaseModelOutputWithPooling:
+            """``input_features`` ``[mel bins, frames of all clips]``, ``feature_lens`` ``[clips]``: the clips' rows
+            in order, each encoded alone."""
+            if len(feature_lens) < 2:
+                return super().forward(input_features, feature_lens=feature_lens, **kwargs)
+            clips = input_features.split(feature_lens.tolist(), dim=-1)
+            hidden = torch.cat([
+                super(ClipsApart, self).forward(clip, feature_lens=length[None], **kwargs).last_hidden_state
+                for clip, length in zip(clips, feature_lens)
+            ])
+            return BaseModelOutputWithPooling(last_hidden_state=hidden, pooler_output=hidden)
+
+    ClipsApart.__name__ = ClipsApart.__qualname__ = f"ClipsApart{tower_class.__name__}"
+    return ClipsApart
 
 
 def apply_family_fixes(model: torch.nn.Module) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from copy import deepcopy
 from dataclasses import replace
 
 import numpy as np
@@ -102,3 +103,17 @@ def test_clip_tokens_agree_between_processor_adapter_and_audio_tower(family, sec
         features = model.model.get_audio_features(encoded["input_features"], encoded["feature_attention_mask"])
     assert written == features.last_hidden_state.shape[0] == int(adapter_for(family).clip_tokens(processor, frames))
     assert written == 13 * int(seconds) + ((int(frames) % 100 + 7) // 8 if int(frames) % 100 else 0)
+
+
+@pytest.mark.parametrize("family", ["qwen3_omni_moe_thinker"])  # in the test's id: skipped where it is refused
+def test_a_copy_of_the_thinker_encodes_clips_with_its_own_audio_tower(family, load_tiny, media_samples) -> None:
+    """The KL reference is a deep copy of the policy: its audio tower (encoding clips one at a time) must run on the
+    copy's weights, not on the policy's as they train."""
+    model, processor = load_tiny(family)
+    encoded = build_prompt_batch(processor, media_samples(family, "audio"), family=family)
+    audio = {key: encoded.media_inputs[key] for key in ("input_features", "feature_attention_mask")}
+    copy = deepcopy(model)
+    with torch.no_grad():
+        copy.model.audio_tower.proj2.weight.mul_(2)
+        policy, reference = (m.model.get_audio_features(**audio).last_hidden_state for m in (model, copy))
+    torch.testing.assert_close(reference, 2 * policy - model.model.audio_tower.proj2.bias, atol=1e-5, rtol=1e-5)
