@@ -12,9 +12,10 @@ process: each rank trains on its share of the groups. Imported by
 ``--padding-free`` and ``--max-tokens N`` pack rows and form micro-batches by token budget.
 ``--also-frozen-tower`` trains a second time, in the same launch, with the tower frozen first, as
 ``model.freeze_vision_tower`` does. ``--lora fsdp2 zero3``
-trains LoRA adapters instead, on each back end named in turn (one launch). ``--tool-image`` gives
-rank 0's first completion a tool's image inside it (rank 1's none); ``--one-token`` makes rank 1's completions
-one token each (its forwards have nothing to continue). Audio
+trains LoRA adapters instead, on each back end named in turn (one launch). ``--uneven tool-image one-token``
+trains instead on batches whose forwards differ in shape between the ranks, each named in turn (one launch):
+``tool-image`` gives rank 0's first completion a tool's image inside it (rank 1's none); ``one-token`` makes rank
+1's completions one token each (its forwards have nothing to continue). Audio
 families get a clip of noise where image families get an image.
 """
 
@@ -60,6 +61,7 @@ LOSS = LossSettings(beta=0.04, max_len=6)  # token-mean with a k3 KL term agains
 SETTINGS = UpdateSettings(num_iterations=STEPS, micro_batch_size=MICRO_BATCH)
 LORA = LoraConfig(enabled=True, r=4, dropout=0.0)  # no dropout: ranks would draw other masks than one process
 TOOL_IMAGE_TEXT = "<|vision_start|><|image_pad|><|vision_end|>"  # the Qwen-VL families' image placeholder
+UNEVEN_BATCHES = ["tool-image", "one-token"]  # see --uneven
 LORA_BACKENDS = {"fsdp2": {"backend": "fsdp2"}, "zero2": {"backend": "deepspeed", "zero_stage": 2},
                  "zero3": {"backend": "deepspeed", "zero_stage": 3}}
 
@@ -108,6 +110,11 @@ def with_tool_image(completion: Completion, processor, family: str) -> Completio
     return Completion('', [*completion.token_ids, *image_ids, *completion.token_ids],
                       observation_spans=[(start, start + len(image_ids))],
                       media=joined(adapter_for(family), None, media, start))
+
+
+def uneven_batch(name: str) -> dict[str, bool]:
+    """The :func:`train_on_fixed_rollouts` option of one of ``UNEVEN_BATCHES``."""
+    return {name.replace("-", "_"): True}
 
 
 def rank_share(batch: StepBatch, rank: int, world_size: int) -> StepBatch:
@@ -224,8 +231,10 @@ def main() -> None:
                         help="instead: LoRA on each of these back ends in turn, one result each in --out")
     parser.add_argument("--padding-free", action="store_true", help="sequences packed into rows without padding")
     parser.add_argument("--max-tokens", type=int, help="micro-batches by this token budget")
-    parser.add_argument("--tool-image", action="store_true", help="rank 0's first completion sees a tool's image")
-    parser.add_argument("--one-token", action="store_true", help="rank 1's completions are one token each")
+    parser.add_argument("--uneven", nargs="+", choices=UNEVEN_BATCHES, default=[],
+                        help="instead: each of these batches whose forwards differ in shape between ranks in turn "
+                        "(tool-image: rank 0's first completion sees a tool's image; one-token: rank 1's completions "
+                        "are one token each), one result each in --out")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -242,9 +251,12 @@ def main() -> None:
                   for name in args.lora}
         result = {name: train_lora_on_fixed_rollouts(args.model_dir, lora_train) for name, lora_train in trains.items()}
         result = result if all(result.values()) else {}  # rank 0 saves
+    elif args.uneven:
+        result = {batch: train_on_fixed_rollouts(args.model_dir, train, **uneven_batch(batch))[0]
+                  for batch in args.uneven}
+        result = result if all(result.values()) else {}
     else:
-        weights, metrics = train_on_fixed_rollouts(args.model_dir, train, tool_image=args.tool_image,
-                                                   one_token=args.one_token)
+        weights, metrics = train_on_fixed_rollouts(args.model_dir, train)
         result = {"weights": weights, "metrics": metrics} if weights else {}
         if args.also_frozen_tower:
             frozen = train_on_fixed_rollouts(args.model_dir, train, options=ModelConfig(freeze_vision_tower=True))

@@ -97,16 +97,18 @@ def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, 
     pytest.param(("--backend", "deepspeed", "--zero-stage", "3"), marks=NEEDS_DEEPSPEED, id="zero3"),
     pytest.param(("--backend", "fsdp2"), id="fsdp2"),
 ])
-@pytest.mark.parametrize("batch", ["tool-image", "one-token"])
-def test_ranks_whose_forwards_differ_in_shape_train_as_one_process(backend, batch, tiny_qwen25vl, tmp_path):
+def test_ranks_whose_forwards_differ_in_shape_train_as_one_process(backend, tiny_qwen25vl, tmp_path):
     """A tool's image inside rank 0's completions only (the vision tower then runs in every rank's forwards alike:
     without, FSDP2 hung in the first backward), or rank 1's completions all one token (its group-shared forwards
-    continue on a pad as rank 0's continue: without, FSDP2 hung)."""
-    reference_weights, _ = backend_parity.train_on_fixed_rollouts(
-        tiny_qwen25vl, TrainConfig(micro_batch_size=MICRO_BATCH), **{batch.replace("-", "_"): True})
-    result = _run_two_ranks("--model-dir", str(tiny_qwen25vl), *backend, f"--{batch}", out=tmp_path / "weights.pt")
-    worst = max(((float((result["weights"][n] - reference_weights[n]).abs().max()), n) for n in reference_weights))
-    assert worst[0] <= WEIGHT_TOLERANCE, f"{worst[1]} differs by {worst[0]:.3g}"
+    continue on a pad as rank 0's continue: without, FSDP2 hung); both batches in one launch."""
+    result = _run_two_ranks("--model-dir", str(tiny_qwen25vl), *backend, "--uneven", *backend_parity.UNEVEN_BATCHES,
+                            out=tmp_path / "weights.pt")
+    for batch in backend_parity.UNEVEN_BATCHES:
+        reference_weights, _ = backend_parity.train_on_fixed_rollouts(
+            tiny_qwen25vl, TrainConfig(micro_batch_size=MICRO_BATCH), **backend_parity.uneven_batch(batch))
+        weights = result[batch]
+        worst = max(((float((weights[n] - reference_weights[n]).abs().max()), n) for n in reference_weights))
+        assert worst[0] <= WEIGHT_TOLERANCE, f"{batch}: {worst[1]} differs by {worst[0]:.3g}"
 
 
 def test_token_budget_packed_micro_batches_on_two_ranks_match_one_process(one_process, tiny_qwen25vl, tmp_path):
