@@ -26,7 +26,6 @@ from mmgrpo.config import DatasetConfig, ModelConfig, TaskConfig
 from mmgrpo.models.batch import MediaBudgets
 from mmgrpo.models.budget_limits import require_budgets_fit
 from mmgrpo.models.loading import ADAPTER_CONFIG, load_model_config, load_processor
-from mmgrpo.models.tiny import make_tiny, tiny_identity
 from mmgrpo.plugins import load_plugins
 from mmgrpo.types import Sample
 from processors import AudioBudget, ImageBudget, VideoBudget
@@ -51,6 +50,8 @@ def resolve_model_path(model: ModelConfig, cache_dir: Path, seed: int) -> str:
     """A loadable path or Hub id; ``tiny:<family>`` builds (once) a tiny random model under ``cache_dir``."""
     if not model.name_or_path.startswith(TINY_PREFIX):
         return model.name_or_path
+    from mmgrpo.models.tiny import make_tiny, tiny_identity  # every family's builder: imported only to build one
+
     family = model.name_or_path[len(TINY_PREFIX) :]
     key = _fingerprint(tiny_identity(family, seed=seed, **model.tiny_options))
     out = cache_dir / f"tiny-{family}-{key}"
