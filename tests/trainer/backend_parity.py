@@ -13,7 +13,7 @@ process: each rank trains on its share of the groups. Imported by
 ``--also-frozen-tower`` trains a second time, in the same launch, with the tower frozen first, as
 ``model.freeze_vision_tower`` does. ``--lora fsdp2 zero3``
 trains LoRA adapters instead, on each back end named in turn (one launch). ``--uneven tool-image one-token``
-trains instead on batches whose forwards differ in shape between the ranks, each named in turn (one launch):
+then trains on batches whose forwards differ in shape between the ranks, each named in turn (same launch):
 ``tool-image`` gives rank 0's first completion a tool's image inside it (rank 1's none); ``one-token`` makes rank
 1's completions one token each (its forwards have nothing to continue). Audio
 families get a clip of noise where image families get an image.
@@ -232,9 +232,9 @@ def main() -> None:
     parser.add_argument("--padding-free", action="store_true", help="sequences packed into rows without padding")
     parser.add_argument("--max-tokens", type=int, help="micro-batches by this token budget")
     parser.add_argument("--uneven", nargs="+", choices=UNEVEN_BATCHES, default=[],
-                        help="instead: each of these batches whose forwards differ in shape between ranks in turn "
+                        help="then each of these batches whose forwards differ in shape between ranks in turn "
                         "(tool-image: rank 0's first completion sees a tool's image; one-token: rank 1's completions "
-                        "are one token each), one result each in --out")
+                        "are one token each), their weights under 'uneven'")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     torch.manual_seed(0)
@@ -251,16 +251,16 @@ def main() -> None:
                   for name in args.lora}
         result = {name: train_lora_on_fixed_rollouts(args.model_dir, lora_train) for name, lora_train in trains.items()}
         result = result if all(result.values()) else {}  # rank 0 saves
-    elif args.uneven:
-        result = {batch: train_on_fixed_rollouts(args.model_dir, train, **uneven_batch(batch))[0]
-                  for batch in args.uneven}
-        result = result if all(result.values()) else {}
     else:
         weights, metrics = train_on_fixed_rollouts(args.model_dir, train)
         result = {"weights": weights, "metrics": metrics} if weights else {}
         if args.also_frozen_tower:
             frozen = train_on_fixed_rollouts(args.model_dir, train, options=ModelConfig(freeze_vision_tower=True))
             result = result and result | {"frozen": dict(zip(("weights", "metrics"), frozen))}
+        if args.uneven:
+            uneven = {batch: train_on_fixed_rollouts(args.model_dir, train, **uneven_batch(batch))[0]
+                      for batch in args.uneven}
+            result = result and result | {"uneven": uneven}
     if result:
         torch.save(result, args.out)
     torch.distributed.barrier()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,11 +40,28 @@ def one_process(tiny_qwen25vl: Path) -> tuple[dict[str, torch.Tensor], dict[str,
     return backend_parity.train_on_fixed_rollouts(tiny_qwen25vl, TrainConfig(micro_batch_size=MICRO_BATCH))
 
 
+LAUNCHES: dict[str, tuple[str, ...]] = {  # one launch per back end (CI time), the runs named after it in turn
+    "zero2": ("--backend", "deepspeed", "--zero-stage", "2", "--uneven", *backend_parity.UNEVEN_BATCHES),
+    "zero3": ("--backend", "deepspeed", "--zero-stage", "3", "--uneven", *backend_parity.UNEVEN_BATCHES),
+    # DeepSpeed's CPU Adam steps the offloaded optimizer state; weight shards live in CPU memory
+    "zero3-offload": ("--backend", "deepspeed", "--zero-stage", "3", "--offload"),
+    "fsdp2": ("--backend", "fsdp2", "--also-frozen-tower", "--uneven", *backend_parity.UNEVEN_BATCHES),
+}
+
+
 @pytest.fixture(scope="module")
-def fsdp2_launch(tiny_qwen25vl: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One FSDP2 launch for two tests (CI time): the plain run, then the frozen-tower run under "frozen"."""
-    out = tmp_path_factory.mktemp("fsdp2") / "weights.pt"
-    return _run_two_ranks("--model-dir", str(tiny_qwen25vl), "--backend", "fsdp2", "--also-frozen-tower", out=out)
+def launched(tiny_qwen25vl: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict]:
+    """What rank 0 saved from the launch of ``LAUNCHES[name]``, made once per module (the tests of a back end share
+    its launch)."""
+    results: dict[str, dict] = {}
+
+    def result(name: str) -> dict:
+        if name not in results:
+            out = tmp_path_factory.mktemp(name) / "weights.pt"
+            results[name] = _run_two_ranks("--model-dir", str(tiny_qwen25vl), *LAUNCHES[name], out=out)
+        return results[name]
+
+    return result
 
 
 def test_the_ranks_make_different_numbers_of_head_calls(tiny_qwen25vl):
@@ -65,50 +83,37 @@ def _run_two_ranks(*arguments: str, out: Path) -> dict:
     return torch.load(out)
 
 
-@pytest.mark.parametrize(
-    ("backend", "zero_stage", "offload"),
-    [pytest.param("deepspeed", 2, False, marks=NEEDS_DEEPSPEED, id="zero2"),
-     pytest.param("deepspeed", 3, False, marks=NEEDS_DEEPSPEED, id="zero3"),
-     # DeepSpeed's CPU Adam steps the offloaded optimizer state; weight shards live in CPU memory
-     pytest.param("deepspeed", 3, True, marks=NEEDS_DEEPSPEED, id="zero3-offload"),
-     pytest.param("fsdp2", 2, False, id="fsdp2")],  # zero_stage: not read by FSDP2
-)
-def test_two_ranks_match_one_process(backend, zero_stage, offload, one_process, tiny_qwen25vl, request, tmp_path):
+@pytest.mark.parametrize("name", [pytest.param("zero2", marks=NEEDS_DEEPSPEED), pytest.param("zero3", marks=NEEDS_DEEPSPEED),
+                                  pytest.param("zero3-offload", marks=NEEDS_DEEPSPEED), "fsdp2"])
+def test_two_ranks_match_one_process(name, one_process, tiny_qwen25vl, launched):
     reference_weights, reference_metrics = one_process
-    result = request.getfixturevalue("fsdp2_launch") if backend == "fsdp2" else _run_two_ranks(
-        "--model-dir", str(tiny_qwen25vl), "--backend", backend, "--zero-stage", str(zero_stage),
-        *(["--offload"] if offload else []), out=tmp_path / "weights.pt")
+    result = launched(name)
     weights, metrics = result["weights"], result["metrics"]
     initial = backend_parity.initial_weights(tiny_qwen25vl)
     assert weights.keys() == reference_weights.keys()
-    moved = max(float((reference_weights[name] - initial[name]).abs().max()) for name in initial)
+    moved = max(float((reference_weights[n] - initial[n]).abs().max()) for n in initial)
     assert moved > MOVED_AT_LEAST
     worst = max(((float((weights[n] - reference_weights[n]).abs().max()), n) for n in weights))
-    assert worst[0] <= WEIGHT_TOLERANCE, f"{backend} (stage {zero_stage}): {worst[1]} differs by {worst[0]:.3g}"
-    for name in ("loss", "kl", "entropy", "clip_frac", "grad_norm"):  # reduced over ranks, as one process sees them
-        assert metrics[name] == pytest.approx(reference_metrics[name], rel=1e-5), name
+    assert worst[0] <= WEIGHT_TOLERANCE, f"{name}: {worst[1]} differs by {worst[0]:.3g}"
+    for metric in ("loss", "kl", "entropy", "clip_frac", "grad_norm"):  # reduced over ranks, as one process sees them
+        assert metrics[metric] == pytest.approx(reference_metrics[metric], rel=1e-5), metric
     # the frozen KL reference is sharded like the policy's weights (ZeRO-2 keeps weights whole)
-    sharded = backend == "fsdp2" or zero_stage == 3
+    sharded = name != "zero2"
     assert metrics["reference_local_share"] < 0.6 if sharded else metrics["reference_local_share"] == 1.0
 
 
-@pytest.mark.parametrize("backend", [
-    pytest.param(("--backend", "deepspeed", "--zero-stage", "2"), marks=NEEDS_DEEPSPEED, id="zero2"),
-    pytest.param(("--backend", "deepspeed", "--zero-stage", "3"), marks=NEEDS_DEEPSPEED, id="zero3"),
-    pytest.param(("--backend", "fsdp2"), id="fsdp2"),
-])
-def test_ranks_whose_forwards_differ_in_shape_train_as_one_process(backend, tiny_qwen25vl, tmp_path):
+@pytest.mark.parametrize("name", [pytest.param("zero2", marks=NEEDS_DEEPSPEED), pytest.param("zero3", marks=NEEDS_DEEPSPEED),
+                                  "fsdp2"])
+def test_ranks_whose_forwards_differ_in_shape_train_as_one_process(name, tiny_qwen25vl, launched):
     """A tool's image inside rank 0's completions only (the vision tower then runs in every rank's forwards alike:
     without, FSDP2 hung in the first backward), or rank 1's completions all one token (its group-shared forwards
-    continue on a pad as rank 0's continue: without, FSDP2 hung); both batches in one launch."""
-    result = _run_two_ranks("--model-dir", str(tiny_qwen25vl), *backend, "--uneven", *backend_parity.UNEVEN_BATCHES,
-                            out=tmp_path / "weights.pt")
+    continue on a pad as rank 0's continue: without, FSDP2 hung)."""
+    uneven = launched(name)["uneven"]
     for batch in backend_parity.UNEVEN_BATCHES:
         reference_weights, _ = backend_parity.train_on_fixed_rollouts(
             tiny_qwen25vl, TrainConfig(micro_batch_size=MICRO_BATCH), **backend_parity.uneven_batch(batch))
-        weights = result[batch]
-        worst = max(((float((weights[n] - reference_weights[n]).abs().max()), n) for n in reference_weights))
-        assert worst[0] <= WEIGHT_TOLERANCE, f"{batch}: {worst[1]} differs by {worst[0]:.3g}"
+        worst = max(((float((uneven[batch][n] - reference_weights[n]).abs().max()), n) for n in reference_weights))
+        assert worst[0] <= WEIGHT_TOLERANCE, f"{name}, {batch}: {worst[1]} differs by {worst[0]:.3g}"
 
 
 def test_token_budget_packed_micro_batches_on_two_ranks_match_one_process(one_process, tiny_qwen25vl, tmp_path):
@@ -151,10 +156,10 @@ def test_lora_on_two_ranks_matches_one_process(tiny_qwen25vl, tmp_path):
         assert metrics["loss"] == pytest.approx(expected["metrics"]["loss"], rel=1e-5)
 
 
-def test_fsdp2_with_a_frozen_tower_keeps_it_and_holds_no_optimizer_state_for_it(fsdp2_launch, tiny_qwen25vl):
+def test_fsdp2_with_a_frozen_tower_keeps_it_and_holds_no_optimizer_state_for_it(launched, tiny_qwen25vl):
     """FSDP2 units mixing frozen and trainable parameters are supported (frozen ones skip the reduce-scatter);
     here every tower unit is frozen whole, and no rank's optimizer holds state for a frozen shard."""
-    result = fsdp2_launch["frozen"]
+    result = launched("fsdp2")["frozen"]
     weights, metrics = result["weights"], result["metrics"]
     initial = backend_parity.initial_weights(tiny_qwen25vl)
     tower = [n for n in initial if n.startswith("model.visual.") and not n.startswith("model.visual.merger.")]
