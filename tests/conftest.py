@@ -18,7 +18,7 @@ import transformers
 from PIL import Image
 
 from mmgrpo.config import Config
-from tests.training import DIGIT_REWARD_PLUGIN, small_run_config
+from tests.training import DIGIT_REWARD_PLUGIN, ZOOM, small_run_config
 
 # Tiny models run many small ops: torch's intra-op threads cost more in synchronisation
 # than they save, and on a shared 2-core CPU they contend with other processes.
@@ -225,3 +225,27 @@ def digit_reward_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def small_config(tmp_path: Path, tiny_qwen25vl: Path, digit_reward_plugin: Path) -> Callable[..., Config]:
     """``small_config(*overrides)``: a fast GRPO config writing under ``tmp_path``."""
     return functools.partial(small_run_config, tmp_path, tiny_qwen25vl, digit_reward_plugin)
+
+
+@pytest.fixture(scope="session")
+def zoom_policy(
+    tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Callable[..., Path], digit_reward_plugin: Path
+) -> Callable[..., Path]:
+    """``zoom_policy(**tiny_options) -> Path``: the tiny Qwen2.5-VL (built with ``tiny_options``) after the zoom task's
+    cold start (``ZOOM``'s SFT on its demonstrations: the policy calls ``zoom_in``). Made once per session and options
+    (the tool tests start GRPO from it instead of each training its own). Treat it as read-only."""
+    from mmgrpo.trainer.pipeline import run_training
+    from mmgrpo.trainer.resume import SFT_MODEL
+
+    made: dict[tuple, Path] = {}
+
+    def make(**tiny_options: object) -> Path:
+        key = tuple(sorted(tiny_options.items()))
+        if key not in made:
+            config = small_run_config(tmp_path_factory.mktemp("zoom_sft"), tiny_model_dir("qwen2_5_vl", **tiny_options),
+                                      digit_reward_plugin, *ZOOM, "train.steps=0")
+            run_training(config)
+            made[key] = Path(config.log.output_dir) / config.log.run_name / SFT_MODEL
+        return made[key]
+
+    return make

@@ -95,3 +95,22 @@ def small_run_config(root: Path, model: Path, plugin: Path, *overrides: str) -> 
         "checkpoint.every_n_steps=0",
     ]
     return load_config(None, [*base, *overrides])
+
+
+# The zoom task with a cold start on its demonstrations: the SFT policy calls ``zoom_in`` (the tool tests start GRPO
+# from it: ``zoom_policy`` in tests/conftest.py).
+ZOOM = (
+    "data.train.0.recipe=zoom_texture", "data.test.0.recipe=zoom_texture", "task.name=zoom_texture", "task.rewards={}",
+    "task.reward_plugins=[]", "rollout.tools=[zoom_in]", "rollout.max_turns=2", "rollout.max_new_tokens=96",
+    "sft.enabled=true", "sft.steps=100", "sft.batch_size=8", "sft.micro_batch_size=8", "sft.lr=0.003",
+    "train.steps=2", "train.lr=0.0005", "eval.before=false", "eval.after=false",
+)
+
+
+def tool_use(run: Path) -> list[dict]:
+    rows = read_metrics(run / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [1, 2]
+    for row in rows:  # the SFT policy calls the tool in some trajectories (19-44% measured), and sees its crops
+        assert row["tools/calls_per_completion"] > 0.05 and row["tools/ok_frac"] > 0, row
+        assert row["tools/images_per_completion"] > 0 and row["tools/observation_tokens"] > 0, row
+    return rows

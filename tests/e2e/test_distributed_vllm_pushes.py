@@ -11,6 +11,7 @@ import pytest
 from mmgrpo.models.tiny import VLLM_CPU_TINY_OPTIONS
 from tests.e2e.ranks import NEEDS_DEEPSPEED, succeeded, torchrun_train
 from tests.e2e.vllm_runs import NEEDS_VLLM, trained_in_step, vllm_recipe
+from tests.training import ZOOM, tool_use
 
 pytestmark = [pytest.mark.distributed, NEEDS_VLLM]
 
@@ -36,12 +37,10 @@ def test_lora_ranks_push_merged_weights_to_their_engines(small_config, tiny_mode
 
 
 @NEEDS_DEEPSPEED
-def test_a_tool_task_trains_with_an_engine_on_each_of_two_zero2_ranks(small_config, tiny_model_dir, tmp_path):
-    """Zoom demonstrations, then GRPO under ZeRO-2 whose ranks' engines each sample their own trajectories turn by
-    turn, crops included: the policy calls the tool and every rank's engine gives the trainer's log-probs."""
-    from tests.e2e.test_tool_training import ZOOM, tool_use
-
-    config = small_config(*ZOOM, f"model.name_or_path={tiny_model_dir('qwen2_5_vl', **VLLM_CPU_TINY_OPTIONS)}",
+def test_a_tool_task_trains_with_an_engine_on_each_of_two_zero2_ranks(small_config, zoom_policy, tmp_path):
+    """From the zoom task's SFT policy, GRPO under ZeRO-2 whose ranks' engines each sample their own trajectories turn
+    by turn, crops included: the policy calls the tool and every rank's engine gives the trainer's log-probs."""
+    config = small_config(*ZOOM, f"model.name_or_path={zoom_policy(**VLLM_CPU_TINY_OPTIONS)}", "sft.enabled=false",
                           "rollout.engine=vllm", "rollout.prompts_per_step=4", "train.backend=deepspeed",
                           "train.zero_stage=2")
     recipe = tmp_path / "recipe.yaml"

@@ -62,19 +62,13 @@ def test_sft_on_tool_demonstrations_teaches_the_call(zoom_setup):
     assert all(t.tool_outcomes == ["ok"] and t.media is not None for t in made)
 
 
-def test_mmgrpo_eval_takes_tool_turns(zoom_setup, tmp_path):
+def test_mmgrpo_eval_takes_tool_turns(zoom_policy, tmp_path):
     """``mmgrpo eval`` with ``rollout.tools`` scores trajectories: the SFT policy zooms, reads the crop and answers."""
     from eval.benchmark import run_config
     from mmgrpo.config import load_config
 
-    config, model, processor, examples = zoom_setup
-    config.sft.steps = 100
-    run_sft(model, processor, examples, config.sft, budgets=media_budgets(config.model, processor), seed=0,
-            progress_bar=False, demonstrate=demonstrator(config, model, processor))
-    model.save_pretrained(tmp_path / "policy")
-    processor.save_pretrained(tmp_path / "policy")
     evaluated = load_config(None, [
-        f"model.name_or_path={tmp_path / 'policy'}", f"data.dir={tmp_path / 'data'}", "task.name=zoom_texture",
+        f"model.name_or_path={zoom_policy()}", f"data.dir={tmp_path / 'data'}", "task.name=zoom_texture",
         "task.reward_plugins=[]", "data.test.0.recipe=zoom_texture", "data.test.0.recipe_args={n: 40}",
         "eval.limit=8", "eval.max_new_tokens=96", "rollout.tools=[zoom_in]", "rollout.max_turns=2",
     ])

@@ -78,16 +78,16 @@ def test_a_frozen_tower_reaches_the_vllm_engine_once(small_config, tiny_model_di
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
-def test_a_tool_task_trains_with_the_vllm_engine(small_config, tiny_model_dir, mode):
-    """Zoom demonstrations, then GRPO whose trajectories the vLLM engine samples turn by turn (each next turn with the
-    crops so far) in the trainer's process or in the rollout worker's: the policy calls the tool, sees its crops,
-    and the engine's log-probs of every policy turn equal the trainer's."""
+def test_a_tool_task_trains_with_the_vllm_engine(small_config, zoom_policy, mode):
+    """From the zoom task's SFT policy, GRPO whose trajectories the vLLM engine samples turn by turn (each next turn
+    with the crops so far) in the trainer's process or in the rollout worker's: the policy calls the tool, sees its
+    crops, and the engine's log-probs of every policy turn equal the trainer's."""
     from mmgrpo.trainer.pipeline import run_training
-    from tests.e2e.test_tool_training import ZOOM, tool_use
+    from tests.training import ZOOM, tool_use
 
-    model = f"model.name_or_path={tiny_model_dir('qwen2_5_vl', **VLLM_CPU_TINY_OPTIONS)}"
+    model = f"model.name_or_path={zoom_policy(**VLLM_CPU_TINY_OPTIONS)}"
     async_mode = ("rollout.mode=async", "rollout.max_staleness=0", "rollout.worker_threads=1") if mode == "async" else ()
-    config = small_config(*ZOOM, model, "rollout.engine=vllm", *async_mode)
+    config = small_config(*ZOOM, model, "sft.enabled=false", "rollout.engine=vllm", *async_mode)
     assert run_training(config)["grpo_steps"] == 2
     rows = tool_use(Path(config.log.output_dir) / "test")
     assert max(row["rollout/logprob_gap_max"] for row in rows) < 1e-4
