@@ -232,20 +232,26 @@ def zoom_policy(
     tmp_path_factory: pytest.TempPathFactory, tiny_model_dir: Callable[..., Path], digit_reward_plugin: Path
 ) -> Callable[..., Path]:
     """``zoom_policy(**tiny_options) -> Path``: the tiny Qwen2.5-VL (built with ``tiny_options``) after the zoom task's
-    cold start (``ZOOM``'s SFT on its demonstrations: the policy calls ``zoom_in``). Made once per session and options
-    (the tool tests start GRPO from it instead of each training its own). Treat it as read-only."""
+    cold start (``ZOOM``'s SFT on its demonstrations: the policy calls ``zoom_in``). Made once per test process
+    (each xdist worker) and options: the tool tests start GRPO from it instead of each training its own; a failed
+    build fails them all without being run again. Treat it as read-only."""
     from mmgrpo.trainer.pipeline import run_training
     from mmgrpo.trainer.resume import SFT_MODEL
 
-    made: dict[tuple, Path] = {}
+    made: dict[tuple, Path | Exception] = {}
 
     def make(**tiny_options: object) -> Path:
         key = tuple(sorted(tiny_options.items()))
         if key not in made:
             config = small_run_config(tmp_path_factory.mktemp("zoom_sft"), tiny_model_dir("qwen2_5_vl", **tiny_options),
                                       digit_reward_plugin, *ZOOM, "train.steps=0")
-            run_training(config)
-            made[key] = Path(config.log.output_dir) / config.log.run_name / SFT_MODEL
+            try:
+                run_training(config)
+                made[key] = Path(config.log.output_dir) / config.log.run_name / SFT_MODEL
+            except Exception as failure:  # noqa: BLE001  (kept and raised again for each test that asks)
+                made[key] = failure
+        if isinstance(made[key], Exception):
+            raise made[key]
         return made[key]
 
     return make

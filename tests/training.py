@@ -108,6 +108,7 @@ ZOOM = (
 
 
 def tool_use(run: Path) -> list[dict]:
+    """The metrics of a 2-step zoom run, checked: every step's policy called the tool and saw its crops."""
     rows = read_metrics(run / "metrics.jsonl")
     assert [row["step"] for row in rows] == [1, 2]
     for row in rows:  # the SFT policy calls the tool in some trajectories (19-44% measured), and sees its crops

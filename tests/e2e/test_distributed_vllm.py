@@ -1,7 +1,7 @@
 """Colocated vLLM under FSDP2 and ZeRO-3 on 2 ranks (torchrun, gloo on CPU): each rank samples its own prompts
 with its own engine, every weight update gathers the sharded weights one tensor at a time into both engines,
 and a stopped run resumes to exactly the uninterrupted one. One engine over both ranks, LoRA's merged pushes and a
-tool task: ``test_distributed_vllm_pushes.py`` (apart, so the two test workers share these long runs)."""
+tool task: ``test_distributed_vllm_engines.py`` (apart, so the two test workers share these long runs)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.ranks import succeeded, torchrun_train
+from tests.e2e.ranks import NEEDS_DEEPSPEED, succeeded, torchrun_train
 from tests.training import ZOOM, tool_use
 
 
@@ -24,16 +24,19 @@ def test_a_tool_task_trains_in_async_mode(small_config, zoom_policy):
 
 
 @pytest.mark.distributed
-@pytest.mark.parametrize("backend", [("train.backend=fsdp2", "sft.enabled=false"),
-                                     ("train.backend=deepspeed", "train.zero_stage=3", "sft.steps=4", "sft.lr=1e-4")],
-                         ids=["fsdp2", "zero3"])
+@pytest.mark.parametrize("backend", [
+    pytest.param(("train.backend=fsdp2", "sft.enabled=false"), id="fsdp2"),
+    pytest.param(("train.backend=deepspeed", "train.zero_stage=3", "sft.steps=4", "sft.lr=1e-4"), id="zero3",
+                 marks=NEEDS_DEEPSPEED),
+])
 def test_a_tool_task_trains_on_two_ranks(zoom_policy, small_config, tmp_path, backend):
     """Under FSDP2 and ZeRO-3 each forward is a collective: ranks take as many turns (a rank whose trajectories
     ended decodes a stand-in) and run the vision tower on crops as often (a dummy where a rank has none). Both start
-    from the zoom task's SFT policy; ZeRO-3 first runs a few SFT steps on the 2 ranks (demonstrations whose crops
-    differ in count between ranks), at a rate that keeps the policy's tool calls (a fresh AdamW at the first SFT's
-    3e-3 made them unparsable)."""
-    config = small_config(*ZOOM, f"model.name_or_path={zoom_policy()}", "rollout.prompts_per_step=4", "train.collective_timeout_s=60", *backend)
+    from the zoom task's SFT policy; ZeRO-3 first runs a few SFT steps on the 2 ranks (each rank's demonstrations
+    bring their crops into its forwards), at a rate that keeps the policy's tool calls (a fresh AdamW at the first
+    SFT's 3e-3 made them unparsable)."""
+    config = small_config(*ZOOM, f"model.name_or_path={zoom_policy()}", "rollout.prompts_per_step=4",
+                          "train.collective_timeout_s=60", *backend)
     recipe = tmp_path / "recipe.yaml"
     config.save_yaml(recipe)
     succeeded(torchrun_train(str(recipe), "log.run_name=run"))

@@ -34,7 +34,8 @@ def vllm_recipe(small_config, tiny_model_dir, plugin: Path, tmp_path: Path, *ove
 
 
 def trained_in_step(recipe: Path, run: Path) -> list[dict]:
-    """The metrics of a whole 2-rank run of ``recipe`` as ``run``: every step's engines sampled what the trainer scores."""
+    """The metrics of a whole 2-rank run of ``recipe`` as ``run``: every step's engines sampled what the trainer
+    scores."""
     succeeded(torchrun_train(str(recipe), f"log.run_name={run.name}"))
     rows = read_metrics(run / "metrics.jsonl")
     assert [row["step"] for row in rows] == list(range(1, STEPS + 1))
