@@ -19,24 +19,28 @@ there only while the worker still has older requests to sample, and the worker n
 (Measured alternatives on this CPU: a safetensors file per step costs a write and a read of
 the whole model; a queue of fresh shared tensors allocates a model's worth of memory per step.)
 
-The worker ends when asked, when its parent dies (``PR_SET_PDEATHSIG`` on Linux, and a check
-of the parent's pid between requests elsewhere), and ignores Ctrl-C, which reaches the
-whole process group: the trainer decides when it stops.
+The worker is forked from multiprocessing's fork server: a fresh interpreter (no inherited threads or CUDA
+state) that imports the worker's modules once per trainer process, so a worker started again (a test, a
+restarted run in the same process) does not import torch and transformers again. The worker ends when
+asked, or when the trainer exits however it does (killed included): it holds the read end of a pipe whose
+only write end the trainer holds, and a thread ends the worker at its end of file. It ignores Ctrl-C, which
+reaches the whole process group: the trainer decides when it stops. The fork server exits after both.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 import queue
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -76,10 +80,11 @@ def warn_if_stale_uncorrected(config: Config) -> None:
             "with algo.is_correction=tis); set algo.is_correction=tis", rollout.max_staleness,
         )
 
+WORKER_MODULES = ("mmgrpo.trainer.rollout_worker", "mmgrpo.trainer.setup", "mmgrpo.models.loading")
+"""What the fork server imports once for every worker it starts (the rest of ``_serve``'s imports are light)."""
 _POLL_S = 0.5  # how often a waiting side looks whether the other is still alive
 STOP_GRACE_S = 10.0
 """How long a stop waits for the worker to finish the batch it is sampling before terminating it."""
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class RolloutWorkerError(RuntimeError):
@@ -165,18 +170,21 @@ class RolloutWorker:
 
     def __init__(self, spec: WorkerSpec, weights: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         """Start the worker on ``weights``, the policy's ``version`` (its step count)."""
-        context = mp.get_context("spawn")  # a fresh interpreter: no inherited threads or CUDA state
+        context = mp.get_context("forkserver")
+        context.set_forkserver_preload(list(WORKER_MODULES))  # takes effect when the fork server starts
         self.weights = SharedWeights(weights, version, context)
         self._submitted = 0
         self._requests = context.Queue()
         self._results = context.Queue()
         self._stop = context.Event()
+        trainer_alive, self._alive = context.Pipe(duplex=False)  # the trainer holds the only write end
         self.process = context.Process(
-            target=_serve, args=(spec, self.weights, self._requests, self._results, self._stop, os.getpid()),
-            name="mmgrpo-rollout-worker", daemon=True,
+            target=_serve, name="mmgrpo-rollout-worker", daemon=True,
+            args=(spec, self.weights, self._requests, self._results, self._stop, trainer_alive, dict(os.environ)),
         )
         with _main_script_hidden():
             self.process.start()
+        trainer_alive.close()
         # Before the trainer publishes newer weights: the first requests are sampled by the weights it started on,
         # however long the worker takes to start (a resumed run's worker then samples as the uninterrupted one's).
         self._next_message(lambda message: isinstance(message, WorkerReady), "starting")
@@ -228,13 +236,18 @@ class RolloutWorker:
         for channel in (self._requests, self._results):
             channel.cancel_join_thread()
             channel.close()
+        self._alive.close()
 
 
 def _serve(
-    spec: WorkerSpec, weights: SharedWeights, requests: Any, results: Any, stop: Any, parent_pid: int
+    spec: WorkerSpec, weights: SharedWeights, requests: Any, results: Any, stop: Any, trainer_alive: Connection,
+    environment: dict[str, str],
 ) -> None:
-    """The worker process: build the engine, then serve requests until told to stop or orphaned."""
-    _exit_with_parent()
+    """The worker process: build the engine, then serve requests until told to stop or the trainer exits. It
+    runs in the trainer's ``environment`` of now (the fork server kept the one it started in)."""
+    _exit_with_trainer(trainer_alive)
+    os.environ.clear()
+    os.environ.update(environment)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     from mmgrpo.config import Config
     from mmgrpo.config.validation import plugin_specs
@@ -258,12 +271,7 @@ def _serve(
     engine = build_engine(config, model, processor)
     results.put(WorkerReady(version))
     while True:
-        try:
-            message = requests.get(timeout=_POLL_S)
-        except queue.Empty:
-            if os.getppid() != parent_pid:
-                return
-            continue
+        message = requests.get()  # the trainer's close() sends None; its exit ends this process
         if message is None or stop.is_set():
             return
         request_id, samples, group_sizes, params = message
@@ -296,7 +304,7 @@ def _for_trainer(rollouts: Rollouts) -> Rollouts:
 
 @contextmanager
 def _main_script_hidden() -> Iterator[None]:
-    """Start a spawned process without it re-running the parent's main script (multiprocessing would,
+    """Start a worker process without it re-running the parent's main script (multiprocessing would,
     and an unguarded script would train again in the worker): the worker needs nothing from it. Hence
     rewards and engines reach the worker through plugins and modules it imports, not the script."""
     main = sys.modules["__main__"]
@@ -310,11 +318,15 @@ def _main_script_hidden() -> Iterator[None]:
         main.__dict__.update(saved)
 
 
-def _exit_with_parent() -> None:
-    """Have the kernel send SIGTERM to this process when its parent dies (Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
-        logger.debug("prctl is unavailable: the worker notices its parent's death between requests")
+def _exit_with_trainer(trainer_alive: Connection) -> None:
+    """SIGTERM this process (as a scheduler's stop would) once the trainer's end of ``trainer_alive`` closes,
+    whether the trainer closed the worker or died; a thread waits for it, so it ends a worker mid-batch too."""
+
+    def wait_then_exit() -> None:
+        try:
+            trainer_alive.recv_bytes()
+        except (EOFError, OSError):
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=wait_then_exit, name="mmgrpo-trainer-watch", daemon=True).start()

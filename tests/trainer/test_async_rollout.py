@@ -216,7 +216,7 @@ def test_the_worker_never_outlives_its_trainer(small_config, tmp_path, stop):
     config.save_yaml(recipe)
     trainer = subprocess.Popen([sys.executable, "-m", "mmgrpo", "train", str(recipe)], start_new_session=True)
     try:
-        worker = _wait_for_worker(trainer.pid, tmp_path / "runs" / "test" / "metrics.jsonl")
+        server, worker = _wait_for_worker(trainer.pid, tmp_path / "runs" / "test" / "metrics.jsonl")
         if stop == "SIGINT":
             os.killpg(trainer.pid, signal.SIGINT)  # Ctrl-C reaches the whole process group
             assert trainer.wait(60) == 130
@@ -225,19 +225,21 @@ def test_the_worker_never_outlives_its_trainer(small_config, tmp_path, stop):
             trainer.kill()
             trainer.wait(60)
         worker.wait(30)  # raises psutil.TimeoutExpired if the worker stays
+        server.wait(30)
     finally:
         if trainer.poll() is None:
             os.killpg(trainer.pid, signal.SIGKILL)
 
 
-def _wait_for_worker(pid: int, metrics: Path, timeout_s: float = 180.0) -> psutil.Process:
-    """The trainer's worker process, once the trainer has logged a step (so both are running)."""
+def _wait_for_worker(pid: int, metrics: Path, timeout_s: float = 180.0) -> tuple[psutil.Process, psutil.Process]:
+    """The trainer's fork server and the worker forked from it, once the trainer has logged a step (so all run)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         children = psutil.Process(pid).children()
         if children and metrics.is_file() and metrics.read_text().strip():
-            (worker,) = [child for child in children if "spawn_main" in " ".join(child.cmdline())]
-            return worker
+            (server,) = [child for child in children if "forkserver" in " ".join(child.cmdline())]
+            (worker,) = server.children()
+            return server, worker
         time.sleep(0.5)
     raise TimeoutError("the trainer logged no step with its worker running")
 
