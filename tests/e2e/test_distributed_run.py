@@ -1,6 +1,7 @@
 """``mmgrpo train`` on 2 ranks (torchrun, gloo on CPU) with each distributed back end: it trains,
-stops on SIGTERM with a sharded checkpoint, resumes to exactly the uninterrupted run, and
-every checkpoint is a consolidated model that plain transformers loads and generates with.
+stops on SIGTERM with a sharded checkpoint, resumes to exactly the uninterrupted run (ZeRO-3 and FSDP2:
+ZeRO-2 saves and loads through the same DeepSpeed calls as ZeRO-3), and every checkpoint is a
+consolidated model that plain transformers loads and generates with.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ RESUME_TOLERANCE = 1e-6
 
 
 @pytest.mark.parametrize(
-    ("backend", "nodes", "fewer_ranks"),
+    ("backend", "nodes", "stops", "fewer_ranks"),
     # ZeRO-2 with dynamic group sizes: ranks hold groups of other sizes, and as many micro-batches
     # (a reward succeeding at a rate per prompt, and 8 training prompts: step 3 meets step 1's prompts with their success counts)
     # ReMax's greedy baselines too: one more greedy completion per prompt on each rank, merged for the advantages
@@ -36,7 +37,7 @@ RESUME_TOLERANCE = 1e-6
                    "algo.group_size_max=12",
                    "data.train.0.recipe_args={n: 10, test_fraction: 0.2}",
                    "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"], 1, False,
-                  marks=NEEDS_DEEPSPEED, id="zero2"),
+                  False, marks=NEEDS_DEEPSPEED, id="zero2"),
      # ZeRO-3 with DAPO's dynamic sampling: the ranks agree on the resampling rounds (groups of
      # prompts whose answer is 1 always succeed, so some are resampled; the others differ). Its
      # stopped run also continues on one rank (converted to DeepSpeed's universal checkpoint). The optimal token
@@ -44,7 +45,7 @@ RESUME_TOLERANCE = 1e-6
      pytest.param(["train.backend=deepspeed", "train.zero_stage=3", "algo.dynamic_sampling=true",
                    "algo.advantage_estimator=optimal_token_baseline",
                    "task.reward_plugins=[{rate_per_prompt_plugin}]", "task.rewards={one_in_answer: 1.0}"], 1, True,
-                  marks=NEEDS_DEEPSPEED, id="zero3"),
+                  True, marks=NEEDS_DEEPSPEED, id="zero3"),
      # FSDP2 with held-out evaluations before, during and after, data-parallel (5 items in batches of 2: blocks
      # of 3 and 2, so the second rank decodes a discarded item in lockstep to keep each FSDP2 forward collective
      # matched), its two ranks on two torchrun nodes meeting through a c10d rendezvous (as two machines would); its
@@ -52,10 +53,10 @@ RESUME_TOLERANCE = 1e-6
      # detached tokens from each rank's generator (restored exactly on resume); GDPO whitens over both ranks
      pytest.param(["train.backend=fsdp2", "eval.before=true", "eval.after=true", "eval.every_n_steps=2",
                    "eval.limit=5", "eval.batch_size=2", "algo.policy_loss=clip_cov", "algo.clip_cov_ratio=0.1", "algo.clip_cov_lb=-100",
-                   "algo.clip_cov_ub=100", "algo.advantage_estimator=gdpo"], 2, True, id="fsdp2-two-nodes")],
+                   "algo.clip_cov_ub=100", "algo.advantage_estimator=gdpo"], 2, True, True, id="fsdp2-two-nodes")],
 )
 def test_two_ranks_train_stop_resume_exactly_and_export(
-    backend, nodes, fewer_ranks, small_config, tiny_qwen25vl, rate_per_prompt_plugin, tmp_path
+    backend, nodes, stops, fewer_ranks, small_config, tiny_qwen25vl, rate_per_prompt_plugin, tmp_path
 ):
     config = small_config(
         f"train.steps={STEPS}", "checkpoint.every_n_steps=1", "algo.beta=0.04", "log.completions_per_log=100",
@@ -67,20 +68,10 @@ def test_two_ranks_train_stop_resume_exactly_and_export(
     runs = Path(config.log.output_dir)
 
     succeeded(torchrun_train(str(recipe), "log.run_name=whole", nodes=nodes))
-    stopped_after_step_one(torchrun_train(str(recipe), "log.run_name=cut", stop_in_step=2, nodes=nodes),
-                            runs / "cut" / "checkpoints")
-    if fewer_ranks:
-        shutil.copytree(runs / "cut", runs / "fewer")
-    succeeded(torchrun_train(str(recipe), "log.run_name=cut", "--resume", nodes=nodes))
-    if fewer_ranks:
-        _continues_on_one_rank(recipe, runs / "fewer", config.train.backend)
-
-    whole, cut = runs / "whole", runs / "cut"
+    whole = runs / "whole"
     assert [row["step"] for row in read_metrics(whole / "metrics.jsonl")] == list(range(1, STEPS + 1))  # rank 0 alone logs
-    for expected, resumed in zip(read_metrics(whole / "metrics.jsonl"), read_metrics(cut / "metrics.jsonl")):
-        assert set(resumed) == set(expected)  # e.g. a step without a trainable group on both or neither
-        for name in {"reward/total", "loss", "kl", "grad_norm", "length/total", "rollout_rounds"} & set(expected):
-            assert resumed[name] == pytest.approx(expected[name], rel=1e-5, abs=1e-7), (expected["step"], name)
+    if stops:
+        _stops_and_resumes_exactly(recipe, runs, nodes, fewer_ranks, config.train.backend)
     step_one = [row for row in read_metrics(whole / "completions.jsonl") if row["step"] == 1]
     if config.algo.dynamic_group_size:  # the ranks' trackers agree, so every rank keeps the same statistics
         assert max(row["group_size/max"] - row["group_size/min"] for row in read_metrics(whole / "metrics.jsonl")) > 0
@@ -90,12 +81,8 @@ def test_two_ranks_train_stop_resume_exactly_and_export(
         assert len({row["sample_id"] for row in step_one}) == config.rollout.prompts_per_step  # ranks drew apart
         assert len(step_one) == config.rollout.prompts_per_step * config.rollout.num_generations  # both ranks' groups
 
-    final = f"checkpoints/step-{STEPS}/model.safetensors"
     initial = load_file(str(tiny_qwen25vl / "model.safetensors"))
-    expected_weights, resumed_weights = load_file(str(whole / final)), load_file(str(cut / final))
-    assert expected_weights.keys() == resumed_weights.keys()
-    worst = max(float((expected_weights[n] - resumed_weights[n]).abs().max()) for n in expected_weights)
-    assert worst <= RESUME_TOLERANCE
+    expected_weights = load_file(str(whole / f"checkpoints/step-{STEPS}/model.safetensors"))
     moved = max(float((expected_weights[n] - initial[n]).abs().max()) for n in initial if n in expected_weights)
     assert moved > 1e-4  # the steps changed the weights: the comparison is not vacuous
 
@@ -110,6 +97,26 @@ def test_two_ranks_train_stop_resume_exactly_and_export(
         assert set(evaluations) == {"before GRPO", "after GRPO"}
         assert "eval/accuracy" in read_metrics(whole / "metrics.jsonl")[1]  # the eval after step 2
         _sharded_eval_equals_one_process(recipe, whole, tmp_path / "one-process")
+
+
+def _stops_and_resumes_exactly(recipe: Path, runs: Path, nodes: int, fewer_ranks: bool, backend: str) -> None:
+    """Stopped in step 2 (SIGTERM) and resumed, the run repeats ``runs/whole``: its metrics and final weights."""
+    stopped_after_step_one(torchrun_train(str(recipe), "log.run_name=cut", stop_in_step=2, nodes=nodes),
+                            runs / "cut" / "checkpoints")
+    if fewer_ranks:
+        shutil.copytree(runs / "cut", runs / "fewer")
+    succeeded(torchrun_train(str(recipe), "log.run_name=cut", "--resume", nodes=nodes))
+    if fewer_ranks:
+        _continues_on_one_rank(recipe, runs / "fewer", backend)
+    whole, cut = runs / "whole", runs / "cut"
+    for expected, resumed in zip(read_metrics(whole / "metrics.jsonl"), read_metrics(cut / "metrics.jsonl"), strict=True):
+        assert set(resumed) == set(expected)  # e.g. a step without a trainable group on both or neither
+        for name in {"reward/total", "loss", "kl", "grad_norm", "length/total", "rollout_rounds"} & set(expected):
+            assert resumed[name] == pytest.approx(expected[name], rel=1e-5, abs=1e-7), (expected["step"], name)
+    final = f"checkpoints/step-{STEPS}/model.safetensors"
+    expected_weights, resumed_weights = load_file(str(whole / final)), load_file(str(cut / final))
+    assert expected_weights.keys() == resumed_weights.keys()
+    assert max(float((expected_weights[n] - resumed_weights[n]).abs().max()) for n in expected_weights) <= RESUME_TOLERANCE
 
 
 def _sharded_eval_equals_one_process(recipe: Path, run: Path, out: Path) -> None:
