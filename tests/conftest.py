@@ -18,7 +18,7 @@ import transformers
 from PIL import Image
 
 from mmgrpo.config import Config
-from tests.training import DIGIT_REWARD_PLUGIN, ZOOM, small_run_config
+from tests.training import DIGIT_REWARD_PLUGIN, ZOOM, built_once, small_run_config
 
 # Tiny models run many small ops: torch's intra-op threads cost more in synchronisation
 # than they save, and on a shared 2-core CPU they contend with other processes.
@@ -238,20 +238,11 @@ def zoom_policy(
     from mmgrpo.trainer.pipeline import run_training
     from mmgrpo.trainer.resume import SFT_MODEL
 
-    made: dict[tuple, Path | Exception] = {}
+    @built_once
+    def trained(options: tuple[tuple[str, object], ...]) -> Path:
+        config = small_run_config(tmp_path_factory.mktemp("zoom_sft"), tiny_model_dir("qwen2_5_vl", **dict(options)),
+                                  digit_reward_plugin, *ZOOM, "train.steps=0")
+        run_training(config)
+        return Path(config.log.output_dir) / config.log.run_name / SFT_MODEL
 
-    def make(**tiny_options: object) -> Path:
-        key = tuple(sorted(tiny_options.items()))
-        if key not in made:
-            config = small_run_config(tmp_path_factory.mktemp("zoom_sft"), tiny_model_dir("qwen2_5_vl", **tiny_options),
-                                      digit_reward_plugin, *ZOOM, "train.steps=0")
-            try:
-                run_training(config)
-                made[key] = Path(config.log.output_dir) / config.log.run_name / SFT_MODEL
-            except Exception as failure:  # noqa: BLE001  (kept and raised again for each test that asks)
-                made[key] = failure
-        if isinstance(made[key], Exception):
-            raise made[key]
-        return made[key]
-
-    return make
+    return lambda **tiny_options: trained(tuple(sorted(tiny_options.items())))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Hashable, TypeVar
 
 import pytest
 
@@ -14,6 +14,9 @@ from mmgrpo.config import Config, load_config
 from mmgrpo.run_files import read_metrics
 from mmgrpo.inputs import load_samples, pick_device, task_model_info
 from mmgrpo.trainer.setup import load_policy
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 # A reward that is easy to climb from a random model: the share of completion characters
 # that are the digit "3". A trainer that follows its policy gradient raises it within a
@@ -34,6 +37,25 @@ def text_length(completions, **_):
 # Completions of the random tiny model differ in length in nearly every group, so with this
 # reward the policy moves at every step; a '3' is rare, so share_of_threes may leave it still.
 DENSE_REWARD = "task.rewards={text_length: 1.0}"
+
+
+def built_once(build: Callable[[K], V]) -> Callable[[K], V]:
+    """``build`` made once per key, and a failure kept as well: the tests that share a costly result (a launch, a
+    trained policy) run it once, and a failed build fails each of them without being run again."""
+    made: dict[K, tuple[bool, V | Exception]] = {}
+
+    def get(key: K) -> V:
+        if key not in made:
+            try:
+                made[key] = (True, build(key))
+            except Exception as failure:  # noqa: BLE001  (raised again for each test that asks)
+                made[key] = (False, failure)
+        built, value = made[key]
+        if not built:
+            raise value
+        return value
+
+    return get
 
 
 def build_trainer_inputs(config: Config, run_dir: Path, *, checkpoint: Path | None = None):

@@ -22,6 +22,7 @@ from mmgrpo.config.schema import TrainConfig
 from mmgrpo.models.loading import load_model_and_processor
 from tests.e2e.ranks import EXTENSIONS_CACHE, NEEDS_DEEPSPEED
 from tests.torchrun import torchrun
+from tests.training import built_once
 from tests.trainer import backend_parity
 
 pytestmark = pytest.mark.distributed
@@ -53,18 +54,10 @@ LAUNCHES: dict[str, tuple[str, ...]] = {  # one launch per back end (CI time), t
 def launched(tiny_qwen25vl: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict]:
     """What rank 0 saved from the launch of ``LAUNCHES[name]``, made once per module (the tests of a back end share
     its launch; a failed launch fails them all without being run again)."""
-    results: dict[str, dict | AssertionError] = {}
-
+    @built_once
     def result(name: str) -> dict:
-        if name not in results:
-            out = tmp_path_factory.mktemp(name) / "weights.pt"
-            try:
-                results[name] = _run_two_ranks("--model-dir", str(tiny_qwen25vl), *LAUNCHES[name], out=out)
-            except AssertionError as failure:
-                results[name] = failure
-        if isinstance(results[name], AssertionError):
-            raise results[name]
-        return results[name]
+        out = tmp_path_factory.mktemp(name) / "weights.pt"
+        return _run_two_ranks("--model-dir", str(tiny_qwen25vl), *LAUNCHES[name], out=out)
 
     return result
 
