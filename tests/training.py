@@ -42,18 +42,19 @@ DENSE_REWARD = "task.rewards={text_length: 1.0}"
 def built_once(build: Callable[[K], V]) -> Callable[[K], V]:
     """``build`` made once per key, and a failure kept as well: the tests that share a costly result (a launch, a
     trained policy) run it once, and a failed build fails each of them without being run again."""
-    made: dict[K, tuple[bool, V | Exception]] = {}
+    made: dict[K, V] = {}
+    failed: dict[K, Exception] = {}
 
     def get(key: K) -> V:
+        if key in failed:
+            raise failed[key]
         if key not in made:
             try:
-                made[key] = (True, build(key))
-            except Exception as failure:  # noqa: BLE001  (raised again for each test that asks)
-                made[key] = (False, failure)
-        built, value = made[key]
-        if not built:
-            raise value
-        return value
+                made[key] = build(key)
+            except Exception as failure:  # raised again for each test that asks
+                failed[key] = failure
+                raise
+        return made[key]
 
     return get
 

@@ -19,17 +19,20 @@ there only while the worker still has older requests to sample, and the worker n
 (Measured alternatives on this CPU: a safetensors file per step costs a write and a read of
 the whole model; a queue of fresh shared tensors allocates a model's worth of memory per step.)
 
-The worker is forked from multiprocessing's fork server: a fresh interpreter (no inherited threads or CUDA
-state) that imports the worker's modules once per trainer process, so a worker started again (a test, a
-restarted run in the same process) does not import torch and transformers again. The worker ends when
-asked, or when the trainer exits however it does (killed included): it holds the read end of a pipe whose
-only write end the trainer holds, and a thread ends the worker at its end of file. It ignores Ctrl-C, which
-reaches the whole process group: the trainer decides when it stops. The fork server exits after both.
+On Linux the worker is forked from multiprocessing's fork server: a fresh interpreter that only imported the
+worker's modules, once per trainer process (no CUDA state; its only other threads are the idle pools of OpenBLAS
+and jemalloc, which prepare themselves for a fork, as for any forked PyTorch data loader), so a worker started
+again in the same process (a program calling ``run_training`` twice, the tests) does not import torch and
+transformers again; elsewhere it is spawned. The worker ends when asked, or when the trainer exits however it does (killed
+included): it holds the read end of a pipe whose only write end the trainer holds, and a thread ends the
+worker at its end of file. It ignores Ctrl-C, which reaches the whole process group: the trainer decides
+when it stops. The fork server exits after both.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
 import signal
@@ -37,6 +40,7 @@ import sys
 import threading
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -87,19 +91,53 @@ STOP_GRACE_S = 10.0
 """How long a stop waits for the worker to finish the batch it is sampling before terminating it."""
 
 
+def worker_context() -> Any:
+    """Where workers start: multiprocessing's fork server on Linux (it imported ``WORKER_MODULES`` once), a freshly
+    spawned interpreter elsewhere (on macOS forking a process that imported torch is unsafe; Windows cannot fork)."""
+    if not sys.platform.startswith("linux"):
+        return mp.get_context("spawn")
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(list(WORKER_MODULES))  # read once, when the fork server starts
+    return context
+
+
 class RolloutWorkerError(RuntimeError):
     """The rollout worker failed on a request, or exited."""
 
 
 class SharedWeights:
     """One copy of the policy's weights in shared memory, the version it holds, and how many requests the
-    worker has taken weights for; one condition guards all three."""
+    worker has taken weights for; one condition guards all three. The weights are views into one flat buffer
+    per dtype, so the worker receives one file descriptor per dtype, not one per tensor (the fork server
+    passes fewer than 256 with a process, and a 3B VLM has about 800 tensors)."""
 
     def __init__(self, weights: Iterable[tuple[str, torch.Tensor]], version: int, context: Any) -> None:
-        self.tensors = {name: tensor.detach().to("cpu", copy=True).share_memory_() for name, tensor in weights}
+        copies = [(name, tensor.detach().to("cpu", copy=True)) for name, tensor in weights]
+        sizes: Counter[torch.dtype] = Counter()
+        self._layout: dict[str, tuple[torch.dtype, int, tuple[int, ...]]] = {}
+        for name, tensor in copies:
+            self._layout[name] = (tensor.dtype, sizes[tensor.dtype], tuple(tensor.shape))
+            sizes[tensor.dtype] += tensor.numel()
+        self._buffers = {dtype: torch.empty(size, dtype=dtype).share_memory_() for dtype, size in sizes.items()}
+        self.tensors = self._views()
+        while copies:  # each copy freed once in the buffer: the host holds the weights about once, not twice
+            name, tensor = copies.pop()
+            self.tensors[name].copy_(tensor)
         self.changed = context.Condition()
         self._version = context.Value("q", version, lock=False)
         self._taken = context.Value("q", 0, lock=False)
+
+    def _views(self) -> dict[str, torch.Tensor]:
+        return {name: self._buffers[dtype][start:start + math.prod(shape)].view(shape)
+                for name, (dtype, start, shape) in self._layout.items()}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Sent to the worker without the views: they are made again there from the buffers."""
+        return {name: value for name, value in self.__dict__.items() if name != "tensors"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.tensors = self._views()
 
     @property
     def version(self) -> int:
@@ -170,8 +208,7 @@ class RolloutWorker:
 
     def __init__(self, spec: WorkerSpec, weights: Iterable[tuple[str, torch.Tensor]], version: int) -> None:
         """Start the worker on ``weights``, the policy's ``version`` (its step count)."""
-        context = mp.get_context("forkserver")
-        context.set_forkserver_preload(list(WORKER_MODULES))  # takes effect when the fork server starts
+        context = worker_context()
         self.weights = SharedWeights(weights, version, context)
         self._submitted = 0
         self._requests = context.Queue()
@@ -244,7 +281,8 @@ def _serve(
     environment: dict[str, str],
 ) -> None:
     """The worker process: build the engine, then serve requests until told to stop or the trainer exits. It
-    runs in the trainer's ``environment`` of now (the fork server kept the one it started in)."""
+    runs in the trainer's ``environment`` of now (the fork server kept the one it started in); what a preloaded
+    module read from the environment at import (``OMP_NUM_THREADS``, the Hub's paths) is the fork server's."""
     _exit_with_trainer(trainer_alive)
     os.environ.clear()
     os.environ.update(environment)
@@ -328,5 +366,7 @@ def _exit_with_trainer(trainer_alive: Connection) -> None:
         except (EOFError, OSError):
             pass
         os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(STOP_GRACE_S)  # only if a handler caught it
+        os._exit(1)
 
     threading.Thread(target=wait_then_exit, name="mmgrpo-trainer-watch", daemon=True).start()
