@@ -49,12 +49,12 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
     || fail "the main environment lacks torch, numpy or pytest (install mmgrpo first: pip install -e '.[dev]')"
 
 step "pip install --no-deps $VERL"
-pip install -q --no-compile --no-deps "$VERL" || fail "pip install --no-deps $VERL"
+pip install -q --no-deps "$VERL" || fail "pip install --no-deps $VERL"
 step "pip install ${EXTRAS[*]} (what importing verl's core_algos needs)"
-pip install -q --no-compile "${EXTRAS[@]}" || fail "pip install ${EXTRAS[*]}"
+pip install -q "${EXTRAS[@]}" || fail "pip install ${EXTRAS[*]}"
 
 step "pip install --no-deps $TRL (GRPOTrainer._compute_loss runs on the main environment's transformers)"
-pip install -q --no-compile --no-deps "$TRL" || fail "pip install --no-deps $TRL"
+pip install -q --no-deps "$TRL" || fail "pip install --no-deps $TRL"
 
 step "remove the top-level tests/ and scripts/ packages verl's wheel ships (they shadow the repo's)"
 SITE=$("$PY" -c "import sysconfig; print(sysconfig.get_path('purelib'))") && [[ -d $SITE ]] \

