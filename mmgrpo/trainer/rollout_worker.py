@@ -23,10 +23,10 @@ On Linux the worker is forked from multiprocessing's fork server: a fresh interp
 worker's modules, once per trainer process (no CUDA state; its only other threads are the idle pools of OpenBLAS
 and jemalloc, which prepare themselves for a fork, as for any forked PyTorch data loader), so a worker started
 again in the same process (a program calling ``run_training`` twice, the tests) does not import torch and
-transformers again; elsewhere it is spawned. The worker ends when asked, or when the trainer exits however it does (killed
-included): it holds the read end of a pipe whose only write end the trainer holds, and a thread ends the
-worker at its end of file. It ignores Ctrl-C, which reaches the whole process group: the trainer decides
-when it stops. The fork server exits after both.
+transformers again; elsewhere it is spawned. The worker ends when asked, or when the trainer exits however it
+does (killed included): it holds the read end of a pipe whose only write end the trainer holds, and a thread
+ends the worker at its end of file. It ignores Ctrl-C, which reaches the whole process group: the trainer
+decides when it stops. The fork server exits after both.
 """
 
 from __future__ import annotations
